@@ -1,0 +1,1 @@
+"""The plan language (models, grammar, parsers). Filled by the plans issue."""

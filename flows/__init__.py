@@ -1,0 +1,1 @@
+"""Work that runs as Prefect flows (indexing, file operations) and the plain functions behind them."""

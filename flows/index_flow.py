@@ -1,0 +1,126 @@
+"""Indexing as a Prefect flow: one flow run per index job, with `scan <root>` and `sweep` visible as task runs.
+
+``run_index_job`` is the plain function (tests call it directly); ``index_flow`` is the same work as a Prefect flow.
+The job row in the store is the source of truth for status and progress; the flow run id is recorded on it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Callable
+
+from sqlalchemy.engine import Engine
+
+from flows.indexer import Cancelled, IndexProgress, IndexResult, index_tree
+from store import jobs as store_jobs
+from store.engine import get_engine
+
+log = logging.getLogger(__name__)
+
+ProgressHook = Callable[[IndexProgress], None]
+
+
+def run_index_job(engine: Engine, *, job_id: int, root: str, follow_symlinks: bool = False,
+                  cancel_event: threading.Event | None = None, on_progress: ProgressHook | None = None,
+                  batch_size: int = 2000, flow_run_id: str | None = None) -> dict:
+    """Run index job ``job_id`` to its end, keeping its row current; returns the final job row."""
+    if not store_jobs.mark_running(engine, job_id=job_id, flow_run_id=flow_run_id):
+        return store_jobs.get_job(engine, job_id=job_id)  # cancelled before it started
+    last_write = 0.0
+    checks = 0
+
+    def progress(p: IndexProgress) -> None:
+        nonlocal last_write
+        if on_progress is not None:
+            on_progress(p)
+        now = time.monotonic()
+        if now - last_write >= 0.25 or p.percent >= 100:
+            last_write = now
+            store_jobs.update_progress(engine, job_id=job_id, progress=p.percent, files=p.files,
+                                       directories=p.directories, total_size=p.total_size, current_path=p.current_path)
+
+    def should_cancel() -> bool:
+        nonlocal checks
+        checks += 1
+        if cancel_event is not None and cancel_event.is_set():
+            return True
+        # another process (or a lost event) may have asked through the store; look every few batches
+        return checks % 5 == 0 and store_jobs.cancel_requested(engine, job_id=job_id)
+
+    try:
+        result: IndexResult = index_tree(engine, root, scan_id=job_id, follow_symlinks=follow_symlinks,
+                                         batch_size=batch_size, progress=progress, should_cancel=should_cancel)
+    except Cancelled:
+        store_jobs.finish_job(engine, job_id=job_id, status="cancelled",
+                              error_message="cancelled on request; entries written so far were kept, none removed")
+        log.info("index job %s cancelled", job_id)
+        return store_jobs.get_job(engine, job_id=job_id)
+    except FileNotFoundError:
+        store_jobs.finish_job(engine, job_id=job_id, status="failed", error_message=f"{root} no longer exists")
+        return store_jobs.get_job(engine, job_id=job_id)
+    except Exception as exc:  # recorded on the job, then re-raised so Prefect marks the run failed too
+        log.exception("index job %s failed", job_id)
+        store_jobs.finish_job(engine, job_id=job_id, status="failed", error_message=f"{type(exc).__name__}: {exc}")
+        raise
+    store_jobs.record_issues(engine, job_id=job_id, issues=result.issues)
+    store_jobs.finish_job(engine, job_id=job_id, status="completed", progress=100.0, files=result.files,
+                          directories=result.directories, total_size=result.total_size, removed=result.removed,
+                          error_count=len(result.issues), current_path=None)
+    return store_jobs.get_job(engine, job_id=job_id)
+
+
+# --- the Prefect flow ---------------------------------------------------------------------------------------------
+
+_cancel_events: dict[int, threading.Event] = {}
+_progress_hooks: dict[int, ProgressHook] = {}
+
+
+def register_job_hooks(job_id: int, *, cancel_event: threading.Event | None,
+                       on_progress: ProgressHook | None) -> None:
+    """In-process hooks for a job's flow run (flow parameters must serialise, events and callbacks do not)."""
+    if cancel_event is not None:
+        _cancel_events[job_id] = cancel_event
+    if on_progress is not None:
+        _progress_hooks[job_id] = on_progress
+
+
+def _build_flow():
+    from prefect import flow, task
+    from prefect.runtime import flow_run
+
+    @task(task_run_name="scan {root}", persist_result=False)
+    def scan(database_url: str, job_id: int, root: str, follow_symlinks: bool, batch_size: int) -> dict:
+        """Walk the tree, write entries in batches, sweep what disappeared."""
+        engine = get_engine(database_url)
+        job = run_index_job(engine, job_id=job_id, root=root, follow_symlinks=follow_symlinks,
+                            cancel_event=_cancel_events.get(job_id), on_progress=_progress_hooks.get(job_id),
+                            batch_size=batch_size, flow_run_id=str(flow_run.get_id() or "") or None)
+        return {k: job[k] for k in ("id", "status", "files", "directories", "total_size", "removed")}
+
+    @flow(name="index", flow_run_name="index {root}", persist_result=False, log_prints=False,
+          validate_parameters=False)
+    def index_flow(database_url: str, job_id: int, root: str, follow_symlinks: bool = False,
+                   batch_size: int = 2000) -> dict:
+        """Index a directory tree into the assay store."""
+        try:
+            return scan(database_url, job_id, root, follow_symlinks, batch_size)
+        finally:
+            _cancel_events.pop(job_id, None)
+            _progress_hooks.pop(job_id, None)
+
+    return index_flow
+
+
+_flow = None
+_flow_lock = threading.Lock()
+
+
+def index_flow():
+    """The Prefect flow object, built on first use (importing prefect costs about a second)."""
+    global _flow
+    with _flow_lock:
+        if _flow is None:
+            _flow = _build_flow()
+        return _flow

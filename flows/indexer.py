@@ -1,0 +1,230 @@
+"""The indexer: a streaming, stack-based scandir walk that writes entries in batches.
+
+Memory is bounded by the walk's frontier (the directories discovered but not yet finished) and one batch of rows,
+never by the size of the tree. Directories are emitted after their contents (post-order), so each directory's size
+is the sum of its subtree without a second pass. Entries the walk did not see are swept at the end; the sweep is
+skipped when the walk is cancelled or fails, so a stopped walk never deletes what it did not get to.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat as statmod
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from sqlalchemy.engine import Engine
+
+from store import entries as store_entries
+
+log = logging.getLogger(__name__)
+
+ProgressFn = Callable[["IndexProgress"], None]
+CancelFn = Callable[[], bool]
+
+
+class Cancelled(Exception):
+    """The walk stopped because cancellation was requested."""
+
+
+@dataclass
+class IndexProgress:
+    files: int = 0
+    directories: int = 0
+    total_size: int = 0
+    written: int = 0
+    current_path: str | None = None
+    percent: float = 0.0
+
+
+@dataclass
+class IndexResult:
+    root: str
+    files: int = 0
+    directories: int = 0
+    total_size: int = 0
+    removed: int = 0
+    issues: list[tuple[str, str]] = field(default_factory=list)
+    duration_ms: int = 0
+
+
+def _kind(mode: int) -> str:
+    if statmod.S_ISDIR(mode):
+        return "directory"
+    if statmod.S_ISREG(mode):
+        return "file"
+    if statmod.S_ISLNK(mode):
+        return "symlink"
+    return "other"
+
+
+class _Walk:
+    def __init__(self, engine: Engine, root: str, *, scan_id: int, follow_symlinks: bool, batch_size: int,
+                 progress: ProgressFn | None, should_cancel: CancelFn | None, expected: int, max_issues: int) -> None:
+        self.engine = engine
+        self.root = root
+        self.scan_id = scan_id
+        self.follow = follow_symlinks
+        self.batch_size = batch_size
+        self.progress_fn = progress
+        self.should_cancel = should_cancel
+        self.expected = expected
+        self.max_issues = max_issues
+        self.now = time.time()
+        self.batch: list[dict] = []
+        self.state = IndexProgress()
+        self.issues: list[tuple[str, str]] = []
+        self.issue_count = 0
+        self.unreadable: list[str] = []
+        self.dirs_seen = 1
+
+    def issue(self, path: str, reason: str) -> None:
+        self.issue_count += 1
+        if len(self.issues) < self.max_issues:
+            self.issues.append((path, reason))
+        log.info("index: skipped %s: %s", path, reason)
+
+    def emit(self, path: str, kind: str, size: int, st: os.stat_result) -> None:
+        self.batch.append(store_entries.make_row(
+            path, kind=kind, size=size, mtime=st.st_mtime, ctime=st.st_ctime, inode=st.st_ino,
+            scan_id=self.scan_id, indexed_at=self.now,
+        ))
+        if len(self.batch) >= self.batch_size:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.batch:
+            with self.engine.begin() as conn:
+                store_entries.upsert_entries(conn, self.batch)
+            self.state.written += len(self.batch)
+            self.batch = []
+        self.report()
+        if self.should_cancel is not None and self.should_cancel():
+            raise Cancelled()
+
+    def report(self) -> None:
+        s = self.state
+        done = s.files + s.directories
+        if self.expected > 0:
+            s.percent = min(99.0, 100.0 * done / self.expected)
+        else:  # first scan: directories finished over directories discovered so far
+            s.percent = min(99.0, 100.0 * s.directories / max(self.dirs_seen, 1))
+        if self.progress_fn is not None:
+            self.progress_fn(s)
+
+    def run(self, root_stat: os.stat_result) -> None:
+        root = self.root
+        sizes: dict[str, int] = {root: 0}
+        stats: dict[str, os.stat_result] = {root: root_stat}
+        visited: set[tuple[int, int]] = {(root_stat.st_dev, root_stat.st_ino)} if self.follow else set()
+        stack: list[tuple[bool, str]] = [(True, root)]  # (entering?, directory)
+        while stack:
+            entering, directory = stack.pop()
+            if not entering:
+                size = sizes.pop(directory)
+                self.state.directories += 1
+                self.emit(directory, "directory", size, stats.pop(directory))
+                parent = os.path.dirname(directory)
+                if directory != root:
+                    sizes[parent] += size
+                continue
+            stack.append((False, directory))
+            self.state.current_path = directory
+            try:
+                with os.scandir(directory) as it:
+                    for item in it:
+                        self._visit(item, directory, sizes, stats, visited, stack)
+            except FileNotFoundError:
+                self.issue(directory, "vanished during the walk")
+            except OSError as exc:
+                self.unreadable.append(directory)
+                self.issue(directory, f"unreadable: {exc.strerror or exc}")
+
+    def _visit(self, item: os.DirEntry, directory: str, sizes: dict, stats: dict, visited: set, stack: list) -> None:
+        path = item.path
+        try:
+            st = item.stat(follow_symlinks=self.follow)
+        except FileNotFoundError:
+            self.issue(path, "vanished during the walk" if not item.is_symlink() else "broken symlink")
+            if item.is_symlink():  # a dangling link is still an entry when links are not followed
+                try:
+                    st = item.stat(follow_symlinks=False)
+                except OSError:
+                    return
+            else:
+                return
+        except OSError as exc:
+            self.issue(path, f"cannot stat: {exc.strerror or exc}")
+            return
+        kind = _kind(st.st_mode)
+        if kind == "directory":
+            if self.follow:
+                key = (st.st_dev, st.st_ino)
+                if key in visited:
+                    self.issue(path, "symlink loop: directory already visited")
+                    return
+                visited.add(key)
+            sizes[path] = 0
+            stats[path] = st
+            self.dirs_seen += 1
+            stack.append((True, path))
+            return
+        size = st.st_size if kind == "file" else 0
+        if kind == "file":
+            self.state.files += 1
+            self.state.total_size += size
+            sizes[directory] += size
+        self.emit(path, kind, size, st)
+
+
+def index_tree(engine: Engine, root: str, *, scan_id: int, follow_symlinks: bool = False, batch_size: int = 2000,
+               progress: ProgressFn | None = None, should_cancel: CancelFn | None = None,
+               max_issues: int = 1000) -> IndexResult:
+    """Index ``root`` (a canonical absolute path) into the store under scan id ``scan_id``.
+
+    Raises :class:`Cancelled` if ``should_cancel`` returns true between batches (rows already written stay; nothing
+    is swept). Unreadable directories and files that vanish mid-walk are recorded in the result and skipped.
+    """
+    started = time.perf_counter()
+    root_stat = os.stat(root) if follow_symlinks else os.lstat(root)
+    expected = store_entries.count_subtree(engine, root=root)
+    walk = _Walk(engine, root, scan_id=scan_id, follow_symlinks=follow_symlinks, batch_size=batch_size,
+                 progress=progress, should_cancel=should_cancel, expected=expected, max_issues=max_issues)
+    if statmod.S_ISDIR(root_stat.st_mode):
+        walk.run(root_stat)
+    else:
+        kind = _kind(root_stat.st_mode)
+        walk.state.files += kind == "file"
+        walk.state.total_size += root_stat.st_size if kind == "file" else 0
+        walk.emit(root, kind, root_stat.st_size if kind == "file" else 0, root_stat)
+    walk.flush()
+    with engine.begin() as conn:
+        removed = 0
+        if statmod.S_ISDIR(root_stat.st_mode):
+            removed = _sweep(conn, root, scan_id, walk.unreadable)
+        store_entries.refresh_ancestor_sizes(conn, path=root)
+    walk.state.percent = 100.0
+    if progress is not None:
+        progress(walk.state)
+    s = walk.state
+    result = IndexResult(root=root, files=s.files, directories=s.directories, total_size=s.total_size,
+                         removed=removed, issues=walk.issues, duration_ms=int((time.perf_counter() - started) * 1000))
+    if walk.issue_count > len(walk.issues):
+        result.issues.append((root, f"... and {walk.issue_count - len(walk.issues)} more issues not recorded"))
+    return result
+
+
+def _sweep(conn, root: str, scan_id: int, unreadable: list[str]) -> int:
+    """Delete what the walk did not see, except under directories it could not read (their contents are unknown)."""
+    from sqlalchemy import and_, delete, not_, or_
+
+    t = store_entries.T
+    keep = [store_entries.subtree_clause(d, include_root=False) for d in unreadable[:200]]
+    clause = and_(store_entries.subtree_clause(root), or_(t.c.scan_id.is_(None), t.c.scan_id != scan_id))
+    if keep:
+        clause = and_(clause, not_(or_(*keep)))
+    if len(unreadable) > 200:  # too many holes to express in one statement: keep everything rather than lose data
+        return 0
+    return conn.execute(delete(t).where(clause)).rowcount or 0

@@ -1,0 +1,46 @@
+"""The `index` operation as agents call it: skip a recent scan, or start one (async) or run one (sync)."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from flows.index_flow import ProgressHook
+from flows.runner import JobRunner
+from store import jobs as store_jobs
+from store.errors import InvalidInput, NotFound
+
+
+def index_path(runner: JobRunner, *, root: str, async_: bool = True, force: bool = False, max_age: float = 3600,
+               follow_symlinks: bool = False, on_progress: ProgressHook | None = None) -> dict[str, Any]:
+    """Index ``root`` (already resolved inside the allowed roots). Returns reference 000's response shapes."""
+    started = time.perf_counter()
+    if max_age < 0:
+        raise InvalidInput(f"maxAge must be 0 or more seconds, got {max_age}", field="maxAge")
+    if not os.path.lexists(root):
+        raise NotFound(f"root {root} does not exist", field="root")
+    if not force and max_age > 0:
+        last = store_jobs.last_scan_of(runner.engine, path=root)
+        if last is not None and last["completed_at"] is not None:
+            age = time.time() - last["completed_at"]
+            if age < max_age:
+                return {
+                    "root": root, "status": "completed", "files": 0, "directories": 0, "totalSize": 0,
+                    "durationMs": int((time.perf_counter() - started) * 1000), "skipped": True,
+                    "skipReason": f"Path was scanned {int(age)} seconds ago (max age: {int(max_age)} seconds). "
+                                  "Use force=true to re-index.",
+                    "lastJobId": str(last["id"]),
+                }
+    params = {"force": force, "maxAge": max_age, "followSymlinks": follow_symlinks}
+    if async_:
+        job_id = runner.submit_index(root=root, follow_symlinks=follow_symlinks, params=params)
+        return {"jobId": job_id, "root": root, "status": "pending", "statusUrl": f"synthesis://jobs/{job_id}"}
+    job = runner.run_index(root=root, follow_symlinks=follow_symlinks, on_progress=on_progress, params=params)
+    return {
+        "jobId": job["id"], "root": root, "status": job["status"], "files": job["files"],
+        "directories": job["directories"], "totalSize": job["total_size"], "removed": job["removed"],
+        "durationMs": int((time.perf_counter() - started) * 1000), "skipped": False,
+        "errors": store_jobs.job_issues(runner.engine, job_id=job["id"]), "error": job["error_message"],
+        "statusUrl": f"synthesis://jobs/{job['id']}",
+    }

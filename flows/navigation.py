@@ -1,0 +1,60 @@
+"""navigate and inspect as plain functions over the store."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+from sqlalchemy.engine import Engine
+
+from flows.roots import Roots
+from store import artifacts as store_artifacts
+from store import entries as store_entries
+from store.errors import InvalidInput, NotFound
+
+
+def node_uri(path: str) -> str:
+    return "synthesis://nodes" + quote(path, safe="/")
+
+
+def navigate_dir(engine: Engine, roots: Roots, *, path: str, limit: int = 100, offset: int = 0, sort: str = "name",
+                 desc: bool = False) -> dict[str, Any]:
+    resolved = roots.resolve(path)
+    store_entries.check_sort(sort)
+    entry = store_entries.get_entry(engine, path=resolved)
+    if entry is None:
+        raise NotFound(f"{resolved} is not in the index; run the index tool on it (or a folder above it) first",
+                       field="path")
+    if entry["kind"] != "directory":
+        raise InvalidInput(f"{resolved} is a {entry['kind']}, not a directory; use inspect for a single entry",
+                           field="path")
+    rows, total = store_entries.list_children(engine, path=resolved, sort=sort, desc=desc, limit=limit, offset=offset)
+    entries = [{"name": r["name"], "path": r["path"], "size": r["size"], "kind": r["kind"],
+                "mtime": store_entries.iso(r["mtime"]), "extension": r["extension"] or None,
+                "media_type": r["media_type"]} for r in rows]
+    return {"path": resolved, "entries": entries, "total": total, "hasMore": offset + len(entries) < total,
+            "offset": offset, "limit": limit}
+
+
+def inspect_entry(engine: Engine, roots: Roots, *, path: str) -> dict[str, Any]:
+    resolved = roots.resolve(path, follow_last=False)
+    entry = store_entries.require_entry(engine, path=resolved)
+    artifacts = store_artifacts.list_artifacts(engine, entry_id=entry["id"])
+    metadata = [{"type": a["type"], "mimeType": a["mime_type"], "cachePath": a["cache_path"],
+                 "metadata": a["value"]} for a in artifacts]
+    thumb = next((a for a in artifacts if a["type"] == "thumbnail"), None)
+    timeline = next((a for a in artifacts if a["type"] == "video-timeline"), None)
+    uri = node_uri(resolved)
+    result = {
+        "path": resolved, "name": entry["name"], "kind": entry["kind"], "size": entry["size"],
+        "extension": entry["extension"] or None, "mediaType": entry["media_type"], "mimeType": entry["mime"],
+        "modifiedAt": store_entries.iso(entry["mtime"]), "createdAt": store_entries.iso(entry["ctime"]),
+        "indexedAt": store_entries.iso(entry["indexed_at"]), "hash": entry["hash"],
+        "resourceUri": uri, "metadataUri": uri + "/metadata",
+        "thumbnailUri": thumb["cache_path"] if thumb else None,
+        "timelineUri": timeline["cache_path"] if timeline else None,
+        "metadataCount": len(metadata), "metadata": metadata,
+    }
+    if entry["kind"] == "directory":
+        _, result["childCount"] = store_entries.list_children(engine, path=resolved, limit=1)
+    return result

@@ -1,0 +1,1 @@
+"""The MCP server: tools, resources, transports and the `assay` command line."""

@@ -1,0 +1,71 @@
+"""Builds the MCP server: one AssayApp (settings, store engine, roots, job runner) shared by every tool group."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from dataclasses import dataclass, field
+
+from mcp.server.mcpserver import MCPServer
+from sqlalchemy.engine import Engine
+
+from flows.roots import Roots
+from flows.runner import JobRunner
+from mcp_server.config import TOOL_GROUPS, Settings, prepare_environment
+from store import jobs as store_jobs
+from store.engine import get_engine
+
+log = logging.getLogger(__name__)
+
+INSTRUCTIONS = """assay indexes files and answers questions about them.
+Start with `index` on a folder inside the allowed roots (see session-info), then `navigate` / `inspect` it, group
+entries into resource sets (a DAG) and query them with the resource-* tools. Paths are absolute."""
+
+# tool group -> module under mcp_server.tools that registers it
+GROUP_MODULES = {
+    "indexing": "indexing",
+    "navigation": "navigation",
+    "file-operations": "file_operations",
+    "database": "database",
+    "queries": "queries",
+    "resource-navigation": "resource_navigation",
+    "resource-queries": "resource_queries",
+    "resource-sets": "resource_sets",
+    "session": "session",
+}
+assert set(GROUP_MODULES) == set(TOOL_GROUPS)
+
+
+@dataclass
+class AssayApp:
+    """What every tool needs; built once per server."""
+
+    settings: Settings
+    engine: Engine
+    roots: Roots
+    runner: JobRunner
+    preferences: dict = field(default_factory=dict)  # session preferences (also persisted in the store)
+
+    @classmethod
+    def create(cls, settings: Settings) -> "AssayApp":
+        prepare_environment(settings)
+        engine = get_engine(settings.db_url)
+        reaped = store_jobs.reap_orphans(engine)
+        if reaped:
+            log.warning("marked %d job(s) left running by a previous server as failed", reaped)
+        roots = Roots.of(settings.effective_roots)
+        runner = JobRunner(engine, settings.db_url, use_prefect=settings.use_prefect)
+        return cls(settings=settings, engine=engine, roots=roots, runner=runner)
+
+    def close(self) -> None:
+        self.runner.shutdown()
+
+
+def build_server(app: AssayApp) -> MCPServer:
+    mcp = MCPServer("assay", instructions=INSTRUCTIONS, version="0.1.0")
+    groups = app.settings.tool_groups or list(TOOL_GROUPS)
+    for group in groups:
+        module = importlib.import_module(f"mcp_server.tools.{GROUP_MODULES[group]}")
+        module.register(mcp, app)
+    importlib.import_module("mcp_server.resources").register(mcp, app)
+    return mcp

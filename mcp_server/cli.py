@@ -1,0 +1,176 @@
+"""The `assay` command line: `assay serve` runs the MCP server, `assay index PATH` indexes with a progress bar.
+
+This module is the only place that writes to the terminal; everything else logs (to stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+
+from store.errors import AssayError
+
+DESCRIPTION = """assay: a declarative workflow engine for files, exposed over MCP.
+Index folders, group files into resource sets, query and navigate them, from any MCP client."""
+
+EPILOG = """examples:
+  assay serve                                   # stdio, for an MCP client that launches it
+  assay serve --transport http --port 3000 --root ~/Photos
+  assay index ~/Photos                          # index once, with a progress bar
+  assay serve --config assay.yaml               # settings from YAML (server.port, server.cors_origins, ...)
+
+environment: ASSAY_DATA_DIR, ASSAY_DATABASE_URL, ASSAY_ROOTS (os.pathsep-separated), CORS_ORIGINS (comma-separated),
+ASSAY_TOOL_GROUPS (comma-separated). Command-line options override the environment, which overrides --config."""
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--root", action="append", metavar="DIR", dest="roots",
+                   help="a directory callers may touch (repeatable; default: ASSAY_ROOTS or your home directory)")
+    p.add_argument("--data-dir", metavar="DIR", help="where the store and caches live (default: ~/.assay)")
+    p.add_argument("--config", metavar="FILE", help="YAML settings file")
+    p.add_argument("--database-url", metavar="URL",
+                   help="SQLAlchemy URL of the store (default: SQLite in the data dir); e.g. postgresql+psycopg://...")
+    p.add_argument("--log-level", default=os.environ.get("ASSAY_LOG_LEVEL", "INFO"),
+                   choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="log level (logs go to stderr)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="assay", description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    serve = sub.add_parser("serve", help="run the MCP server (stdio or Streamable HTTP at /mcp)",
+                           description="Run the MCP server.", epilog=EPILOG,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    serve.add_argument("--transport", choices=["stdio", "http"], help="stdio (default) or http (Streamable HTTP)")
+    serve.add_argument("--host", help="address to bind for http (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port for http (default 3000)")
+    serve.add_argument("--index", action="append", metavar="PATH", default=[],
+                       help="index PATH (inside a root) in the background once the server starts (repeatable)")
+    serve.add_argument("--tool-groups", metavar="G1,G2", help="only list these tool groups (default: all)")
+    serve.add_argument("--no-prefect", action="store_true",
+                       help="run jobs as plain functions instead of Prefect flows (no flow runs recorded)")
+    _common(serve)
+
+    index = sub.add_parser("index", help="index a path into the store, with a progress bar",
+                           description="Index PATH into the store (as a Prefect flow) and print a summary.")
+    index.add_argument("path", help="file or directory to index")
+    index.add_argument("--force", action="store_true", help="re-index even if scanned within --max-age")
+    index.add_argument("--max-age", type=float, default=0, metavar="SECONDS",
+                       help="skip if scanned this recently (default 0: always index)")
+    index.add_argument("--follow-symlinks", action="store_true", help="follow symbolic links (off by default)")
+    index.add_argument("--no-prefect", action="store_true", help="run as a plain function, not a Prefect flow")
+    _common(index)
+    return parser
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(level=getattr(logging, level), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for noisy in ("httpx", "httpcore", "uvicorn.access", "sqlalchemy", "mcp.server.lowlevel"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def _settings(args: argparse.Namespace, **extra):
+    from mcp_server.config import load_settings
+
+    cli = {"roots": args.roots, "data_dir": args.data_dir, "database_url": args.database_url, **extra}
+    return load_settings(cli, config_file=args.config)
+
+
+def _progress_bar(stream=sys.stderr):
+    width = 30
+    last = [0.0]
+
+    def show(p) -> None:
+        now = time.monotonic()
+        if now - last[0] < 0.1 and p.percent < 100:
+            return
+        last[0] = now
+        filled = int(width * p.percent / 100)
+        stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {p.percent:5.1f}%  "
+                     f"{p.files} files  {p.directories} dirs  {p.total_size / 1e6:,.1f} MB")
+        stream.flush()
+
+    return show
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from flows.indexing import index_path
+    from mcp_server.app import AssayApp
+
+    settings = _settings(args, use_prefect=not args.no_prefect)
+    app = AssayApp.create(settings)
+    try:
+        root = app.roots.resolve(os.path.abspath(os.path.expanduser(args.path)), field="path")
+        result = index_path(app.runner, root=root, async_=False, force=args.force, max_age=args.max_age,
+                            follow_symlinks=args.follow_symlinks, on_progress=_progress_bar())
+    finally:
+        app.close()
+    sys.stderr.write("\n")
+    if result.get("skipped"):
+        print(result["skipReason"])
+        return 0
+    print(f"{result['status']}: {result['files']} files, {result['directories']} directories, "
+          f"{result['totalSize']:,} bytes, {result['removed']} removed, in {result['durationMs']} ms "
+          f"(job {result['jobId']})")
+    for issue in result.get("errors") or []:
+        print(f"  skipped {issue['path']}: {issue['reason']}")
+    if result.get("error"):
+        print(f"  {result['error']}")
+    return 0 if result["status"] == "completed" else 1
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import anyio
+
+    from mcp_server.app import AssayApp, build_server
+    from mcp_server.http import serve_http
+
+    groups = [g.strip() for g in args.tool_groups.split(",")] if args.tool_groups else None
+    settings = _settings(args, transport=args.transport, host=args.host, port=args.port, tool_groups=groups,
+                         use_prefect=False if args.no_prefect else None)
+    app = AssayApp.create(settings)
+    mcp = build_server(app)
+    for path in args.index:
+        from flows.indexing import index_path
+
+        result = index_path(app.runner, root=app.roots.resolve(os.path.abspath(path), field="--index"),
+                            async_=True, max_age=0)
+        logging.getLogger("assay").info("indexing %s in the background (job %s)", path, result.get("jobId"))
+    logging.getLogger("assay").info(
+        "assay serving over %s%s; store %s; roots %s", settings.transport,
+        f" at http://{settings.host}:{settings.port}/mcp" if settings.transport == "http" else "",
+        settings.db_url, app.roots.describe(),
+    )
+    try:
+        if settings.transport == "http":
+            anyio.run(serve_http, mcp, settings)
+        else:
+            mcp.run("stdio")
+    except KeyboardInterrupt:
+        pass
+    finally:
+        app.close()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    _setup_logging(args.log_level)
+    try:
+        return {"serve": cmd_serve, "index": cmd_index}[args.command](args)
+    except AssayError as exc:
+        print(f"assay: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

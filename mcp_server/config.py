@@ -1,0 +1,162 @@
+"""Settings: defaults < YAML config file < environment < command line.
+
+The YAML file uses reference 000's keys (``server.port``, ``server.host``, ``server.cors_origins``) plus ours::
+
+    server: {transport: http, host: 127.0.0.1, port: 3000, cors_origins: ["http://localhost:5173"]}
+    data_dir: ~/.assay
+    database: {url: postgresql+psycopg://user@localhost/assay}
+    roots: [~/Photos, ~/Documents]
+    tools: {groups: [indexing, navigation, resource-sets]}
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from store.errors import InvalidInput
+
+DEFAULT_DATA_DIR = "~/.assay"
+TOOL_GROUPS = ("indexing", "navigation", "file-operations", "database", "queries", "resource-navigation",
+               "resource-queries", "resource-sets", "session")
+
+
+class ConfigError(InvalidInput):
+    code = "INVALID_CONFIG"
+
+
+class ServerSection(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    transport: Literal["stdio", "http"] | None = None
+    host: str | None = None
+    port: int | None = Field(default=None, ge=1, le=65535)
+    cors_origins: list[str] | None = None
+    cors_credentials: bool | None = None
+
+
+class DatabaseSection(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    url: str | None = None
+
+
+class ToolsSection(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    groups: list[str] | None = None
+
+
+class ConfigFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    server: ServerSection = ServerSection()
+    data_dir: str | None = None
+    database: DatabaseSection = DatabaseSection()
+    roots: list[str] | None = None
+    tools: ToolsSection = ToolsSection()
+
+
+class Settings(BaseModel):
+    transport: Literal["stdio", "http"] = "stdio"
+    host: str = "127.0.0.1"
+    port: int = Field(default=3000, ge=1, le=65535)
+    data_dir: Path = Path(DEFAULT_DATA_DIR).expanduser()
+    database_url: str | None = None
+    roots: list[str] = Field(default_factory=list)
+    cors_origins: list[str] = Field(default_factory=lambda: ["*"])
+    cors_credentials: bool = True
+    tool_groups: list[str] | None = None  # None: every group
+    use_prefect: bool = True
+
+    @field_validator("tool_groups")
+    @classmethod
+    def _known_groups(cls, groups: list[str] | None) -> list[str] | None:
+        if groups is not None:
+            unknown = [g for g in groups if g not in TOOL_GROUPS]
+            if unknown:
+                raise ValueError(f"unknown tool group(s) {unknown}; known: {', '.join(TOOL_GROUPS)}")
+        return groups
+
+    @property
+    def db_url(self) -> str:
+        return self.database_url or f"sqlite:///{self.data_dir / 'assay.db'}"
+
+    @property
+    def effective_roots(self) -> list[str]:
+        """The configured roots, or the user's home directory when none are configured."""
+        return self.roots or [str(Path.home())]
+
+
+def _read_config_file(path: Path) -> ConfigFile:
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}", field="config") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file {path} is not valid YAML: {exc}", field="config") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path} must hold a mapping of settings, not {type(data).__name__}")
+    try:
+        return ConfigFile.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+        )
+        raise ConfigError(
+            f"config file {path}: {problems}. Known keys: server.transport, server.host, server.port, "
+            "server.cors_origins, server.cors_credentials, data_dir, database.url, roots, tools.groups",
+            field="config",
+        ) from None
+
+
+def _split(value: str, sep: str) -> list[str]:
+    return [part.strip() for part in value.split(sep) if part.strip()]
+
+
+def load_settings(cli: dict[str, Any] | None = None, *, config_file: str | Path | None = None,
+                  env: dict[str, str] | None = None) -> Settings:
+    """Merge the four layers; raises :class:`ConfigError` naming the bad key or value."""
+    env = dict(os.environ if env is None else env)
+    values: dict[str, Any] = {}
+    if config_file is not None:
+        cfg = _read_config_file(Path(config_file).expanduser())
+        srv = cfg.server
+        values.update({k: v for k, v in {
+            "transport": srv.transport, "host": srv.host, "port": srv.port, "cors_origins": srv.cors_origins,
+            "cors_credentials": srv.cors_credentials, "data_dir": cfg.data_dir, "database_url": cfg.database.url,
+            "roots": cfg.roots, "tool_groups": cfg.tools.groups,
+        }.items() if v is not None})
+    if env.get("ASSAY_DATA_DIR"):
+        values["data_dir"] = env["ASSAY_DATA_DIR"]
+    if env.get("ASSAY_DATABASE_URL"):
+        values["database_url"] = env["ASSAY_DATABASE_URL"]
+    if env.get("ASSAY_ROOTS"):
+        values["roots"] = _split(env["ASSAY_ROOTS"], os.pathsep)
+    if env.get("CORS_ORIGINS"):
+        values["cors_origins"] = _split(env["CORS_ORIGINS"], ",")
+    if env.get("ASSAY_TOOL_GROUPS"):
+        values["tool_groups"] = _split(env["ASSAY_TOOL_GROUPS"], ",")
+    values.update({k: v for k, v in (cli or {}).items() if v not in (None, [], ())})
+    if "data_dir" in values:
+        values["data_dir"] = Path(str(values["data_dir"])).expanduser()
+    try:
+        settings = Settings.model_validate(values)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(f"invalid settings: {problems}") from None
+    settings.data_dir = settings.data_dir.expanduser().resolve()
+    missing = [r for r in settings.roots if not Path(r).expanduser().is_dir()]
+    if missing:
+        raise ConfigError(f"root(s) {', '.join(missing)} are not existing directories", field="roots")
+    return settings
+
+
+def prepare_environment(settings: Settings) -> None:
+    """Environment Prefect reads at import: its home under our data dir, telemetry off, logs on stderr."""
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("PREFECT_HOME", str(settings.data_dir / "prefect"))
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_CLI_PROMPT", "false")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -1,0 +1,73 @@
+"""Types and annotations shared by the tool modules."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from mcp_types import ToolAnnotations
+from pydantic import BeforeValidator, Field, WithJsonSchema
+
+
+def _as_list(value: Any) -> Any:
+    """LLM clients often send one string where a list is expected ("paths": "/foo"); accept both."""
+    if isinstance(value, str):
+        return [value]
+    return value
+
+
+StrList = Annotated[
+    list[str],
+    BeforeValidator(_as_list),
+    WithJsonSchema({"anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "string"}]}),
+]
+
+
+def as_object_list(value: Any) -> Any:
+    """A single {from, to} object where an array of them is expected is accepted as a one-item list."""
+    if isinstance(value, dict):
+        return [value]
+    return value
+
+
+READ_ONLY = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
+WRITES = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False)
+IDEMPOTENT_WRITE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True,
+                                   openWorldHint=False)
+DESTRUCTIVE = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=False, openWorldHint=False)
+
+Limit = Annotated[int, Field(ge=1, le=10000, description="Maximum entries to return (1-10000)")]
+Offset = Annotated[int, Field(ge=0, description="Pagination offset (0 or more)")]
+
+
+def tool(mcp, name: str, annotations: ToolAnnotations):
+    """Register a tool whose AssayErrors reach the caller as tool errors with their full text.
+
+    (The SDK hides the text of any exception that is not a ToolError, as a crash; ours are deliberate and carry
+    what was wrong, where, and what would be accepted.)
+    """
+    import functools
+    import inspect
+
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from store.errors import AssayError
+
+    def decorator(fn):
+        if inspect.iscoroutinefunction(fn):
+            @functools.wraps(fn)
+            async def wrapper(*args, **kwargs):
+                try:
+                    return await fn(*args, **kwargs)
+                except AssayError as exc:
+                    raise ToolError(str(exc)) from exc
+        else:
+            @functools.wraps(fn)
+            def wrapper(*args, **kwargs):
+                try:
+                    return fn(*args, **kwargs)
+                except AssayError as exc:
+                    raise ToolError(str(exc)) from exc
+        mcp.add_tool(wrapper, name=name, annotations=annotations, description=inspect.cleandoc(fn.__doc__ or ""))
+        return fn
+
+    return decorator

@@ -1,0 +1,136 @@
+"""Indexing tools: index, job-progress, list-jobs, cancel-job."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Literal
+
+import anyio
+import anyio.from_thread
+from mcp.server.mcpserver import Context, MCPServer
+from pydantic import BaseModel, ConfigDict, Field
+
+from flows.indexer import IndexProgress
+from flows.indexing import index_path
+from store import jobs as store_jobs
+from mcp_server.tools.common import IDEMPOTENT_WRITE, READ_ONLY, WRITES, tool
+
+
+class IndexResponse(BaseModel):
+    """Async: jobId, root, status "pending", statusUrl. Sync or skipped: the counts of the finished scan."""
+
+    model_config = ConfigDict(extra="allow")
+    root: str
+    status: str
+    jobId: int | None = None
+    statusUrl: str | None = None
+    files: int | None = None
+    directories: int | None = None
+    totalSize: int | None = None
+    durationMs: int | None = None
+    skipped: bool | None = None
+    skipReason: str | None = None
+
+
+class JobInfo(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    jobId: str
+    id: int
+    kind: str
+    root: str
+    status: str
+    progress: float
+    files: int
+    directories: int
+    totalSize: int
+    removed: int
+    errors: int
+    error: str | None
+    currentPath: str | None
+    createdAt: str | None
+    startedAt: str | None
+    completedAt: str | None
+    durationMs: int | None
+    flowRunId: str | None
+    statusUrl: str
+
+
+class JobProgress(JobInfo):
+    issues: list[dict[str, str]] = Field(default_factory=list, description="paths skipped and why (first 20)")
+
+
+class JobList(BaseModel):
+    jobs: list[JobInfo]
+    total: int
+
+
+class CancelResult(JobInfo):
+    cancelled: bool
+    message: str
+
+
+JobId = Annotated[str | int, Field(description='Job identifier returned from index, e.g. "123"')]
+
+
+def register(mcp: MCPServer, app) -> None:
+    @tool(mcp, "index", IDEMPOTENT_WRITE)
+    async def index(
+        root: Annotated[str, Field(description="File or directory path to index")],
+        ctx: Context,
+        async_: Annotated[bool, Field(validation_alias="async", description="Run asynchronously (return job ID immediately)")] = True,
+        force: Annotated[bool, Field(description="Force re-indexing even if path was recently scanned")] = False,
+        maxAge: Annotated[float, Field(ge=0, description="Maximum age in seconds before a scan is considered stale (0 = always re-index)")] = 3600,
+    ) -> IndexResponse:
+        """Index a filesystem path and store metadata in the database. Skips indexing if the path was recently
+        scanned (within maxAge seconds) unless force=true. Async by default: returns a jobId and statusUrl at once;
+        follow it with job-progress. With async=false, waits and reports MCP progress."""
+        resolved = app.roots.resolve(root, field="root")
+        if async_:
+            return IndexResponse(**index_path(app.runner, root=resolved, async_=True, force=force, max_age=maxAge))
+        last = 0.0
+
+        def on_progress(p: IndexProgress) -> None:
+            nonlocal last
+            now = time.monotonic()
+            if now - last >= 0.25:
+                last = now
+                try:
+                    anyio.from_thread.run(ctx.report_progress, p.percent, 100.0,
+                                          f"{p.files} files, {p.directories} directories")
+                except Exception:  # progress is best effort; the scan goes on
+                    pass
+
+        result = await anyio.to_thread.run_sync(
+            lambda: index_path(app.runner, root=resolved, async_=False, force=force, max_age=maxAge,
+                               on_progress=on_progress)
+        )
+        return IndexResponse(**result)
+
+    @tool(mcp, "job-progress", READ_ONLY)
+    def job_progress(jobId: JobId) -> JobProgress:
+        """Retrieve status for an indexing job: status, progress (0-100), counts, and paths skipped."""
+        job_id = store_jobs.parse_job_id(jobId)
+        job = store_jobs.get_job(app.engine, job_id=job_id)
+        return JobProgress(**store_jobs.job_public(job), issues=store_jobs.job_issues(app.engine, job_id=job_id))
+
+    @tool(mcp, "list-jobs", READ_ONLY)
+    def list_jobs(
+        activeOnly: Annotated[bool, Field(description="Show only running/pending jobs")] = False,
+        status: Annotated[Literal["pending", "running", "completed", "failed", "cancelled"] | None,
+                          Field(description="Filter by status")] = None,
+        minProgress: Annotated[float | None, Field(ge=0, le=100, description="Minimum progress (0-100)")] = None,
+        maxProgress: Annotated[float | None, Field(ge=0, le=100, description="Maximum progress (0-100)")] = None,
+        limit: Annotated[int, Field(ge=1, le=1000, description="Maximum jobs to return")] = 50,
+    ) -> JobList:
+        """List indexing jobs, newest first, with optional filtering."""
+        rows, total = store_jobs.list_jobs(app.engine, active_only=activeOnly, status=status,
+                                           min_progress=minProgress, max_progress=maxProgress, limit=limit)
+        return JobList(jobs=[JobInfo(**store_jobs.job_public(r)) for r in rows], total=total)
+
+    @tool(mcp, "cancel-job", WRITES)
+    def cancel_job(jobId: JobId) -> CancelResult:
+        """Cancel a running or pending indexing job. The walk stops at its next batch; entries already written are
+        kept and nothing is removed."""
+        job_id = store_jobs.parse_job_id(jobId)
+        result = app.runner.cancel(job_id)
+        return CancelResult(**store_jobs.job_public(result), cancelled=result["cancelled"], message=result["message"])

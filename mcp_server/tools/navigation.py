@@ -1,0 +1,66 @@
+"""Navigation tools: navigate (ls/cd over the index) and inspect (one entry with its artifacts)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from mcp.server.mcpserver import MCPServer
+from pydantic import BaseModel, ConfigDict, Field
+
+from flows.navigation import inspect_entry, navigate_dir
+from mcp_server.tools.common import READ_ONLY, tool
+
+
+class NavEntry(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    name: str
+    path: str
+    size: int
+    kind: str
+    mtime: str | None
+    thumbnailUrl: str | None = None
+
+
+class NavigateResponse(BaseModel):
+    path: str
+    entries: list[NavEntry]
+    total: int
+    hasMore: bool
+    offset: int
+    limit: int
+
+
+class InspectResponse(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    path: str
+    kind: str
+    size: int
+    modifiedAt: str | None
+    createdAt: str | None
+    resourceUri: str
+    thumbnailUri: str | None = None
+    timelineUri: str | None = None
+    metadataUri: str
+    metadataCount: int
+    metadata: list[dict]
+
+
+def register(mcp: MCPServer, app) -> None:
+    @tool(mcp, "navigate", READ_ONLY)
+    def navigate(
+        path: Annotated[str, Field(description="Directory path to navigate to")],
+        limit: Annotated[int, Field(ge=1, le=10000, description="Maximum entries to return")] = 100,
+        offset: Annotated[int, Field(ge=0, description="Pagination offset")] = 0,
+        sort: Annotated[Literal["name", "size", "mtime"], Field(description="Sort by: name, size, mtime")] = "name",
+        desc: Annotated[bool, Field(description="Sort descending")] = False,
+    ) -> NavigateResponse:
+        """Shell-like directory navigation over indexed entries (like `ls`): one page of a directory's children
+        with sizes (directories: total size of their subtree), kinds and modification times."""
+        return NavigateResponse(**navigate_dir(app.engine, app.roots, path=path, limit=limit, offset=offset,
+                                               sort=sort, desc=desc))
+
+    @tool(mcp, "inspect", READ_ONLY)
+    def inspect(path: Annotated[str, Field(description="Path to inspect")]) -> InspectResponse:
+        """Detailed information about a file or directory, including generated artifacts such as thumbnails and
+        video timeline frames."""
+        return InspectResponse(**inspect_entry(app.engine, app.roots, path=path))

@@ -1,0 +1,9 @@
+"""Tool group resource_navigation (to be written)."""
+
+from __future__ import annotations
+
+from mcp.server.mcpserver import MCPServer
+
+
+def register(mcp: MCPServer, app) -> None:
+    pass

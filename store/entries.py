@@ -1,0 +1,213 @@
+"""Filesystem entries: set-based bulk writes for the indexer, and keyword-only read functions for the tools."""
+
+from __future__ import annotations
+
+import mimetypes
+import posixpath
+from datetime import datetime, timezone
+from typing import Any, Iterable, Literal, Sequence
+
+from sqlalchemy import and_, case, delete, func, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection, Engine, RowMapping
+
+from store.errors import InvalidInput, NotFound
+from store.models import Entry, SetMember
+
+T = Entry.__table__
+SortField = Literal["name", "size", "mtime"]
+SORT_FIELDS: dict[str, Any] = {"name": T.c.name, "size": T.c.size, "mtime": T.c.mtime}
+
+_MEDIA = {
+    "image": ".jpg .jpeg .png .gif .bmp .tif .tiff .webp .heic .heif .avif .svg .ico .raw .cr2 .nef .arw .dng",
+    "video": ".mp4 .m4v .mov .mkv .avi .webm .wmv .flv .mpg .mpeg .3gp .ts .mts",
+    "audio": ".mp3 .wav .flac .aac .m4a .ogg .oga .opus .wma .aiff .aif",
+    "document": ".pdf .doc .docx .odt .rtf .epub .ppt .pptx .odp .xls .xlsx .ods",
+    "text": ".txt .md .markdown .rst .csv .tsv .json .yaml .yml .toml .xml .html .htm .log .py .js .ts .c .h .go .rs .java",
+}
+MEDIA_TYPES: dict[str, str] = {ext: kind for kind, exts in _MEDIA.items() for ext in exts.split()}
+ENTRY_COLUMNS = ("path", "parent", "name", "extension", "kind", "size", "mtime", "ctime", "depth", "inode",
+                 "media_type", "mime", "scan_id", "indexed_at")
+
+
+def split_extension(name: str) -> str:
+    """``.jpg`` for ``Photo.JPG``; ``""`` for ``Makefile`` and for dot-files like ``.bashrc``."""
+    dot = name.rfind(".")
+    return name[dot:].lower() if dot > 0 else ""
+
+
+def media_type_for(extension: str) -> str | None:
+    return MEDIA_TYPES.get(extension)
+
+
+def mime_for(name: str) -> str | None:
+    return mimetypes.guess_type(name, strict=False)[0]
+
+
+def path_depth(path: str) -> int:
+    return 0 if path == "/" else path.count("/")
+
+
+def subtree_clause(root: str, *, include_root: bool = True):
+    """Entries at or under ``root``, as an index-friendly range (no LIKE, so ``%`` and ``_`` in names are safe)."""
+    if root == "/":
+        return T.c.path >= "/"
+    under = and_(T.c.path > root + "/", T.c.path < root + "0")  # "0" is the character after "/"
+    return or_(T.c.path == root, under) if include_root else under
+
+
+def make_row(path: str, *, kind: str, size: int, mtime: float, ctime: float, inode: int | None, scan_id: int | None,
+             indexed_at: float) -> dict[str, Any]:
+    name = posixpath.basename(path) or path
+    parent = posixpath.dirname(path) if path != "/" else None
+    ext = split_extension(name) if kind == "file" else ""
+    return {
+        "path": path, "parent": parent, "name": name, "extension": ext, "kind": kind, "size": size,
+        "mtime": mtime, "ctime": ctime, "depth": path_depth(path), "inode": inode,
+        "media_type": media_type_for(ext) if kind == "file" else None,
+        "mime": mime_for(name) if kind == "file" else None,
+        "scan_id": scan_id, "indexed_at": indexed_at,
+    }
+
+
+def upsert_entries(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
+    """Insert or update a batch of entries by path in one statement (entry ids, hence set memberships, survive)."""
+    if not rows:
+        return
+    dialect = conn.dialect.name
+    ins = (postgresql if dialect == "postgresql" else sqlite).insert(T)
+    updated = {c: getattr(ins.excluded, c) for c in ENTRY_COLUMNS if c != "path"}
+    if conn.dialect.name == "sqlite":
+        _sqlite_executemany_upsert(conn, rows)
+        return
+    conn.execute(ins.on_conflict_do_update(index_elements=[T.c.path], set_=updated), list(rows))
+
+
+_SQLITE_UPSERT = (
+    f"INSERT INTO entries ({', '.join(ENTRY_COLUMNS)}) VALUES ({', '.join('?' * len(ENTRY_COLUMNS))}) "
+    "ON CONFLICT(path) DO UPDATE SET "
+    + ", ".join(f"{c}=excluded.{c}" for c in ENTRY_COLUMNS if c not in ("path", "media_type", "mime"))
+    + ", media_type=COALESCE(excluded.media_type, entries.media_type), mime=COALESCE(excluded.mime, entries.mime)"
+)
+
+
+def _sqlite_executemany_upsert(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
+    # The DBAPI's executemany is several times faster than SQLAlchemy's per-row parameter processing; this is the
+    # indexer's hot path, so it goes straight to sqlite3 with the same statement.
+    cursor = conn.connection.driver_connection.cursor()
+    try:
+        cursor.executemany(_SQLITE_UPSERT, [tuple(r[c] for c in ENTRY_COLUMNS) for r in rows])
+    finally:
+        cursor.close()
+
+
+def delete_unseen(conn: Connection, *, root: str, scan_id: int) -> int:
+    """Remove entries under ``root`` that the scan ``scan_id`` did not see (they disappeared from disk)."""
+    result = conn.execute(delete(T).where(subtree_clause(root), or_(T.c.scan_id.is_(None), T.c.scan_id != scan_id)))
+    return result.rowcount or 0
+
+
+def delete_subtree(conn: Connection, *, path: str) -> int:
+    return conn.execute(delete(T).where(subtree_clause(path))).rowcount or 0
+
+
+def refresh_ancestor_sizes(conn: Connection, *, path: str) -> None:
+    """Recompute the aggregated size of each stored ancestor of ``path``, bottom-up (a few rows, not the tree)."""
+    current = posixpath.dirname(path) if path != "/" else None
+    while current:
+        child = T.alias("child")
+        total = select(func.coalesce(func.sum(child.c.size), 0)).where(child.c.parent == current).scalar_subquery()
+        res = conn.execute(update(T).where(T.c.path == current, T.c.kind == "directory").values(size=total))
+        if not res.rowcount:
+            break  # ancestors above an unindexed directory are not in the store
+        current = posixpath.dirname(current) if current != "/" else None
+
+
+def move_subtree(conn: Connection, *, old: str, new: str) -> int:
+    """Rewrite the paths of ``old`` and everything under it to live under ``new``, keeping ids (and set memberships)."""
+    n = len(old)
+    name = posixpath.basename(new)
+    conn.execute(
+        update(T).where(T.c.path == old).values(
+            path=new, parent=posixpath.dirname(new), name=name,
+            extension=case((T.c.kind == "file", split_extension(name)), else_=""),
+            depth=path_depth(new),
+        )
+    )
+    delta = path_depth(new) - path_depth(old)
+    res = conn.execute(
+        update(T).where(subtree_clause(old, include_root=False)).values(
+            path=new + func.substr(T.c.path, n + 1),
+            parent=new + func.substr(T.c.parent, n + 1),
+            depth=T.c.depth + delta,
+        )
+    )
+    return (res.rowcount or 0) + 1
+
+
+def get_entry(conn: Connection | Engine, *, path: str) -> RowMapping | None:
+    stmt = select(T).where(T.c.path == path)
+    if isinstance(conn, Engine):
+        with conn.connect() as c:
+            return c.execute(stmt).mappings().first()
+    return conn.execute(stmt).mappings().first()
+
+
+def require_entry(engine: Engine, *, path: str) -> RowMapping:
+    row = get_entry(engine, path=path)
+    if row is None:
+        raise NotFound(f"'{path}' is not in the index; index it (or its folder) first with the index tool", field="path")
+    return row
+
+
+def check_sort(sort: str, allowed: Iterable[str] = SORT_FIELDS) -> str:
+    allowed = list(allowed)
+    if sort not in allowed:
+        raise InvalidInput(f"sort field {sort!r} is not supported; use one of: {', '.join(allowed)}", field="sort")
+    return sort
+
+
+def list_children(engine: Engine, *, path: str, sort: str = "name", desc: bool = False, limit: int = 100,
+                  offset: int = 0) -> tuple[list[RowMapping], int]:
+    """One page of the entries directly inside ``path`` and the total count (``ls``)."""
+    column = SORT_FIELDS[check_sort(sort)]
+    order = [column.desc() if desc else column.asc(), T.c.name.desc() if desc else T.c.name.asc()]
+    with engine.connect() as conn:
+        total = conn.execute(select(func.count()).select_from(T).where(T.c.parent == path)).scalar_one()
+        rows = conn.execute(
+            select(T).where(T.c.parent == path).order_by(*order).limit(limit).offset(offset)
+        ).mappings().all()
+    return list(rows), total
+
+
+def count_subtree(engine: Engine, *, root: str) -> int:
+    with engine.connect() as conn:
+        return conn.execute(select(func.count()).select_from(T).where(subtree_clause(root))).scalar_one()
+
+
+def count_entries(engine: Engine) -> int:
+    with engine.connect() as conn:
+        return conn.execute(select(func.count()).select_from(T)).scalar_one()
+
+
+def iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def entry_public(row: RowMapping | dict[str, Any]) -> dict[str, Any]:
+    """The shape tools return for an entry (reference 000's navigate entries, plus the fields agents filter on)."""
+    return {
+        "name": row["name"], "path": row["path"], "size": row["size"], "kind": row["kind"],
+        "mtime": iso(row["mtime"]), "ctime": iso(row["ctime"]), "extension": row["extension"] or None,
+        "media_type": row["media_type"], "parent": row["parent"],
+    }
+
+
+def memberships_kept(conn: Connection, *, entry_ids: Sequence[int]) -> int:
+    if not entry_ids:
+        return 0
+    return conn.execute(
+        select(func.count()).select_from(SetMember.__table__).where(SetMember.__table__.c.entry_id.in_(entry_ids))
+    ).scalar_one()

@@ -1,0 +1,53 @@
+"""Errors every layer raises and the MCP tools turn into tool errors.
+
+Each carries a stable ``code`` (reference 001's named codes where one applies) and a message an agent can act on:
+what was wrong, where, and what would be accepted.
+"""
+
+from __future__ import annotations
+
+
+class AssayError(Exception):
+    """Base of every error assay raises on purpose."""
+
+    code = "ASSAY_ERROR"
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"
+
+
+class InvalidInput(AssayError):
+    """A parameter had a value we cannot use."""
+
+    code = "INVALID_PARAMS"
+
+
+class NotFound(AssayError):
+    """A named thing (entry, set, query, job, ...) does not exist."""
+
+    code = "NOT_FOUND"
+
+
+class AlreadyExists(AssayError):
+    code = "ALREADY_EXISTS"
+
+
+class Conflict(AssayError):
+    """The request contradicts the current state (a cycle in the set DAG, a target that exists, ...)."""
+
+    code = "CONFLICT"
+
+
+class PathNotAllowed(AssayError):
+    """A path lies outside every configured root."""
+
+    code = "PATH_TRAVERSAL_DETECTED"
+
+
+class FileOperationError(AssayError):
+    code = "FILE_OPERATION_FAILED"

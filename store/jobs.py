@@ -1,0 +1,181 @@
+"""Job rows: created pending, moved to running, finished as completed / failed / cancelled, with progress between."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Iterable
+
+from sqlalchemy import and_, func, insert, or_, select, update
+from sqlalchemy.engine import Engine
+
+from store.entries import iso
+from store.errors import InvalidInput, NotFound
+from store.models import Job, JobIssue
+
+J = Job.__table__
+I = JobIssue.__table__
+STATUSES = ("pending", "running", "completed", "failed", "cancelled")
+ACTIVE = ("pending", "running")
+
+
+def create_job(engine: Engine, *, root: str, kind: str = "index", params: dict[str, Any] | None = None) -> int:
+    with engine.begin() as conn:
+        return conn.execute(
+            insert(J).values(kind=kind, root=root, status="pending", params_json=json.dumps(params or {}),
+                             created_at=time.time())
+        ).inserted_primary_key[0]
+
+
+def parse_job_id(job_id: str | int, *, field: str = "jobId") -> int:
+    try:
+        value = int(str(job_id).strip())
+    except ValueError:
+        raise InvalidInput(f"{field} {job_id!r} is not a job id; job ids are whole numbers such as \"123\"",
+                           field=field) from None
+    if value < 1:
+        raise InvalidInput(f"{field} must be a positive whole number, got {job_id!r}", field=field)
+    return value
+
+
+def get_job(engine: Engine, *, job_id: int) -> dict[str, Any]:
+    with engine.connect() as conn:
+        row = conn.execute(select(J).where(J.c.id == job_id)).mappings().first()
+    if row is None:
+        raise NotFound(f"no job with id {job_id}; list-jobs shows the existing ones", field="jobId")
+    return dict(row)
+
+
+def mark_running(engine: Engine, *, job_id: int, flow_run_id: str | None = None) -> bool:
+    """Move a pending job to running; False if it was cancelled before it started."""
+    with engine.begin() as conn:
+        res = conn.execute(
+            update(J).where(J.c.id == job_id, J.c.status == "pending", J.c.cancel_requested.is_(False))
+            .values(status="running", started_at=time.time(), flow_run_id=flow_run_id)
+        )
+        return bool(res.rowcount)
+
+
+def set_flow_run(engine: Engine, *, job_id: int, flow_run_id: str | None) -> None:
+    with engine.begin() as conn:
+        conn.execute(update(J).where(J.c.id == job_id).values(flow_run_id=flow_run_id))
+
+
+def update_progress(engine: Engine, *, job_id: int, **values: Any) -> None:
+    with engine.begin() as conn:
+        conn.execute(update(J).where(J.c.id == job_id).values(**values))
+
+
+def finish_job(engine: Engine, *, job_id: int, status: str, error_message: str | None = None, **values: Any) -> None:
+    done = time.time()
+    with engine.begin() as conn:
+        started = conn.execute(select(J.c.started_at, J.c.created_at).where(J.c.id == job_id)).first()
+        begin = (started[0] or started[1]) if started else done
+        conn.execute(
+            update(J).where(J.c.id == job_id).values(
+                status=status, error_message=error_message, completed_at=done,
+                duration_ms=int((done - begin) * 1000), **values,
+            )
+        )
+
+
+def request_cancel(engine: Engine, *, job_id: int) -> dict[str, Any]:
+    """Ask a job to stop. A pending job is cancelled at once; a running one stops at its next check."""
+    job = get_job(engine, job_id=job_id)
+    if job["status"] not in ACTIVE:
+        return {**job, "cancelled": False,
+                "message": f"job {job_id} is already {job['status']}; only pending or running jobs can be cancelled"}
+    with engine.begin() as conn:
+        conn.execute(update(J).where(J.c.id == job_id).values(cancel_requested=True))
+        conn.execute(
+            update(J).where(J.c.id == job_id, J.c.status == "pending")
+            .values(status="cancelled", completed_at=time.time(), duration_ms=0)
+        )
+    return {**get_job(engine, job_id=job_id), "cancelled": True, "message": "cancellation requested"}
+
+
+def cancel_requested(engine: Engine, *, job_id: int) -> bool:
+    with engine.connect() as conn:
+        return bool(conn.execute(select(J.c.cancel_requested).where(J.c.id == job_id)).scalar())
+
+
+def record_issues(engine: Engine, *, job_id: int, issues: Iterable[tuple[str, str]]) -> int:
+    rows = [{"job_id": job_id, "path": p, "reason": r, "created_at": time.time()} for p, r in issues]
+    if rows:
+        with engine.begin() as conn:
+            conn.execute(insert(I), rows)
+    return len(rows)
+
+
+def job_issues(engine: Engine, *, job_id: int, limit: int = 20) -> list[dict[str, str]]:
+    with engine.connect() as conn:
+        rows = conn.execute(select(I.c.path, I.c.reason).where(I.c.job_id == job_id).order_by(I.c.id).limit(limit))
+        return [{"path": p, "reason": r} for p, r in rows]
+
+
+def list_jobs(engine: Engine, *, active_only: bool = False, status: str | None = None,
+              min_progress: float | None = None, max_progress: float | None = None, limit: int = 50,
+              kind: str | None = "index") -> tuple[list[dict[str, Any]], int]:
+    if status is not None and status not in STATUSES:
+        raise InvalidInput(f"status {status!r} is not a job status; use one of: {', '.join(STATUSES)}", field="status")
+    for name, value in (("minProgress", min_progress), ("maxProgress", max_progress)):
+        if value is not None and not 0 <= value <= 100:
+            raise InvalidInput(f"{name} must be between 0 and 100, got {value}", field=name)
+    if limit < 1:
+        raise InvalidInput(f"limit must be at least 1, got {limit}", field="limit")
+    clauses = []
+    if kind:
+        clauses.append(J.c.kind == kind)
+    if active_only:
+        clauses.append(J.c.status.in_(ACTIVE))
+    if status:
+        clauses.append(J.c.status == status)
+    if min_progress is not None:
+        clauses.append(J.c.progress >= min_progress)
+    if max_progress is not None:
+        clauses.append(J.c.progress <= max_progress)
+    where = and_(True, *clauses)
+    with engine.connect() as conn:
+        total = conn.execute(select(func.count()).select_from(J).where(where)).scalar_one()
+        rows = conn.execute(select(J).where(where).order_by(J.c.id.desc()).limit(limit)).mappings().all()
+    return [dict(r) for r in rows], total
+
+
+def last_scan_of(engine: Engine, *, path: str) -> dict[str, Any] | None:
+    """The newest completed index job whose root is ``path`` or one of its ancestors (it covered ``path``)."""
+    ancestors = [path]
+    current = path
+    while current not in ("/", ""):
+        current = current.rsplit("/", 1)[0] or "/"
+        ancestors.append(current)
+    with engine.connect() as conn:
+        row = conn.execute(
+            select(J).where(J.c.kind == "index", J.c.status == "completed", J.c.root.in_(ancestors))
+            .order_by(J.c.completed_at.desc()).limit(1)
+        ).mappings().first()
+    return dict(row) if row else None
+
+
+def reap_orphans(engine: Engine) -> int:
+    """Jobs left pending/running by a process that died are marked failed at start-up (nothing runs them now)."""
+    with engine.begin() as conn:
+        res = conn.execute(
+            update(J).where(or_(J.c.status == "pending", J.c.status == "running")).values(
+                status="failed", error_message="the server stopped while this job was running; run it again",
+                completed_at=time.time(),
+            )
+        )
+        return res.rowcount or 0
+
+
+def job_public(job: dict[str, Any]) -> dict[str, Any]:
+    """The shape job tools and synthesis://jobs resources return."""
+    return {
+        "jobId": str(job["id"]), "id": job["id"], "kind": job["kind"], "root": job["root"], "status": job["status"],
+        "progress": round(job["progress"], 1), "files": job["files"], "directories": job["directories"],
+        "totalSize": job["total_size"], "removed": job["removed"], "errors": job["error_count"],
+        "error": job["error_message"], "currentPath": job["current_path"],
+        "createdAt": iso(job["created_at"]), "startedAt": iso(job["started_at"]),
+        "completedAt": iso(job["completed_at"]), "durationMs": job["duration_ms"],
+        "flowRunId": job["flow_run_id"], "statusUrl": f"synthesis://jobs/{job['id']}",
+    }

@@ -1,0 +1,332 @@
+"""Every table of the store, for all of DESIGN.md: later issues fill the tables they need, they do not reshape them.
+
+Conventions: times are unix seconds (float, UTC); JSON documents are stored as text (portable across SQLite and
+PostgreSQL); bulk paths (indexing, membership, chunks) write through ``Model.__table__`` with set-based SQL, never
+one ORM object per row.
+"""
+
+from __future__ import annotations
+
+import time
+
+from sqlalchemy import BigInteger, Column, Float, ForeignKey, Index, Integer, LargeBinary, Text, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+
+def now() -> float:
+    return time.time()
+
+
+def _fk(target: str, *, index: bool = True, nullable: bool = False) -> Column:
+    return Column(Integer, ForeignKey(target, ondelete="CASCADE"), index=index, nullable=nullable)
+
+
+# --- filesystem entries -------------------------------------------------------------------------------------------
+
+
+class Entry(SQLModel, table=True):
+    """One file, directory or symlink seen by the indexer. ``path`` is absolute and canonical (no ``..``)."""
+
+    __tablename__ = "entries"
+    __table_args__ = (Index("ix_entries_parent_name", "parent", "name"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    path: str = Field(sa_column=Column(Text, unique=True, nullable=False))
+    parent: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    name: str = Field(sa_column=Column(Text, nullable=False))
+    extension: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))  # ".jpg", lower case
+    kind: str = Field(default="file", max_length=16)  # file | directory | symlink | other
+    size: int = Field(default=0, sa_column=Column(BigInteger, nullable=False, default=0))  # dirs: sum of subtree
+    mtime: float = Field(default=0.0, sa_column=Column(Float, nullable=False, default=0.0))
+    ctime: float = Field(default=0.0, sa_column=Column(Float, nullable=False, default=0.0))
+    depth: int = 0  # number of path components below "/"
+    inode: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    media_type: str | None = Field(default=None, index=True)  # image | video | audio | document | text | other
+    mime: str | None = None
+    hash: str | None = Field(default=None, index=True)  # content hash, filled by classifiers
+    scan_id: int | None = Field(default=None, index=True)  # the index job that last saw this entry
+    indexed_at: float = Field(default_factory=now, sa_column=Column(Float, nullable=False))
+
+
+# --- resource sets: a DAG of named sets of entries -----------------------------------------------------------------
+
+
+class ResourceSet(SQLModel, table=True):
+    __tablename__ = "resource_sets"
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(sa_column=Column(Text, unique=True, nullable=False))
+    description: str | None = None
+    created_at: float = Field(default_factory=now)
+    updated_at: float = Field(default_factory=now)
+
+
+class SetEdge(SQLModel, table=True):
+    """parent -> child edge; the graph is kept acyclic by store.sets.add_child."""
+
+    __tablename__ = "set_edges"
+
+    parent_id: int = Field(sa_column=Column(Integer, ForeignKey("resource_sets.id", ondelete="CASCADE"), primary_key=True))
+    child_id: int = Field(
+        sa_column=Column(Integer, ForeignKey("resource_sets.id", ondelete="CASCADE"), primary_key=True, index=True)
+    )
+    created_at: float = Field(default_factory=now)
+
+
+class SetMember(SQLModel, table=True):
+    __tablename__ = "set_members"
+
+    set_id: int = Field(sa_column=Column(Integer, ForeignKey("resource_sets.id", ondelete="CASCADE"), primary_key=True))
+    entry_id: int = Field(
+        sa_column=Column(Integer, ForeignKey("entries.id", ondelete="CASCADE"), primary_key=True, index=True)
+    )
+    added_at: float = Field(default_factory=now)
+
+
+# --- saved queries, jobs, preferences ------------------------------------------------------------------------------
+
+
+class SavedQuery(SQLModel, table=True):
+    __tablename__ = "saved_queries"
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(sa_column=Column(Text, unique=True, nullable=False))
+    description: str | None = None
+    query_json: str = Field(sa_column=Column(Text, nullable=False))
+    created_at: float = Field(default_factory=now)
+    updated_at: float = Field(default_factory=now)
+    last_executed_at: float | None = None
+    execution_count: int = 0
+
+
+class Job(SQLModel, table=True):
+    """A unit of long work (indexing now; classifier, embedding and map jobs later) with its progress."""
+
+    __tablename__ = "jobs"
+
+    id: int | None = Field(default=None, primary_key=True)
+    kind: str = Field(default="index", index=True)  # index | classify | embed | map
+    root: str = Field(sa_column=Column(Text, nullable=False))
+    status: str = Field(default="pending", index=True)  # pending | running | completed | failed | cancelled
+    progress: float = 0.0  # 0..100
+    files: int = 0
+    directories: int = 0
+    total_size: int = Field(default=0, sa_column=Column(BigInteger, nullable=False, default=0))
+    removed: int = 0
+    error_count: int = 0
+    error_message: str | None = None
+    current_path: str | None = None
+    params_json: str = "{}"
+    cancel_requested: bool = False
+    flow_run_id: str | None = None
+    created_at: float = Field(default_factory=now)
+    started_at: float | None = None
+    completed_at: float | None = None
+    duration_ms: int | None = None
+
+
+class JobIssue(SQLModel, table=True):
+    """Something a job skipped and recorded: an unreadable directory, a file that vanished mid-walk, ..."""
+
+    __tablename__ = "job_issues"
+
+    id: int | None = Field(default=None, primary_key=True)
+    job_id: int = Field(sa_column=_fk("jobs.id"))
+    path: str = Field(sa_column=Column(Text, nullable=False))
+    reason: str
+    created_at: float = Field(default_factory=now)
+
+
+class Preference(SQLModel, table=True):
+    __tablename__ = "preferences"
+
+    key: str = Field(primary_key=True)
+    value_json: str
+    updated_at: float = Field(default_factory=now)
+
+
+# --- sources and plans (filled by the plans issue) -----------------------------------------------------------------
+
+
+class Source(SQLModel, table=True):
+    __tablename__ = "sources"
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(sa_column=Column(Text, unique=True, nullable=False))
+    type: str  # live | manual | filesystem.index | filesystem.watch | selection_set | query
+    path: str | None = None
+    enabled: bool = True
+    config_json: str = "{}"
+    status: str = "stopped"  # stopped | running | error
+    entries_indexed: int = 0
+    total_scans: int = 0
+    total_scan_ms: int = 0
+    last_scan_at: float | None = None
+    last_error: str | None = None
+    created_at: float = Field(default_factory=now)
+    updated_at: float = Field(default_factory=now)
+
+
+class Plan(SQLModel, table=True):
+    __tablename__ = "plans"
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(sa_column=Column(Text, unique=True, nullable=False))
+    description: str | None = None
+    mode: str = "oneshot"  # oneshot | continuous
+    status: str = "active"  # active | paused | disabled
+    definition_json: str = Field(sa_column=Column(Text, nullable=False))  # the canonical plan model
+    origin_path: str | None = None  # the plan file it was loaded from, if any
+    created_at: float = Field(default_factory=now)
+    updated_at: float = Field(default_factory=now)
+
+
+class PlanExecution(SQLModel, table=True):
+    __tablename__ = "plan_executions"
+
+    id: int | None = Field(default=None, primary_key=True)
+    plan_id: int = Field(sa_column=_fk("plans.id"))
+    plan_name: str
+    status: str = "running"  # running | success | partial | error
+    entries_processed: int = 0
+    entries_matched: int = 0
+    outcomes_applied: int = 0
+    error_message: str | None = None
+    flow_run_id: str | None = None
+    started_at: float = Field(default_factory=now)
+    completed_at: float | None = None
+    duration_ms: int | None = None
+
+
+class OutcomeRecord(SQLModel, table=True):
+    """One outcome applied to one entry; ``work_key`` makes re-runs on unchanged files do no repeated work."""
+
+    __tablename__ = "outcome_records"
+    __table_args__ = (UniqueConstraint("work_key", name="uq_outcome_work_key"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    execution_id: int | None = Field(default=None, sa_column=_fk("plan_executions.id", nullable=True))
+    entry_id: int = Field(sa_column=_fk("entries.id"))
+    rule: str
+    outcome_type: str
+    work_key: str  # hash of entry identity + size + mtime + outcome parameters + model
+    status: str = "applied"  # applied | error
+    detail: str | None = None
+    created_at: float = Field(default_factory=now)
+
+
+# --- classifier artifacts and metadata (filled by the classifier issue) --------------------------------------------
+
+
+class Artifact(SQLModel, table=True):
+    """Generated metadata for an entry: a thumbnail, a timeline frame, extracted fields (width, pages, exif.*...)."""
+
+    __tablename__ = "artifacts"
+    __table_args__ = (Index("ix_artifacts_entry_type", "entry_id", "type"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    entry_id: int = Field(sa_column=_fk("entries.id", index=False))
+    type: str  # thumbnail | video-timeline | metadata | page | clip
+    mime_type: str | None = None
+    cache_path: str | None = None  # relative to the content-addressed cache under the data dir
+    source_hash: str | None = None  # identity of the source when made, to notice staleness
+    value_json: str = "{}"
+    created_at: float = Field(default_factory=now)
+
+
+class MetadataValue(SQLModel, table=True):
+    """One extracted field per row (``width``, ``duration``, ``exif.Model``), so conditions can push down to SQL."""
+
+    __tablename__ = "metadata_values"
+    __table_args__ = (Index("ix_metadata_key_num", "key", "num_value"), Index("ix_metadata_key_text", "key", "text_value"))
+
+    entry_id: int = Field(sa_column=Column(Integer, ForeignKey("entries.id", ondelete="CASCADE"), primary_key=True))
+    key: str = Field(primary_key=True)
+    num_value: float | None = None
+    text_value: str | None = None
+
+
+class ClassifierJob(SQLModel, table=True):
+    __tablename__ = "classifier_jobs"
+
+    id: int | None = Field(default=None, primary_key=True)
+    source_path: str = Field(sa_column=Column(Text, nullable=False))
+    operations_json: str = '["all"]'
+    status: str = "pending"
+    progress: float = 0.0
+    error_message: str | None = None
+    created_at: float = Field(default_factory=now)
+    completed_at: float | None = None
+
+
+# --- text, chunks and vectors (filled by the search and embedding issues) ------------------------------------------
+
+
+class Collection(SQLModel, table=True):
+    __tablename__ = "collections"
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(sa_column=Column(Text, unique=True, nullable=False))
+    model: str
+    dim: int
+    chunk_size: int = 1000
+    overlap: int = 200
+    created_at: float = Field(default_factory=now)
+
+
+class Chunk(SQLModel, table=True):
+    __tablename__ = "chunks"
+    __table_args__ = (Index("ix_chunks_entry_collection", "entry_id", "collection_id", "chunk_index"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    entry_id: int = Field(sa_column=_fk("entries.id", index=False))
+    collection_id: int | None = Field(default=None, sa_column=_fk("collections.id", index=False, nullable=True))
+    chunk_index: int
+    start: int  # character offsets into the extracted text
+    end: int
+    page: int | None = None
+    line_start: int | None = None
+    line_end: int | None = None
+    text: str = Field(sa_column=Column(Text, nullable=False))
+    source_hash: str | None = None
+
+
+class Embedding(SQLModel, table=True):
+    """The stored vector of a chunk; the hnswlib file beside the database is rebuilt from these if lost."""
+
+    __tablename__ = "embeddings"
+
+    chunk_id: int = Field(sa_column=Column(Integer, ForeignKey("chunks.id", ondelete="CASCADE"), primary_key=True))
+    collection_id: int = Field(sa_column=_fk("collections.id"))
+    vector: bytes = Field(sa_column=Column(LargeBinary, nullable=False))  # float32, little endian
+
+
+# --- citation maps (filled by the citation issue) ------------------------------------------------------------------
+
+
+class ResourceMap(SQLModel, table=True):
+    __tablename__ = "resource_maps"
+
+    id: int | None = Field(default=None, primary_key=True)
+    resource_id: str = Field(sa_column=Column(Text, unique=True, nullable=False))
+    entry_id: int | None = Field(default=None, sa_column=_fk("entries.id", nullable=True))
+    kind: str  # document | video | audio | image | text
+    origin: str  # outline | headings | chapters | scenes | windows | agent
+    source_size: int | None = None  # what the file was when the map was made, to notice changes
+    source_mtime: float | None = None
+    created_at: float = Field(default_factory=now)
+
+
+class MapNode(SQLModel, table=True):
+    __tablename__ = "map_nodes"
+    __table_args__ = (UniqueConstraint("map_id", "node_id", name="uq_map_node"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    map_id: int = Field(sa_column=_fk("resource_maps.id"))
+    node_id: str
+    parent_node_id: str | None = None
+    ordinal: int = 0
+    title: str | None = None
+    kind: str = "section"
+    location_json: str = "{}"  # {"pages": [3, 5]} | {"t": [192, 230]} | {"lines": [10, 20]} | {"bbox": [...]}
+    summary: str | None = None

@@ -1,0 +1,130 @@
+"""Shared fixtures: a temp data dir and store, a generated tree, an app, and an in-process MCP client."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+_SESSION_HOME = tempfile.mkdtemp(prefix="assay-tests-")
+os.environ.setdefault("PREFECT_HOME", os.path.join(_SESSION_HOME, "prefect"))
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+
+import pytest  # noqa: E402
+from mcp import Client  # noqa: E402
+
+from flows.roots import Roots  # noqa: E402
+from mcp_server.app import AssayApp, build_server  # noqa: E402
+from mcp_server.config import Settings  # noqa: E402
+from store.engine import make_engine  # noqa: E402
+
+
+def make_tree(root: Path) -> Path:
+    """A small, known tree: Photos (jpgs), Videos, docs with nesting, a hidden file, an empty dir."""
+    files = {
+        "Photos/vacation/beach.jpg": 3000,
+        "Photos/vacation/sunset.jpg": 2000,
+        "Photos/photo.jpg": 5000,
+        "Photos/notes.txt": 10,
+        "Videos/movie.mp4": 40000,
+        "Videos/clip.mov": 8000,
+        "docs/report_2024.pdf": 1500,
+        "docs/readme.md": 120,
+        "docs/deep/a/b/c.txt": 7,
+        ".hidden": 1,
+    }
+    for rel, size in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(b"x" * size)
+    (root / "empty").mkdir()
+    return root
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    return make_tree(tmp_path / "home" / "user")
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "data"
+    d.mkdir()
+    return d
+
+
+@pytest.fixture
+def engine(data_dir: Path):
+    eng = make_engine(f"sqlite:///{data_dir / 'assay.db'}")
+    yield eng
+    eng.dispose()
+
+
+@pytest.fixture
+def roots(tree: Path) -> Roots:
+    return Roots.of([str(tree)])
+
+
+@pytest.fixture
+def settings(tree: Path, data_dir: Path) -> Settings:
+    return Settings(data_dir=data_dir, roots=[str(tree)], use_prefect=False)
+
+
+@pytest.fixture
+def app(settings: Settings):
+    a = AssayApp.create(settings)
+    yield a
+    a.close()
+    a.engine.dispose()
+    from store.engine import dispose_engines
+
+    dispose_engines()
+
+
+@pytest.fixture
+async def client(app):
+    async with Client(build_server(app)) as c:
+        yield c
+
+
+class ToolFailed(Exception):
+    pass
+
+
+async def call(client, tool: str, args: dict | None = None) -> dict:
+    """Call a tool; return its structured result, or raise ToolFailed with the error text."""
+    result = await client.call_tool(tool, args or {})
+    if result.is_error:
+        raise ToolFailed(result.content[0].text)
+    if result.structured_content is not None:
+        return result.structured_content
+    return json.loads(result.content[0].text)
+
+
+async def read_json(client, uri: str):
+    result = await client.read_resource(uri)
+    return json.loads(result.contents[0].text)
+
+
+def index_sync(app, path: Path | str) -> dict:
+    """Index synchronously through the plain function (no MCP), for tests that need a populated store."""
+    from flows.indexing import index_path
+
+    return index_path(app.runner, root=str(path), async_=False, max_age=0)
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+def pytest_collection_modifyitems(items):
+    """Every coroutine test runs under anyio (fixtures and test share one task, as MCP clients need)."""
+    import inspect
+
+    for item in items:
+        if inspect.iscoroutinefunction(getattr(item, "function", None)):
+            item.add_marker(pytest.mark.anyio)
