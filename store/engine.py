@@ -31,6 +31,7 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur.execute("PRAGMA foreign_keys=ON")
     cur.execute("PRAGMA busy_timeout=30000")
     cur.execute("PRAGMA temp_store=MEMORY")
+    cur.execute("PRAGMA case_sensitive_like=ON")  # LIKE as in PostgreSQL; case-insensitive tests lower() both sides
     cur.execute("PRAGMA cache_size=-65536")
     cur.close()
 

@@ -1,4 +1,4 @@
-"""synthesis:// resources (to be written)."""
+"""synthesis:// resources: sets (to be written)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,13 @@
+"""synthesis:// resources of reference 000, one module per area."""
+
+from __future__ import annotations
+
+from mcp.server.mcpserver import MCPServer
+
+from mcp_server.resources import jobs, nodes, sets
+
+
+def register(mcp: MCPServer, app) -> None:
+    nodes.register(mcp, app)
+    sets.register(mcp, app)
+    jobs.register(mcp, app)
