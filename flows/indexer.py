@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import logging
 import os
+import queue
 import stat as statmod
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -60,6 +62,45 @@ def _kind(mode: int) -> str:
     return "other"
 
 
+class _Writer:
+    """Writes batches on a background thread (sqlite3 releases the GIL while it works), so disk walking and database
+    writing overlap on two cores. The queue holds at most two batches: memory stays bounded."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.written = 0
+        self.error: BaseException | None = None
+        self._queue: queue.Queue = queue.Queue(maxsize=2)
+        self._thread = threading.Thread(target=self._loop, name="assay-index-writer", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            batch = self._queue.get()
+            if batch is None:
+                return
+            if self.error is not None:
+                continue  # drain without writing, so the walker never blocks on a dead writer
+            try:
+                with self.engine.begin() as conn:
+                    store_entries.upsert_entries(conn, batch)
+                self.written += len(batch)
+            except BaseException as exc:  # handed to the walker thread, which raises it
+                self.error = exc
+
+    def put(self, batch: list) -> None:
+        if self.error is not None:
+            raise self.error
+        self._queue.put(batch)
+
+    def close(self) -> None:
+        """Wait until every queued batch is written; raise the writer's error if there was one."""
+        self._queue.put(None)
+        self._thread.join()
+        if self.error is not None:
+            raise self.error
+
+
 class _Walk:
     def __init__(self, engine: Engine, root: str, *, scan_id: int, follow_symlinks: bool, batch_size: int,
                  progress: ProgressFn | None, should_cancel: CancelFn | None, expected: int, max_issues: int) -> None:
@@ -73,7 +114,8 @@ class _Walk:
         self.expected = expected
         self.max_issues = max_issues
         self.now = time.time()
-        self.batch: list[dict] = []
+        self.batch: list[tuple] = []
+        self.writer = _Writer(engine)
         self.state = IndexProgress()
         self.issues: list[tuple[str, str]] = []
         self.issue_count = 0
@@ -86,23 +128,28 @@ class _Walk:
             self.issues.append((path, reason))
         log.info("index: skipped %s: %s", path, reason)
 
-    def emit(self, path: str, kind: str, size: int, st: os.stat_result) -> None:
-        self.batch.append(store_entries.make_row(
-            path, kind=kind, size=size, mtime=st.st_mtime, ctime=st.st_ctime, inode=st.st_ino,
-            scan_id=self.scan_id, indexed_at=self.now,
-        ))
+    def emit(self, path: str, parent: str | None, name: str, kind: str, size: int, st: os.stat_result) -> None:
+        self.batch.append(store_entries.row_tuple(path, parent, name, kind, size, st.st_mtime, st.st_ctime,
+                                                  st.st_ino, self.scan_id, self.now))
         if len(self.batch) >= self.batch_size:
             self.flush()
 
     def flush(self) -> None:
         if self.batch:
-            with self.engine.begin() as conn:
-                store_entries.upsert_entries(conn, self.batch)
-            self.state.written += len(self.batch)
+            self.writer.put(self.batch)
             self.batch = []
+        self.state.written = self.writer.written
         self.report()
         if self.should_cancel is not None and self.should_cancel():
             raise Cancelled()
+
+    def finish(self) -> None:
+        """Hand over the last batch and wait for the writer; called on every exit path."""
+        if self.batch:
+            self.writer.put(self.batch)
+            self.batch = []
+        self.writer.close()
+        self.state.written = self.writer.written
 
     def report(self) -> None:
         s = self.state
@@ -118,6 +165,7 @@ class _Walk:
         root = self.root
         sizes: dict[str, int] = {root: 0}
         stats: dict[str, os.stat_result] = {root: root_stat}
+        names: dict[str, str] = {root: os.path.basename(root) or root}
         visited: set[tuple[int, int]] = {(root_stat.st_dev, root_stat.st_ino)} if self.follow else set()
         stack: list[tuple[bool, str]] = [(True, root)]  # (entering?, directory)
         while stack:
@@ -125,8 +173,8 @@ class _Walk:
             if not entering:
                 size = sizes.pop(directory)
                 self.state.directories += 1
-                self.emit(directory, "directory", size, stats.pop(directory))
-                parent = os.path.dirname(directory)
+                parent = os.path.dirname(directory) if directory != "/" else None
+                self.emit(directory, parent, names.pop(directory), "directory", size, stats.pop(directory))
                 if directory != root:
                     sizes[parent] += size
                 continue
@@ -135,14 +183,15 @@ class _Walk:
             try:
                 with os.scandir(directory) as it:
                     for item in it:
-                        self._visit(item, directory, sizes, stats, visited, stack)
+                        self._visit(item, directory, sizes, stats, names, visited, stack)
             except FileNotFoundError:
                 self.issue(directory, "vanished during the walk")
             except OSError as exc:
                 self.unreadable.append(directory)
                 self.issue(directory, f"unreadable: {exc.strerror or exc}")
 
-    def _visit(self, item: os.DirEntry, directory: str, sizes: dict, stats: dict, visited: set, stack: list) -> None:
+    def _visit(self, item: os.DirEntry, directory: str, sizes: dict, stats: dict, names: dict, visited: set,
+               stack: list) -> None:
         path = item.path
         try:
             st = item.stat(follow_symlinks=self.follow)
@@ -168,6 +217,7 @@ class _Walk:
                 visited.add(key)
             sizes[path] = 0
             stats[path] = st
+            names[path] = item.name
             self.dirs_seen += 1
             stack.append((True, path))
             return
@@ -176,7 +226,7 @@ class _Walk:
             self.state.files += 1
             self.state.total_size += size
             sizes[directory] += size
-        self.emit(path, kind, size, st)
+        self.emit(path, directory, item.name, kind, size, st)
 
 
 def index_tree(engine: Engine, root: str, *, scan_id: int, follow_symlinks: bool = False, batch_size: int = 2000,
@@ -192,14 +242,18 @@ def index_tree(engine: Engine, root: str, *, scan_id: int, follow_symlinks: bool
     expected = store_entries.count_subtree(engine, root=root)
     walk = _Walk(engine, root, scan_id=scan_id, follow_symlinks=follow_symlinks, batch_size=batch_size,
                  progress=progress, should_cancel=should_cancel, expected=expected, max_issues=max_issues)
-    if statmod.S_ISDIR(root_stat.st_mode):
-        walk.run(root_stat)
-    else:
-        kind = _kind(root_stat.st_mode)
-        walk.state.files += kind == "file"
-        walk.state.total_size += root_stat.st_size if kind == "file" else 0
-        walk.emit(root, kind, root_stat.st_size if kind == "file" else 0, root_stat)
-    walk.flush()
+    try:
+        if statmod.S_ISDIR(root_stat.st_mode):
+            walk.run(root_stat)
+        else:
+            kind = _kind(root_stat.st_mode)
+            walk.state.files += kind == "file"
+            walk.state.total_size += root_stat.st_size if kind == "file" else 0
+            walk.emit(root, os.path.dirname(root), os.path.basename(root), kind,
+                      root_stat.st_size if kind == "file" else 0, root_stat)
+    finally:
+        walk.finish()  # rows already walked are written even when cancelled (they are true); nothing is swept
+    walk.report()
     with engine.begin() as conn:
         removed = 0
         if statmod.S_ISDIR(root_stat.st_mode):

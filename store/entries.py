@@ -56,31 +56,63 @@ def subtree_clause(root: str, *, include_root: bool = True):
     return or_(T.c.path == root, under) if include_root else under
 
 
+_TYPE_CACHE: dict[str, tuple[str | None, str | None]] = {}
+
+
+def types_for(extension: str) -> tuple[str | None, str | None]:
+    """(media_type, mime) for a lower-case extension, cached: mimetypes.guess_type is too slow for the hot path."""
+    cached = _TYPE_CACHE.get(extension)
+    if cached is None:
+        mime = mimetypes.guess_type("x" + extension, strict=False)[0] if extension else None
+        cached = _TYPE_CACHE[extension] = (media_type_for(extension), mime)
+    return cached
+
+
+def row_tuple(path: str, parent: str | None, name: str, kind: str, size: int, mtime: float, ctime: float,
+              inode: int | None, scan_id: int | None, indexed_at: float) -> tuple:
+    """One entry as a tuple in ENTRY_COLUMNS order (the indexer's hot path builds these, not dicts)."""
+    if kind == "file":
+        dot = name.rfind(".")
+        ext = name[dot:].lower() if dot > 0 else ""
+        media, mime = types_for(ext)
+    else:
+        ext, media, mime = "", None, None
+    depth = 0 if path == "/" else path.count("/")
+    return (path, parent, name, ext, kind, size, mtime, ctime, depth, inode, media, mime, scan_id, indexed_at)
+
+
 def make_row(path: str, *, kind: str, size: int, mtime: float, ctime: float, inode: int | None, scan_id: int | None,
              indexed_at: float) -> dict[str, Any]:
     name = posixpath.basename(path) or path
     parent = posixpath.dirname(path) if path != "/" else None
-    ext = split_extension(name) if kind == "file" else ""
-    return {
-        "path": path, "parent": parent, "name": name, "extension": ext, "kind": kind, "size": size,
-        "mtime": mtime, "ctime": ctime, "depth": path_depth(path), "inode": inode,
-        "media_type": media_type_for(ext) if kind == "file" else None,
-        "mime": mime_for(name) if kind == "file" else None,
-        "scan_id": scan_id, "indexed_at": indexed_at,
-    }
+    return dict(zip(ENTRY_COLUMNS, row_tuple(path, parent, name, kind, size, mtime, ctime, inode, scan_id,
+                                              indexed_at)))
 
 
-def upsert_entries(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
-    """Insert or update a batch of entries by path in one statement (entry ids, hence set memberships, survive)."""
+def upsert_entries(conn: Connection, rows: Sequence[dict[str, Any] | tuple]) -> None:
+    """Insert or update a batch of entries by path in one statement (entry ids, hence set memberships, survive).
+
+    Rows are dicts keyed by ENTRY_COLUMNS or tuples in that order. A stored media_type / mime is kept when the new
+    row has none (classifiers may have refined them).
+    """
     if not rows:
         return
-    dialect = conn.dialect.name
-    ins = (postgresql if dialect == "postgresql" else sqlite).insert(T)
-    updated = {c: getattr(ins.excluded, c) for c in ENTRY_COLUMNS if c != "path"}
     if conn.dialect.name == "sqlite":
-        _sqlite_executemany_upsert(conn, rows)
+        # The DBAPI's executemany is several times faster than SQLAlchemy's per-row parameter processing; this is
+        # the indexer's hot path, so it goes straight to sqlite3 with the same statement.
+        params = [r if isinstance(r, tuple) else tuple(r[c] for c in ENTRY_COLUMNS) for r in rows]
+        cursor = conn.connection.driver_connection.cursor()
+        try:
+            cursor.executemany(_SQLITE_UPSERT, params)
+        finally:
+            cursor.close()
         return
-    conn.execute(ins.on_conflict_do_update(index_elements=[T.c.path], set_=updated), list(rows))
+    ins = (postgresql if conn.dialect.name == "postgresql" else sqlite).insert(T)
+    updated = {c: getattr(ins.excluded, c) for c in ENTRY_COLUMNS if c not in ("path", "media_type", "mime")}
+    updated["media_type"] = func.coalesce(ins.excluded.media_type, T.c.media_type)
+    updated["mime"] = func.coalesce(ins.excluded.mime, T.c.mime)
+    dicts = [dict(zip(ENTRY_COLUMNS, r)) if isinstance(r, tuple) else r for r in rows]
+    conn.execute(ins.on_conflict_do_update(index_elements=[T.c.path], set_=updated), dicts)
 
 
 _SQLITE_UPSERT = (
@@ -89,16 +121,6 @@ _SQLITE_UPSERT = (
     + ", ".join(f"{c}=excluded.{c}" for c in ENTRY_COLUMNS if c not in ("path", "media_type", "mime"))
     + ", media_type=COALESCE(excluded.media_type, entries.media_type), mime=COALESCE(excluded.mime, entries.mime)"
 )
-
-
-def _sqlite_executemany_upsert(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
-    # The DBAPI's executemany is several times faster than SQLAlchemy's per-row parameter processing; this is the
-    # indexer's hot path, so it goes straight to sqlite3 with the same statement.
-    cursor = conn.connection.driver_connection.cursor()
-    try:
-        cursor.executemany(_SQLITE_UPSERT, [tuple(r[c] for c in ENTRY_COLUMNS) for r in rows])
-    finally:
-        cursor.close()
 
 
 def delete_unseen(conn: Connection, *, root: str, scan_id: int) -> int:

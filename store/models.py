@@ -44,7 +44,7 @@ class Entry(SQLModel, table=True):
     media_type: str | None = Field(default=None, index=True)  # image | video | audio | document | text | other
     mime: str | None = None
     hash: str | None = Field(default=None, index=True)  # content hash, filled by classifiers
-    scan_id: int | None = Field(default=None, index=True)  # the index job that last saw this entry
+    scan_id: int | None = None  # the index job that last saw this entry (sweeps filter it inside a path range)
     indexed_at: float = Field(default_factory=now, sa_column=Column(Float, nullable=False))
 
 

@@ -1,0 +1,203 @@
+"""The streaming indexer, called directly (no MCP, no Prefect)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+import flows.indexer as indexer_mod
+from flows.index_flow import run_index_job
+from flows.indexer import Cancelled, index_tree
+from store import entries, jobs
+
+
+def entry(engine, path) -> dict | None:
+    row = entries.get_entry(engine, path=str(path))
+    return dict(row) if row else None
+
+
+def test_counts_kinds_and_directory_sizes_aggregate_bottom_up(engine, tree):
+    result = index_tree(engine, str(tree), scan_id=1)
+    assert (result.files, result.directories) == (10, 9)
+    assert result.total_size == 3000 + 2000 + 5000 + 10 + 40000 + 8000 + 1500 + 120 + 7 + 1
+    assert entry(engine, tree)["size"] == result.total_size
+    assert entry(engine, tree / "Photos")["size"] == 10010
+    assert entry(engine, tree / "Photos" / "vacation")["size"] == 5000
+    assert entry(engine, tree / "docs" / "deep")["size"] == 7
+    assert entry(engine, tree / "empty")["size"] == 0
+    beach = entry(engine, tree / "Photos" / "vacation" / "beach.jpg")
+    assert beach["kind"] == "file" and beach["extension"] == ".jpg" and beach["media_type"] == "image"
+    assert beach["parent"] == str(tree / "Photos" / "vacation")
+    assert entry(engine, tree / ".hidden")["extension"] == ""
+
+
+def test_reindex_keeps_ids_removes_vanished_entries_and_adds_new_ones(engine, tree):
+    index_tree(engine, str(tree), scan_id=1)
+    kept_id = entry(engine, tree / "Photos" / "photo.jpg")["id"]
+    (tree / "Videos" / "movie.mp4").unlink()
+    (tree / "docs" / "deep" / "a" / "b" / "c.txt").unlink()
+    (tree / "docs" / "deep" / "a" / "b").rmdir()
+    (tree / "new.txt").write_text("hello")
+    result = index_tree(engine, str(tree), scan_id=2)
+    assert result.removed == 3  # movie.mp4, c.txt and the directory b
+    assert entry(engine, tree / "Videos" / "movie.mp4") is None
+    assert entry(engine, tree / "docs" / "deep" / "a" / "b") is None
+    assert entry(engine, tree / "new.txt")["size"] == 5
+    assert entry(engine, tree / "Photos" / "photo.jpg")["id"] == kept_id
+    assert entry(engine, tree / "Videos")["size"] == 8000
+
+
+def test_sweep_of_a_subfolder_leaves_siblings_with_similar_names_alone(engine, tmp_path):
+    for name in ("a", "a_b", "a%b", "a-b", "ab"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "f.txt").write_text("x")
+    index_tree(engine, str(tmp_path), scan_id=1)
+    (tmp_path / "a" / "f.txt").unlink()
+    result = index_tree(engine, str(tmp_path / "a"), scan_id=2)
+    assert result.removed == 1
+    for name in ("a_b", "a%b", "a-b", "ab"):
+        assert entry(engine, tmp_path / name / "f.txt") is not None
+
+
+def test_indexing_a_subfolder_refreshes_the_sizes_of_its_ancestors(engine, tree):
+    index_tree(engine, str(tree), scan_id=1)
+    (tree / "Photos" / "vacation" / "more.jpg").write_bytes(b"y" * 1000)
+    index_tree(engine, str(tree / "Photos" / "vacation"), scan_id=2)
+    assert entry(engine, tree / "Photos" / "vacation")["size"] == 6000
+    assert entry(engine, tree / "Photos")["size"] == 11010
+    assert entry(engine, tree)["size"] == 59638 + 1000
+
+
+def test_a_single_file_can_be_indexed(engine, tree):
+    result = index_tree(engine, str(tree / "docs" / "readme.md"), scan_id=1)
+    assert result.files == 1
+    assert entry(engine, tree / "docs" / "readme.md")["media_type"] == "text"
+
+
+def test_unreadable_directory_is_recorded_skipped_and_its_known_contents_kept(engine, tree, monkeypatch):
+    index_tree(engine, str(tree), scan_id=1)
+    locked = str(tree / "Photos" / "vacation")
+    real_scandir = os.scandir
+
+    def scandir(path):
+        if str(path) == locked:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)
+
+    # root bypasses file permissions, so the unreadable directory is simulated at the os.scandir seam
+    monkeypatch.setattr(indexer_mod.os, "scandir", scandir)
+    result = index_tree(engine, str(tree), scan_id=2)
+    assert (locked, "unreadable: Permission denied") in result.issues
+    assert entry(engine, tree / "Photos" / "vacation" / "beach.jpg") is not None  # not swept: contents unknown
+    assert result.files == 8
+
+
+def test_file_vanishing_mid_walk_is_recorded_and_skipped(engine, tree, monkeypatch):
+    victim = tree / "docs" / "readme.md"
+    real_scandir = os.scandir
+
+    class Vanishing:
+        def __init__(self, it):
+            self.it = it
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.it.close()
+
+        def __iter__(self):
+            for item in self.it:
+                if item.path == str(victim):
+                    victim.unlink()  # deleted between listing and stat, as a concurrent process would
+                yield item
+
+    monkeypatch.setattr(indexer_mod.os, "scandir", lambda p: Vanishing(real_scandir(p)))
+    result = index_tree(engine, str(tree), scan_id=1)
+    assert (str(victim), "vanished during the walk") in result.issues
+    assert entry(engine, victim) is None
+    assert result.files == 9
+
+
+def test_symlinks_are_recorded_not_followed_unless_asked(engine, tree, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("s")
+    os.symlink(outside, tree / "link-out")
+    os.symlink(tree / "Photos", tree / "Photos" / "loop")
+    result = index_tree(engine, str(tree), scan_id=1)
+    assert entry(engine, tree / "link-out")["kind"] == "symlink"
+    assert entry(engine, tree / "link-out" / "secret.txt") is None
+    assert result.files == 10
+    followed = index_tree(engine, str(tree), scan_id=2, follow_symlinks=True)
+    assert entry(engine, tree / "link-out" / "secret.txt") is not None
+    assert any("symlink loop" in reason for _, reason in followed.issues)
+
+
+def test_cancel_stops_the_walk_keeps_written_rows_and_sweeps_nothing(engine, tmp_path):
+    root = tmp_path / "big"
+    for d in range(20):
+        (root / f"d{d:02}").mkdir(parents=True)
+        for f in range(50):
+            (root / f"d{d:02}" / f"{f}.txt").write_text("x")
+    index_tree(engine, str(root), scan_id=1)
+    (root / "d00" / "0.txt").unlink()
+    calls = {"n": 0}
+
+    def should_cancel():
+        calls["n"] += 1
+        return calls["n"] >= 2
+
+    with pytest.raises(Cancelled):
+        index_tree(engine, str(root), scan_id=2, batch_size=100, should_cancel=should_cancel)
+    assert entries.count_subtree(engine, root=str(root)) == 1021  # nothing removed: the walk did not finish
+    with engine.connect() as conn:
+        seen = conn.execute(entries.T.select().where(entries.T.c.scan_id == 2)).fetchall()
+    assert 100 <= len(seen) < 1020
+
+
+def test_progress_moves_and_ends_at_100(engine, tree):
+    seen: list[float] = []
+    index_tree(engine, str(tree), scan_id=1, batch_size=3, progress=lambda p: seen.append(p.percent))
+    assert seen == sorted(seen) or max(seen[:-1]) <= 99
+    assert len(seen) > 3 and seen[-1] == 100.0
+
+
+def test_index_job_records_status_counts_and_issues(engine, tree):
+    job_id = jobs.create_job(engine, root=str(tree))
+    job = run_index_job(engine, job_id=job_id, root=str(tree))
+    assert job["status"] == "completed" and job["progress"] == 100.0
+    assert (job["files"], job["directories"]) == (10, 9)
+    assert job["started_at"] is not None and job["duration_ms"] is not None
+
+
+def test_index_job_cancelled_through_its_event_ends_cancelled(engine, tmp_path):
+    import threading
+
+    root = tmp_path / "t"
+    for d in range(10):
+        (root / str(d)).mkdir(parents=True)
+        for f in range(100):
+            (root / str(d) / str(f)).write_text("x")
+    event = threading.Event()
+    job_id = jobs.create_job(engine, root=str(root))
+    job = run_index_job(engine, job_id=job_id, root=str(root), cancel_event=event, batch_size=50,
+                        on_progress=lambda p: event.set())
+    assert job["status"] == "cancelled"
+    assert "none removed" in job["error_message"]
+
+
+def test_cancelling_a_pending_job_means_it_never_runs(engine, tree):
+    job_id = jobs.create_job(engine, root=str(tree))
+    jobs.request_cancel(engine, job_id=job_id)
+    job = run_index_job(engine, job_id=job_id, root=str(tree))
+    assert job["status"] == "cancelled"
+    assert entries.count_entries(engine) == 0
+
+
+def test_paths_are_stored_canonical(engine, tree):
+    index_tree(engine, str(tree), scan_id=1)
+    assert all(Path(r["path"]).is_absolute() and ".." not in r["path"]
+               for r in entries.list_children(engine, path=str(tree), limit=100)[0])
