@@ -119,12 +119,3 @@ def index_sync(app, path: Path | str) -> dict:
 @pytest.fixture
 def anyio_backend():
     return "asyncio"
-
-
-def pytest_collection_modifyitems(items):
-    """Every coroutine test runs under anyio (fixtures and test share one task, as MCP clients need)."""
-    import inspect
-
-    for item in items:
-        if inspect.iscoroutinefunction(getattr(item, "function", None)):
-            item.add_marker(pytest.mark.anyio)
