@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from mcp.server.mcpserver import MCPServer
 
-from mcp_server.resources import jobs, nodes, sets
+from mcp_server.resources import jobs, nodes, set_metrics, sets
 
 
 def register(mcp: MCPServer, app) -> None:
     nodes.register(mcp, app)
     sets.register(mcp, app)
+    set_metrics.register(mcp, app)
     jobs.register(mcp, app)
