@@ -75,3 +75,45 @@ async def test_cancel_job_on_finished_job_says_so(client, tree):
     res = await call(client, "index", {"root": str(tree), "async": False})
     out = await call(client, "cancel-job", {"jobId": str(res["jobId"])})
     assert out["cancelled"] is False and "already completed" in out["message"]
+
+
+async def test_cancel_job_stops_a_running_walk_and_keeps_the_store_consistent(client, app, tree, monkeypatch):
+    import threading
+
+    import flows.indexer as indexer_mod
+
+    big = tree / "big"
+    for d in range(6):
+        (big / f"d{d}").mkdir(parents=True)
+        for f in range(500):
+            (big / f"d{d}" / f"{f}.txt").write_text("x")
+    await call(client, "index", {"root": str(tree), "async": False})
+    (big / "d0" / "0.txt").unlink()  # a full re-index would sweep this entry away
+
+    first_flush_done, release = threading.Event(), threading.Event()
+    real_flush = indexer_mod._Walk.flush
+
+    def gated_flush(walk):
+        first_flush_done.set()
+        release.wait(10)  # hold the walk mid-tree until the test has asked to cancel
+        real_flush(walk)
+
+    monkeypatch.setattr(indexer_mod._Walk, "flush", gated_flush)
+    started = await call(client, "index", {"root": str(tree), "force": True})
+    with anyio.fail_after(10):
+        while not first_flush_done.is_set():
+            await anyio.sleep(0.01)
+    running = await call(client, "job-progress", {"jobId": str(started["jobId"])})
+    assert running["status"] == "running" and running["progress"] < 100
+
+    out = await call(client, "cancel-job", {"jobId": str(started["jobId"])})
+    assert out["cancelled"] is True
+    release.set()
+    job = await wait_done(client, started["jobId"])
+    assert job["status"] == "cancelled"
+    assert job["files"] < 3010  # the walk stopped before the end of the tree
+    nav = await call(client, "navigate", {"path": str(big / "d0")})
+    assert nav["total"] == 500  # nothing swept: the vanished file stays until a complete scan
+    again = await call(client, "index", {"root": str(tree), "async": False, "force": True})
+    assert again["status"] == "completed"
+    assert (await call(client, "navigate", {"path": str(big / "d0")}))["total"] == 499
