@@ -12,6 +12,7 @@ import logging
 import os
 import queue
 import stat as statmod
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -62,9 +63,9 @@ def _kind(mode: int) -> str:
     return "other"
 
 
-class _Writer:
-    """Writes batches on a background thread (sqlite3 releases the GIL while it works), so disk walking and database
-    writing overlap on two cores. The queue holds at most two batches: memory stays bounded."""
+class _ThreadWriter:
+    """Writes batches on a background thread (for PostgreSQL, whose driver waits on the network without the GIL).
+    The queue holds at most two batches: memory stays bounded."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -99,6 +100,90 @@ class _Writer:
         self._thread.join()
         if self.error is not None:
             raise self.error
+
+
+class _ProcessWriter:
+    """Writes batches into a SQLite file from a child process (store/sqlite_writer.py says why).
+
+    The pipe is the queue: when the child falls behind, the walker blocks on the write, so memory stays bounded.
+    """
+
+    def __init__(self, database: str) -> None:
+        import subprocess
+        import tempfile
+
+        import store
+        from store import sqlite_writer
+
+        self.written = 0  # rows handed over; the child commits each batch as it arrives
+        self._frame = sqlite_writer.write_frame
+        self._stderr = tempfile.TemporaryFile()
+        project = os.path.dirname(os.path.dirname(os.path.abspath(store.__file__)))
+        env = {**os.environ, "PYTHONPATH": project + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        self._proc = subprocess.Popen([sys.executable, "-m", "store.sqlite_writer", database],
+                                      stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self._stderr, env=env)
+        self._send({"sql": store_entries.SQLITE_UPSERT,
+                    "pragmas": ["synchronous=NORMAL", "busy_timeout=30000", "cache_size=-65536"]})
+
+    def _send(self, obj) -> None:
+        try:
+            self._frame(self._proc.stdin, obj)
+        except (BrokenPipeError, OSError):
+            self._proc.wait()
+            raise RuntimeError(f"the index writer process failed: {self._error_text()}") from None
+
+    def _error_text(self) -> str:
+        self._stderr.seek(0)
+        return self._stderr.read().decode(errors="replace").strip() or f"exit status {self._proc.returncode}"
+
+    def put(self, batch: list) -> None:
+        self._send(batch)
+        self.written += len(batch)
+
+    def close(self) -> None:
+        """Send the end frame and wait until the child has committed everything it received."""
+        try:
+            self._proc.stdin.write(b"\0\0\0\0")
+            self._proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass
+        code = self._proc.wait()
+        text = self._error_text() if code else ""
+        self._stderr.close()
+        if code:
+            raise RuntimeError(f"the index writer process failed: {text}")
+
+
+class _Writer:
+    """Picks how to write: a tree that fits in one batch is written in the caller's thread (no start-up cost);
+    bigger trees go to a writer process for a SQLite file, or a writer thread otherwise."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.impl: _ThreadWriter | _ProcessWriter | None = None
+        self._written = 0
+
+    @property
+    def written(self) -> int:
+        return self.impl.written if self.impl is not None else self._written
+
+    def put(self, batch: list, *, final: bool = False) -> None:
+        if self.impl is None:
+            if final:
+                with self.engine.begin() as conn:
+                    store_entries.upsert_entries(conn, batch)
+                self._written += len(batch)
+                return
+            database = self.engine.url.database if self.engine.dialect.name == "sqlite" else None
+            if database and database != ":memory:" and os.environ.get("ASSAY_INDEX_WRITER") != "thread":
+                self.impl = _ProcessWriter(database)
+            else:
+                self.impl = _ThreadWriter(self.engine)
+        self.impl.put(batch)
+
+    def close(self) -> None:
+        if self.impl is not None:
+            self.impl.close()
 
 
 class _Walk:
@@ -146,7 +231,7 @@ class _Walk:
     def finish(self) -> None:
         """Hand over the last batch and wait for the writer; called on every exit path."""
         if self.batch:
-            self.writer.put(self.batch)
+            self.writer.put(self.batch, final=True)
             self.batch = []
         self.writer.close()
         self.state.written = self.writer.written
@@ -193,6 +278,14 @@ class _Walk:
     def _visit(self, item: os.DirEntry, directory: str, sizes: dict, stats: dict, names: dict, visited: set,
                stack: list) -> None:
         path = item.path
+        name = item.name
+        if not name.isascii():
+            try:
+                name.encode("utf-8")
+            except UnicodeEncodeError:  # os.fsdecode kept undecodable bytes as surrogates; the store holds text
+                self.issue(os.fsencode(path).decode("utf-8", "backslashreplace"),
+                           "name is not valid UTF-8; skipped (rename it to index it)")
+                return
         try:
             st = item.stat(follow_symlinks=self.follow)
         except FileNotFoundError:

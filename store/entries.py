@@ -92,8 +92,8 @@ def make_row(path: str, *, kind: str, size: int, mtime: float, ctime: float, ino
 def upsert_entries(conn: Connection, rows: Sequence[dict[str, Any] | tuple]) -> None:
     """Insert or update a batch of entries by path in one statement (entry ids, hence set memberships, survive).
 
-    Rows are dicts keyed by ENTRY_COLUMNS or tuples in that order. A stored media_type / mime is kept when the new
-    row has none (classifiers may have refined them).
+    Rows are dicts keyed by ENTRY_COLUMNS or tuples in that order. Columns that are functions of the path are not
+    rewritten; a stored media_type / mime is kept (classifiers may have refined them) unless the entry changed kind.
     """
     if not rows:
         return
@@ -108,19 +108,30 @@ def upsert_entries(conn: Connection, rows: Sequence[dict[str, Any] | tuple]) -> 
             cursor.close()
         return
     ins = (postgresql if conn.dialect.name == "postgresql" else sqlite).insert(T)
-    updated = {c: getattr(ins.excluded, c) for c in ENTRY_COLUMNS if c not in ("path", "media_type", "mime")}
-    updated["media_type"] = func.coalesce(ins.excluded.media_type, T.c.media_type)
-    updated["mime"] = func.coalesce(ins.excluded.mime, T.c.mime)
+    x = ins.excluded
+    same_kind = T.c.kind == x.kind
+    updated = {c: getattr(x, c) for c in ("kind", "size", "mtime", "ctime", "inode", "scan_id", "indexed_at")}
+    updated["extension"] = case((same_kind, T.c.extension), else_=x.extension)
+    updated["media_type"] = case((same_kind, func.coalesce(T.c.media_type, x.media_type)), else_=x.media_type)
+    updated["mime"] = case((same_kind, func.coalesce(T.c.mime, x.mime)), else_=x.mime)
     dicts = [dict(zip(ENTRY_COLUMNS, r)) if isinstance(r, tuple) else r for r in rows]
     conn.execute(ins.on_conflict_do_update(index_elements=[T.c.path], set_=updated), dicts)
 
 
+# On conflict only what a re-scan can change is rewritten: path, parent, name and depth are functions of the path, and
+# leaving them (and, for an unchanged kind, extension / media_type / mime) out of SET spares SQLite the index updates.
+# A stored media_type / mime is kept (classifiers may have refined it) unless the entry changed kind.
+_SAME_KIND = "entries.kind = excluded.kind"
 _SQLITE_UPSERT = (
     f"INSERT INTO entries ({', '.join(ENTRY_COLUMNS)}) VALUES ({', '.join('?' * len(ENTRY_COLUMNS))}) "
-    "ON CONFLICT(path) DO UPDATE SET "
-    + ", ".join(f"{c}=excluded.{c}" for c in ENTRY_COLUMNS if c not in ("path", "media_type", "mime"))
-    + ", media_type=COALESCE(excluded.media_type, entries.media_type), mime=COALESCE(excluded.mime, entries.mime)"
+    "ON CONFLICT(path) DO UPDATE SET kind=excluded.kind, size=excluded.size, mtime=excluded.mtime, "
+    "ctime=excluded.ctime, inode=excluded.inode, scan_id=excluded.scan_id, indexed_at=excluded.indexed_at, "
+    f"extension=CASE WHEN {_SAME_KIND} THEN entries.extension ELSE excluded.extension END, "
+    f"media_type=CASE WHEN {_SAME_KIND} THEN COALESCE(entries.media_type, excluded.media_type) "
+    "ELSE excluded.media_type END, "
+    f"mime=CASE WHEN {_SAME_KIND} THEN COALESCE(entries.mime, excluded.mime) ELSE excluded.mime END"
 )
+SQLITE_UPSERT = _SQLITE_UPSERT
 
 
 def delete_unseen(conn: Connection, *, root: str, scan_id: int) -> int:

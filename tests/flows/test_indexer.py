@@ -201,3 +201,50 @@ def test_paths_are_stored_canonical(engine, tree):
     index_tree(engine, str(tree), scan_id=1)
     assert all(Path(r["path"]).is_absolute() and ".." not in r["path"]
                for r in entries.list_children(engine, path=str(tree), limit=100)[0])
+
+
+@pytest.mark.parametrize("writer", ["process", "thread"])
+def test_trees_bigger_than_a_batch_are_written_by_the_writer_process_or_thread(engine, tmp_path, monkeypatch, writer):
+    if writer == "thread":
+        monkeypatch.setenv("ASSAY_INDEX_WRITER", "thread")
+    root = tmp_path / "t"
+    for d in range(5):
+        (root / f"d{d}").mkdir(parents=True)
+        for f in range(40):
+            (root / f"d{d}" / f"{f}.jpg").write_bytes(b"x" * f)
+    result = index_tree(engine, str(root), scan_id=1, batch_size=16)
+    assert (result.files, result.directories) == (200, 6)
+    assert entries.count_subtree(engine, root=str(root)) == 206
+    assert entry(engine, root / "d3")["size"] == sum(range(40))
+    assert entry(engine, root / "d3" / "7.jpg")["media_type"] == "image"
+    (root / "d4" / "0.jpg").unlink()
+    again = index_tree(engine, str(root), scan_id=2, batch_size=16)
+    assert again.removed == 1 and entries.count_subtree(engine, root=str(root)) == 205
+
+
+def test_a_failing_writer_process_fails_the_scan_with_its_error(engine, tmp_path, monkeypatch):
+    from store import entries as store_entries
+
+    monkeypatch.setattr(store_entries, "SQLITE_UPSERT", "INSERT INTO no_such_table VALUES (?)")
+    root = tmp_path / "t"
+    root.mkdir()
+    for f in range(50):
+        (root / f"{f}.txt").write_text("x")
+    with pytest.raises(RuntimeError, match="no_such_table"):
+        index_tree(engine, str(root), scan_id=1, batch_size=10)
+    assert entries.count_subtree(engine, root=str(root)) == 0
+
+
+def test_names_that_are_not_utf8_are_recorded_and_skipped(engine, tmp_path):
+    root = tmp_path / "t"
+    root.mkdir()
+    (root / "fine.txt").write_text("x")
+    try:
+        with open(os.path.join(os.fsencode(root), b"bad\xff.txt"), "wb") as fh:
+            fh.write(b"x")
+    except OSError:
+        pytest.skip("this filesystem refuses non-UTF-8 names")
+    result = index_tree(engine, str(root), scan_id=1)
+    assert result.files == 1
+    assert [reason for _, reason in result.issues] == ["name is not valid UTF-8; skipped (rename it to index it)"]
+    assert "bad\\xff.txt" in result.issues[0][0]

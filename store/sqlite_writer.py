@@ -1,0 +1,74 @@
+"""A writer process for the indexer's SQLite upserts: ``python -m store.sqlite_writer DATABASE_FILE``.
+
+Why a process: binding a row's parameters needs the GIL, so a writer *thread* and the walking thread take turns on
+one core however many cores there are. A child process writes while the walker walks, each on its own core.
+
+Protocol on stdin, each frame a 4-byte big-endian length and a pickle: first ``{"sql": ..., "pragmas": [...]}``,
+then batches (lists of row tuples), each written and committed in one transaction; a zero length ends the stream.
+On a database error the child writes the error to stderr and exits 1; the parent sees the broken pipe and raises it.
+This module imports nothing but the standard library, so the child starts in a few tens of milliseconds.
+"""
+
+from __future__ import annotations
+
+import pickle
+import sqlite3
+import struct
+import sys
+
+HEADER = struct.Struct(">I")
+
+
+def write_frame(stream, obj) -> None:
+    payload = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(HEADER.pack(len(payload)))
+    stream.write(payload)
+
+
+def _read_exact(stream, n: int) -> bytes:
+    data = stream.read(n)
+    if len(data) != n:
+        raise EOFError("the indexer closed the stream mid-frame")
+    return data
+
+
+def serve(database: str, stream) -> int:
+    """Write every batch read from ``stream`` into ``database``; returns the number of rows written."""
+    (length,) = HEADER.unpack(_read_exact(stream, HEADER.size))
+    setup = pickle.loads(_read_exact(stream, length))
+    conn = sqlite3.connect(database, isolation_level=None, timeout=30)
+    for pragma in setup.get("pragmas", []):
+        conn.execute(f"PRAGMA {pragma}")
+    sql = setup["sql"]
+    written = 0
+    while True:
+        header = stream.read(HEADER.size)
+        if not header:
+            break  # the parent went away without an end frame: what arrived is written, nothing more
+        (length,) = HEADER.unpack(header)
+        if length == 0:
+            break
+        batch = pickle.loads(_read_exact(stream, length))
+        conn.execute("BEGIN")
+        try:
+            conn.executemany(sql, batch)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        written += len(batch)
+    conn.close()
+    return written
+
+
+def main() -> int:
+    try:
+        serve(sys.argv[1], sys.stdin.buffer)
+    except Exception as exc:  # reported to the parent through stderr
+        sys.stderr.write(f"{type(exc).__name__}: {exc}\n")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
