@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from sqlalchemy import BigInteger, Column, Float, ForeignKey, Index, Integer, LargeBinary, Text, UniqueConstraint
+from sqlalchemy import BigInteger, Column, Float, ForeignKey, Index, Integer, LargeBinary, Text, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
 
@@ -28,7 +28,12 @@ class Entry(SQLModel, table=True):
     """One file, directory or symlink seen by the indexer. ``path`` is absolute and canonical (no ``..``)."""
 
     __tablename__ = "entries"
-    __table_args__ = (Index("ix_entries_parent_name", "parent", "name"),)
+    __table_args__ = (
+        Index("ix_entries_parent_name", "parent", "name"),
+        # partial: most entries have no hash yet, and the indexer's inserts should not pay for indexing NULLs
+        Index("ix_entries_hash", "hash", sqlite_where=text("hash IS NOT NULL"),
+              postgresql_where=text("hash IS NOT NULL")),
+    )
 
     id: int | None = Field(default=None, primary_key=True)
     path: str = Field(sa_column=Column(Text, unique=True, nullable=False))
@@ -43,7 +48,7 @@ class Entry(SQLModel, table=True):
     inode: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
     media_type: str | None = Field(default=None, index=True)  # image | video | audio | document | text | other
     mime: str | None = None
-    hash: str | None = Field(default=None, index=True)  # content hash, filled by classifiers
+    hash: str | None = Field(default=None)  # content hash, filled by classifiers
     scan_id: int | None = None  # the index job that last saw this entry (sweeps filter it inside a path range)
     indexed_at: float = Field(default_factory=now, sa_column=Column(Float, nullable=False))
 
