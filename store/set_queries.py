@@ -1,0 +1,434 @@
+"""Queries over one resource set, alone or with its descendants: metric sums, ranges, exact and pattern matches,
+multi-filter search and statistics.
+
+Every query selects entries with ``entries.id IN (membership subquery over the set ids)``, so an entry reachable by
+two paths of the DAG counts once, and every aggregate runs in SQL. Fields, metrics, modes and sort keys are looked up
+in fixed tables here; what a caller sends only ever reaches SQL as a bound parameter.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import case, func, select
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError
+
+from store.entries import T, entry_public, iso
+from store.errors import InvalidInput
+from store.filters import EntryFilter, normalize_extension, parse_end_time, parse_time
+from store.sets import E, M, S, descendant_ids, entry_ids_in, require_set
+
+log = logging.getLogger(__name__)
+
+KINDS = ("file", "directory", "symlink", "other")
+
+# metric -> what it measures (resource-sum, metrics/{metric}, stats)
+METRICS: dict[str, str] = {
+    "size": "total bytes of the file entries (a directory's stored size is already the total of its subtree, "
+            "so directories are left out rather than counted twice)",
+    "count": "number of entries of any kind",
+    "files": "number of file entries",
+    "directories": "number of directory entries",
+    "symlinks": "number of symbolic links",
+}
+
+# resource-metric-range: numeric entry fields
+RANGE_METRICS: dict[str, Any] = {"size": T.c.size, "depth": T.c.depth, "mtime": T.c.mtime, "ctime": T.c.ctime}
+
+# resource-time-range: time fields; added_at is when the entry joined the set (membership), not an entry column
+TIME_FIELDS: dict[str, Any] = {"mtime": T.c.mtime, "ctime": T.c.ctime, "indexed_at": T.c.indexed_at,
+                               "added_at": None}
+
+# resource-is: exact match
+IS_FIELDS: dict[str, Any] = {
+    "kind": T.c.kind, "path": T.c.path, "parent": T.c.parent, "name": T.c.name, "extension": T.c.extension,
+    "media_type": T.c.media_type, "mime": T.c.mime, "hash": T.c.hash, "size": T.c.size, "depth": T.c.depth,
+}
+PATH_FIELDS = ("path", "parent")  # values that are paths: the tool confines them to the roots first
+_INT_FIELDS = ("size", "depth")
+
+# resource-fuzzy-match: text fields and modes
+TEXT_FIELDS: dict[str, Any] = {
+    "path": T.c.path, "name": T.c.name, "parent": T.c.parent, "extension": T.c.extension, "kind": T.c.kind,
+    "media_type": T.c.media_type, "mime": T.c.mime, "hash": T.c.hash,
+}
+MATCH_MODES: dict[str, str] = {
+    "contains": "the field contains the pattern (LIKE %pattern%, % and _ taken literally)",
+    "prefix": "the field starts with the pattern (LIKE pattern%)",
+    "suffix": "the field ends with the pattern (LIKE %pattern)",
+    "regex": "the pattern is a regular expression searched anywhere in the field",
+    "glob": "the whole field matches a shell glob: * any run of characters (including /), ? one, [abc] a class",
+}
+
+# resource-search: sort keys
+SEARCH_SORTS: dict[str, Any] = {"size": T.c.size, "name": T.c.name, "mtime": T.c.mtime, "path": T.c.path,
+                                "ctime": T.c.ctime}
+
+MAX_LIMIT = 10000
+
+
+def check_choice(value: Any, allowed, *, field: str, what: str) -> str:
+    """``value`` if it is one of ``allowed``, else InvalidInput naming the parameter and listing what is accepted."""
+    allowed = list(allowed)
+    if not isinstance(value, str) or value not in allowed:
+        raise InvalidInput(f"{field} {value!r} is not a supported {what}; use one of: {', '.join(allowed)}",
+                           field=field)
+    return value
+
+
+def _check_page(limit: int, offset: int) -> None:
+    if not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+        raise InvalidInput(f"limit must be an integer from 1 to {MAX_LIMIT}, got {limit!r}", field="limit")
+    if not isinstance(offset, int) or offset < 0:
+        raise InvalidInput(f"offset must be an integer of 0 or more, got {offset!r}", field="offset")
+
+
+# --- scope: the sets a query covers -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Scope:
+    name: str
+    set_id: int
+    set_ids: list[int]
+    include_children: bool
+
+    def members(self):
+        """Entries of the covered sets, each once."""
+        return T.c.id.in_(entry_ids_in(self.set_ids))
+
+
+def scope_for(conn: Connection, *, name: str, include_children: bool, depth: int | None = None) -> Scope:
+    if depth is not None and (not isinstance(depth, int) or depth < 0):
+        raise InvalidInput(f"depth must be 0 or more (or null for no limit), got {depth!r}", field="depth")
+    root = require_set(conn, name=name)
+    ids = descendant_ids(conn, set_id=root["id"], depth=depth) if include_children else [root["id"]]
+    return Scope(name=root["name"], set_id=root["id"], set_ids=ids, include_children=include_children)
+
+
+# --- metrics ----------------------------------------------------------------------------------------------------
+
+
+def _metric_column(metric: str):
+    if metric == "size":
+        return func.coalesce(func.sum(case((T.c.kind == "file", T.c.size), else_=0)), 0)
+    if metric == "count":
+        return func.count()
+    kind = {"files": "file", "directories": "directory", "symlinks": "symlink"}[metric]
+    return func.coalesce(func.sum(case((T.c.kind == kind, 1), else_=0)), 0)
+
+
+def metric_value(conn: Connection, *, set_ids: list[int], metric: str) -> int:
+    """``metric`` over the entries of ``set_ids`` (each entry once), computed in SQL."""
+    check_choice(metric, METRICS, field="metric", what="metric")
+    if metric == "count":  # membership alone answers it, from the primary key
+        stmt = select(func.count(func.distinct(M.c.entry_id))).where(M.c.set_id.in_(set_ids))
+    else:
+        stmt = select(_metric_column(metric)).select_from(T).where(T.c.id.in_(entry_ids_in(set_ids)))
+    return int(conn.execute(stmt).scalar_one() or 0)
+
+
+def child_sets(conn: Connection, *, set_id: int) -> list[dict[str, Any]]:
+    rows = conn.execute(
+        select(S.c.id, S.c.name).join(E, E.c.child_id == S.c.id).where(E.c.parent_id == set_id).order_by(S.c.name)
+    ).mappings()
+    return [dict(r) for r in rows]
+
+
+def resource_sum(conn: Connection, *, name: str, metric: str, include_children: bool = True,
+                 depth: int | None = None) -> dict[str, Any]:
+    """The metric over the set (with its descendants to ``depth``), and the same for each direct child."""
+    check_choice(metric, METRICS, field="metric", what="metric")
+    scope = scope_for(conn, name=name, include_children=include_children, depth=depth)
+    breakdown = []
+    if include_children and (depth is None or depth >= 1):
+        below = None if depth is None else depth - 1
+        for child in child_sets(conn, set_id=scope.set_id):
+            ids = descendant_ids(conn, set_id=child["id"], depth=below)
+            breakdown.append({"name": child["name"], "value": metric_value(conn, set_ids=ids, metric=metric)})
+    return {
+        "resource_set": scope.name, "metric": metric,
+        "value": metric_value(conn, set_ids=scope.set_ids, metric=metric),
+        "breakdown": breakdown,
+        "direct_value": metric_value(conn, set_ids=[scope.set_id], metric=metric),
+        "include_children": include_children, "depth": depth, "sets_counted": len(scope.set_ids),
+    }
+
+
+# --- pages of matching entries ------------------------------------------------------------------------------------
+
+
+def _page(conn: Connection, *, scope: Scope, where: list, limit: int, offset: int, order: list | None = None,
+          members=None) -> dict[str, Any]:
+    """One page of the scope's entries matching ``where``, with the total count (both in SQL)."""
+    _check_page(limit, offset)
+    conditions = [scope.members() if members is None else members, *where]
+    order = order or [T.c.path.asc()]
+    rows = conn.execute(select(T).where(*conditions).order_by(*order).limit(limit).offset(offset)).mappings().all()
+    if offset == 0 and len(rows) < limit:
+        total = len(rows)  # the whole result fits on this page: no second query
+    elif not where and members is None:
+        total = conn.execute(
+            select(func.count(func.distinct(M.c.entry_id))).where(M.c.set_id.in_(scope.set_ids))
+        ).scalar_one()
+    else:
+        total = conn.execute(select(func.count()).select_from(T).where(*conditions)).scalar_one()
+    entries = [entry_public(r) for r in rows]
+    return {
+        "resource_set": scope.name, "include_children": scope.include_children, "entries": entries,
+        "total_count": total, "returned_count": len(entries), "offset": offset, "limit": limit,
+        "has_more": offset + len(entries) < total,
+    }
+
+
+def time_range(conn: Connection, *, name: str, field: str, min: Any = None, max: Any = None,
+               include_children: bool = True, limit: int = 100, offset: int = 0) -> dict[str, Any]:
+    """Entries whose time ``field`` lies in [min, max] (a bare max date includes that whole day)."""
+    check_choice(field, TIME_FIELDS, field="field", what="time field")
+    lo = parse_time(min, field="min") if min is not None else None
+    hi = parse_end_time(max, field="max") if max is not None else None
+    if lo is not None and hi is not None and lo > hi:
+        raise InvalidInput(f"min ({iso(lo)}) is after max ({iso(hi)}); nothing can match", field="min")
+    scope = scope_for(conn, name=name, include_children=include_children)
+    members = None
+    where: list = []
+    if field == "added_at":  # a membership time: the entry joined one of the covered sets within the range
+        joined = select(M.c.entry_id).where(M.c.set_id.in_(scope.set_ids))
+        if lo is not None:
+            joined = joined.where(M.c.added_at >= lo)
+        if hi is not None:
+            joined = joined.where(M.c.added_at <= hi)
+        members = T.c.id.in_(joined)
+    else:
+        column = TIME_FIELDS[field]
+        if lo is not None:
+            where.append(column >= lo)
+        if hi is not None:
+            where.append(column <= hi)
+    page = _page(conn, scope=scope, where=where, members=members, limit=limit, offset=offset)
+    return {**page, "field": field, "min": iso(lo), "max": iso(hi)}
+
+
+def metric_range(conn: Connection, *, name: str, metric: str, min: int | float | None = None,
+                 max: int | float | None = None, include_children: bool = True, limit: int = 100,
+                 offset: int = 0) -> dict[str, Any]:
+    """Entries whose numeric ``metric`` lies in [min, max], largest first."""
+    check_choice(metric, RANGE_METRICS, field="metric", what="metric for a range")
+    for label, value in (("min", min), ("max", max)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise InvalidInput(f"{label} must be a number, got {value!r}", field=label)
+    if min is not None and max is not None and min > max:
+        raise InvalidInput(f"min ({min}) is greater than max ({max}); nothing can match", field="min")
+    column = RANGE_METRICS[metric]
+    where = ([column >= min] if min is not None else []) + ([column <= max] if max is not None else [])
+    scope = scope_for(conn, name=name, include_children=include_children)
+    page = _page(conn, scope=scope, where=where, limit=limit, offset=offset, order=[column.desc(), T.c.path.asc()])
+    return {**page, "metric": metric, "min": min, "max": max}
+
+
+def field_is(conn: Connection, *, name: str, field: str, value: Any, include_children: bool = True,
+             limit: int = 100, offset: int = 0) -> dict[str, Any]:
+    """Entries whose ``field`` equals ``value`` exactly (case-sensitive; an extension may be given as 'jpg')."""
+    check_choice(field, IS_FIELDS, field="field", what="field")
+    wanted: Any = value
+    if field in _INT_FIELDS:
+        try:
+            wanted = int(str(value).strip())
+        except ValueError:
+            raise InvalidInput(f"value must be a whole number for field {field!r}, got {value!r}",
+                               field="value") from None
+    elif not isinstance(value, str):
+        raise InvalidInput(f"value must be a string for field {field!r}, got {value!r}", field="value")
+    elif field == "kind":
+        check_choice(value, KINDS, field="value", what="kind")
+    elif field == "extension":
+        wanted = normalize_extension(value)
+    scope = scope_for(conn, name=name, include_children=include_children)
+    page = _page(conn, scope=scope, where=[IS_FIELDS[field] == wanted], limit=limit, offset=offset)
+    return {**page, "field": field, "value": wanted if field in _INT_FIELDS else str(wanted)}
+
+
+# --- pattern matching -----------------------------------------------------------------------------------------------
+
+
+def _glob_tokens(pattern: str):
+    """Shell-glob tokens: ("*",), ("?",), ("[", negate, body) or ("lit", ch). ``[!..]`` and ``[^..]`` negate; a
+    ``]`` right after the opening bracket belongs to the class; an unclosed ``[`` is a literal."""
+    i, n = 0, len(pattern)
+    while i < n:
+        ch = pattern[i]
+        i += 1
+        if ch in "*?":
+            yield (ch,)
+        elif ch == "[":
+            j = i + 1 if i < n and pattern[i] in "!^" else i
+            if j < n and pattern[j] == "]":
+                j += 1
+            while j < n and pattern[j] != "]":
+                j += 1
+            if j >= n:
+                yield ("lit", ch)
+                continue
+            negate = pattern[i] in "!^"
+            yield ("[", negate, pattern[i + 1 if negate else i:j])
+            i = j + 1
+        else:
+            yield ("lit", ch)
+
+
+def glob_to_sqlite(pattern: str) -> str:
+    """The glob in SQLite GLOB syntax (which negates with ``^`` only and matches nothing for an unclosed ``[``)."""
+    out = []
+    for tok in _glob_tokens(pattern):
+        if tok[0] == "[":
+            out.append("[" + ("^" if tok[1] else "") + tok[2] + "]")
+        elif tok[0] == "lit":
+            out.append("[" + tok[1] + "]" if tok[1] in "*?[" else tok[1])
+        else:
+            out.append(tok[0])
+    return "".join(out)
+
+
+def glob_to_regex(pattern: str) -> str:
+    """The glob as an anchored regular expression valid in Python and PostgreSQL."""
+    out = ["^"]
+    for tok in _glob_tokens(pattern):
+        if tok[0] == "*":
+            out.append(".*")
+        elif tok[0] == "?":
+            out.append(".")
+        elif tok[0] == "[":
+            body = tok[2].replace("\\", r"\\").replace("[", r"\[")
+            if body.startswith("]"):
+                body = r"\]" + body[1:]
+            out.append("[" + ("^" if tok[1] else "") + body + "]")
+        else:
+            ch = tok[1]
+            out.append(ch if ch.isalnum() or ch == "_" or ord(ch) > 127 else "\\" + ch)
+    out.append("$")
+    return "".join(out)
+
+
+def _check_regex(pattern: str, *, case_sensitive: bool) -> None:
+    try:
+        re.compile(pattern, 0 if case_sensitive else re.IGNORECASE)
+    except re.error as exc:
+        raise InvalidInput(f"pattern {pattern!r} is not a valid regular expression ({exc}); escape special "
+                           r"characters with a backslash, e.g. report_\d{4}\.pdf", field="pattern") from None
+
+
+def match_clause(column, *, pattern: str, mode: str, case_sensitive: bool, dialect: str):
+    """The SQL test of ``column`` against ``pattern`` in ``mode`` for ``dialect`` (sqlite | postgresql | ...)."""
+    check_choice(mode, MATCH_MODES, field="mode", what="match mode")
+    if not isinstance(pattern, str) or pattern == "":
+        raise InvalidInput("pattern must be a non-empty string", field="pattern")
+    if mode in ("contains", "prefix", "suffix"):
+        target, needle = (column, pattern) if case_sensitive else (func.lower(column), pattern.lower())
+        method = {"contains": target.contains, "prefix": target.startswith, "suffix": target.endswith}[mode]
+        return method(needle, autoescape=True)
+    if mode == "glob":
+        if dialect == "sqlite":
+            if case_sensitive:
+                return column.op("GLOB")(glob_to_sqlite(pattern))
+            return func.lower(column).op("GLOB")(glob_to_sqlite(pattern.lower()))
+        regex = glob_to_regex(pattern)
+    else:
+        _check_regex(pattern, case_sensitive=case_sensitive)
+        regex = pattern
+    if dialect == "sqlite":  # SQLAlchemy's REGEXP function is Python's re.search, which takes inline flags only
+        return column.regexp_match(regex if case_sensitive else "(?i)" + regex)
+    return column.regexp_match(regex, flags=None if case_sensitive else "i")
+
+
+def fuzzy_match(conn: Connection, *, name: str, field: str, pattern: str, mode: str = "contains",
+                case_sensitive: bool = False, include_children: bool = True, limit: int = 100,
+                offset: int = 0) -> dict[str, Any]:
+    """Entries whose text ``field`` matches ``pattern`` in ``mode`` (see MATCH_MODES)."""
+    check_choice(field, TEXT_FIELDS, field="field", what="text field")
+    clause = match_clause(TEXT_FIELDS[field], pattern=pattern, mode=mode, case_sensitive=case_sensitive,
+                          dialect=conn.dialect.name)
+    scope = scope_for(conn, name=name, include_children=include_children)
+    try:
+        page = _page(conn, scope=scope, where=[clause], limit=limit, offset=offset)
+    except DBAPIError as exc:  # a pattern Python accepts but the database's regex engine rejects
+        if mode not in ("regex", "glob"):
+            raise
+        raise InvalidInput(f"pattern {pattern!r} was rejected by the database: {exc.orig}", field="pattern") from None
+    return {**page, "field": field, "pattern": pattern, "mode": mode, "case_sensitive": case_sensitive}
+
+
+# --- search -------------------------------------------------------------------------------------------------------
+
+
+def search(conn: Connection, *, name: str, filters: EntryFilter | None = None, include_children: bool = False,
+           sort_by: str = "size", sort_desc: bool = True, limit: int = 100, offset: int = 0) -> dict[str, Any]:
+    """One page of the set's entries matching every filter, sorted, with the total count."""
+    check_choice(sort_by, SEARCH_SORTS, field="sort_by", what="sort field")
+    flt = filters or EntryFilter()
+    flt.check_times("filters")
+    where = flt.clauses()
+    scope = scope_for(conn, name=name, include_children=include_children)
+    column = SEARCH_SORTS[sort_by]
+    order = [column.desc() if sort_desc else column.asc(), T.c.id.asc()]
+    page = _page(conn, scope=scope, where=where, limit=limit, offset=offset, order=order)
+    return {**page, "sort_by": sort_by, "sort_desc": sort_desc}
+
+
+# --- statistics ---------------------------------------------------------------------------------------------------
+
+
+def set_stats(conn: Connection, *, name: str, top: int = 10) -> dict[str, Any]:
+    """Counts, sizes, time span and the largest media-type / extension groups of a set with its descendants."""
+    scope = scope_for(conn, name=name, include_children=True)
+    members = scope.members()
+    is_file = T.c.kind == "file"
+
+    def count_of(kind: str):
+        return func.coalesce(func.sum(case((T.c.kind == kind, 1), else_=0)), 0)
+
+    row = conn.execute(
+        select(func.count().label("count"), count_of("file").label("files"),
+               count_of("directory").label("directories"), count_of("symlink").label("symlinks"),
+               _metric_column("size").label("total_size"),
+               func.min(T.c.mtime).label("min_mtime"), func.max(T.c.mtime).label("max_mtime"),
+               func.max(case((is_file, T.c.size), else_=None)).label("largest_file_size"))
+        .select_from(T).where(members)
+    ).mappings().one()
+    direct = conn.execute(select(func.count()).select_from(M).where(M.c.set_id == scope.set_id)).scalar_one()
+
+    def groups(column, label: str, *, files_only: bool) -> list[dict[str, Any]]:
+        key = func.coalesce(column, "")
+        stmt = (select(key.label("key"), func.count().label("count"),
+                       func.coalesce(func.sum(T.c.size), 0).label("size"))
+                .select_from(T).where(members).group_by(key)
+                .order_by(func.count().desc(), key.asc()).limit(top))
+        if files_only:
+            stmt = stmt.where(is_file)
+        return [{label: r.key or None, "count": r.count, "size": int(r.size)} for r in conn.execute(stmt)]
+
+    return {
+        "resource_set": scope.name,
+        "sets_counted": len(scope.set_ids),
+        "child_count": len(child_sets(conn, set_id=scope.set_id)),
+        "direct_count": direct,
+        "count": row["count"], "files": int(row["files"]), "directories": int(row["directories"]),
+        "symlinks": int(row["symlinks"]), "total_size": int(row["total_size"]),
+        "largest_file_size": row["largest_file_size"],
+        "min_mtime": iso(row["min_mtime"]), "max_mtime": iso(row["max_mtime"]),
+        "by_media_type": groups(T.c.media_type, "media_type", files_only=True),
+        "by_extension": groups(T.c.extension, "extension", files_only=True),
+    }
+
+
+def set_metric(conn: Connection, *, name: str, metric: str) -> dict[str, Any]:
+    """The resource-sum value of ``metric`` for a set with all its descendants."""
+    check_choice(metric, METRICS, field="metric", what="metric")
+    scope = scope_for(conn, name=name, include_children=True)
+    return {"resource_set": scope.name, "metric": metric,
+            "value": metric_value(conn, set_ids=scope.set_ids, metric=metric),
+            "description": METRICS[metric], "sets_counted": len(scope.set_ids)}
+
