@@ -1,0 +1,454 @@
+"""rename-files, move-files and delete-files: change the disk item by item, then bring the store in step.
+
+Each item reports its own result (``success``, ``error`` with the reason, or ``preview`` in a dry run) and a failing
+item does not stop the others. Nothing is ever overwritten (the reference gives these tools no overwrite option), a
+configured root is never moved or deleted, and every path is confined to the roots. In the store a moved subtree keeps
+its entry ids, hence its resource-set memberships; the sizes of the old and new ancestors are recomputed.
+
+A dry run changes nothing; later items of the same call are previewed against what the earlier ones would have done
+(rename a -> b then b -> c previews as two successes), using :class:`_Overlay`.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import posixpath
+import shutil
+import stat
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Literal
+
+from sqlalchemy import delete, exists, func, select, update
+from sqlalchemy.engine import Connection, Engine
+
+from flows.roots import Roots
+from store.entries import (T, delete_subtree, make_row, move_subtree, refresh_ancestor_sizes, subtree_clause,
+                           upsert_entries)
+from store.errors import AssayError, Conflict, FileOperationError, InvalidInput, NotFound
+from store.models import SetMember
+
+log = logging.getLogger(__name__)
+
+M = SetMember.__table__
+Mode = Literal["rename", "move"]
+_MADE = object()  # a directory an earlier dry-run item would have created
+_BATCH = 1000
+
+
+def _under(path: str, top: str) -> bool:
+    return path == top or path.startswith(top.rstrip("/") + "/")
+
+
+@dataclass
+class _Overlay:
+    """What earlier items of a dry run would have changed; with no ops recorded it is simply the disk."""
+
+    ops: list[tuple[str, str, str]] = field(default_factory=list)  # ("move", old, new) | ("delete", p, "") | ("mkdir", p, "")
+
+    def origin(self, path: str) -> Any:
+        """Where ``path`` would be found on disk now; None if an earlier item removed it, _MADE if one created it."""
+        for op, a, b in reversed(self.ops):
+            if op == "move":
+                if _under(path, b):
+                    path = a + path[len(b):]
+                elif _under(path, a):
+                    return None
+            elif op == "delete" and _under(path, a):
+                return None
+            elif op == "mkdir" and path == a:
+                return _MADE
+        return path
+
+    def kind(self, path: str) -> str | None:
+        where = self.origin(path)
+        if where is None:
+            return None
+        if where is _MADE:
+            return "directory"
+        try:
+            mode = os.lstat(where).st_mode
+        except FileNotFoundError:
+            return None
+        except NotADirectoryError:
+            return None
+        if stat.S_ISLNK(mode):
+            return "symlink"
+        if stat.S_ISDIR(mode):
+            return "directory"
+        return "file" if stat.S_ISREG(mode) else "other"
+
+    def is_empty_dir(self, path: str) -> bool:
+        if any(op == "move" and posixpath.dirname(b) == path and self.kind(b) for op, _, b in self.ops):
+            return False
+        where = self.origin(path)
+        if where is _MADE or where is None:
+            return True
+        with os.scandir(where) as it:
+            return not any(self.kind(posixpath.join(path, e.name)) for e in it)
+
+    def record(self, op: str, a: str, b: str = "") -> None:
+        self.ops.append((op, a, b))
+
+
+@dataclass
+class _Call:
+    engine: Engine
+    roots: Roots
+    dry_run: bool
+    view: _Overlay = field(default_factory=_Overlay)
+
+
+# --- store helpers --------------------------------------------------------------------------------------------------
+
+
+def _subtree_count(conn: Connection, path: str) -> int:
+    return conn.execute(select(func.count()).select_from(T).where(subtree_clause(path))).scalar_one()
+
+
+def _memberships(conn: Connection, path: str) -> int:
+    ids = select(T.c.id).where(subtree_clause(path))
+    return conn.execute(select(func.count()).select_from(M).where(M.c.entry_id.in_(ids))).scalar_one()
+
+
+def _is_indexed_dir(conn: Connection, path: str) -> bool:
+    return conn.execute(select(exists().where(T.c.path == path, T.c.kind == "directory"))).scalar_one()
+
+
+def _row_for(path: str) -> dict[str, Any]:
+    st = os.lstat(path)
+    kind = "symlink" if stat.S_ISLNK(st.st_mode) else "directory" if stat.S_ISDIR(st.st_mode) else (
+        "file" if stat.S_ISREG(st.st_mode) else "other")
+    return make_row(path, kind=kind, size=st.st_size if kind == "file" else 0, mtime=st.st_mtime,
+                    ctime=st.st_ctime, inode=st.st_ino, scan_id=None, indexed_at=time.time())
+
+
+def _sync_move(engine: Engine, *, src: str, dst: str, created: list[str]) -> dict[str, int | bool]:
+    """Store side of a completed rename/move: rewrite the subtree's paths (ids and memberships kept)."""
+    with engine.begin() as conn:
+        for d in created:  # directories made for the target, recorded where their parent is indexed
+            if _is_indexed_dir(conn, posixpath.dirname(d)):
+                upsert_entries(conn, [_row_for(d)])
+        moved = _subtree_count(conn, src)
+        if moved:
+            stale = delete_subtree(conn, path=dst)  # rows left from a file that was gone from disk before the move
+            if stale:
+                log.info("dropped %d stale index rows at %s before moving %s there", stale, dst, src)
+            move_subtree(conn, old=src, new=dst)
+        elif _is_indexed_dir(conn, posixpath.dirname(dst)):
+            row = _row_for(dst)
+            if row["kind"] != "directory":  # an unindexed file moved into an indexed folder
+                upsert_entries(conn, [row])
+                moved = 1
+        refresh_ancestor_sizes(conn, path=src)
+        refresh_ancestor_sizes(conn, path=dst)
+        kept = _memberships(conn, dst) if moved else 0
+    out: dict[str, Any] = {"indexedEntries": moved, "membershipsKept": kept, "indexed": bool(moved)}
+    if not moved:
+        out["note"] = f"{src} was not in the index; run index on {dst} to add it"
+    return out
+
+
+def _sync_delete(engine: Engine, *, path: str) -> int:
+    with engine.begin() as conn:
+        removed = delete_subtree(conn, path=path)
+        refresh_ancestor_sizes(conn, path=path)
+    return removed
+
+
+def _resync_subtree(engine: Engine, *, path: str) -> int:
+    """After a partly failed delete: drop the rows of whatever is gone from disk, then recompute directory sizes."""
+    removed = 0
+    last = ""
+    while True:
+        with engine.connect() as conn:
+            page = list(conn.execute(select(T.c.path).where(subtree_clause(path), T.c.path > last)
+                                     .order_by(T.c.path).limit(_BATCH)).scalars())
+        if not page:
+            break
+        last = page[-1]
+        gone = [p for p in page if not os.path.lexists(p)]
+        if gone:
+            with engine.begin() as conn:
+                removed += conn.execute(delete(T).where(T.c.path.in_(gone))).rowcount or 0
+    with engine.begin() as conn:
+        child = T.alias("child")
+        dirs = conn.execute(select(T.c.path).where(subtree_clause(path), T.c.kind == "directory")
+                            .order_by(T.c.depth.desc())).scalars().all()
+        for d in dirs:
+            total = select(func.coalesce(func.sum(child.c.size), 0)).where(child.c.parent == d).scalar_subquery()
+            conn.execute(update(T).where(T.c.path == d).values(size=total))
+        refresh_ancestor_sizes(conn, path=path)
+    return removed
+
+
+# --- disk helpers ---------------------------------------------------------------------------------------------------
+
+
+def _reason(exc: OSError) -> str:
+    return exc.strerror or str(exc)
+
+
+def _same_file(a: str, b: str) -> bool:
+    """True when ``b`` names the same file as ``a`` (a case-only rename on a case-insensitive filesystem)."""
+    try:
+        sa, sb = os.lstat(a), os.lstat(b)
+    except OSError:
+        return False
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
+
+
+def _remove(path: str) -> None:
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    else:
+        os.unlink(path)
+
+
+def _copy_then_remove(src: str, dst: str) -> str | None:
+    """Move across filesystems: copy to a hidden name beside ``dst``, rename it into place, then remove ``src``.
+
+    The source is removed only once its complete copy is in place. Returns None, or a warning when the copy is in place
+    but part of the source could not be removed.
+    """
+    tmp = posixpath.join(posixpath.dirname(dst), f".{posixpath.basename(dst)}.assay-partial-{uuid.uuid4().hex[:8]}")
+    try:
+        if os.path.islink(src):
+            os.symlink(os.readlink(src), tmp)
+        elif os.path.isdir(src):
+            shutil.copytree(src, tmp, symlinks=True)
+        else:
+            shutil.copy2(src, tmp)
+    except OSError as exc:
+        if os.path.lexists(tmp):
+            _remove(tmp)
+        raise FileOperationError(f"copying {src} to {dst} failed ({_reason(exc)}); the source is untouched",
+                                 field="to") from None
+    if os.path.lexists(dst):
+        _remove(tmp)
+        raise Conflict(f"{dst} appeared while {src} was being copied; nothing was moved", field="to")
+    os.rename(tmp, dst)
+    try:
+        _remove(src)
+    except OSError as exc:
+        return (f"copied to {dst}, but part of the source could not be removed ({_reason(exc)}); "
+                f"the copy is complete, delete what is left of {src} with delete-files")
+    return None
+
+
+# --- rename / move --------------------------------------------------------------------------------------------------
+
+
+def _relocate(call: _Call, raw_src: Any, raw_dst: Any, mode: Mode) -> dict[str, Any]:
+    item: dict[str, Any] = {"from": raw_src, "to": raw_dst}
+    src = call.roots.resolve(raw_src, field="from", follow_last=False)
+    if mode == "rename" and isinstance(raw_dst, str) and raw_dst.strip() and "/" not in raw_dst:
+        raw_dst = posixpath.join(posixpath.dirname(src), raw_dst.strip())  # a bare new name: same folder
+    dst = call.roots.resolve(raw_dst, field="to", follow_last=False)
+    item.update({"from": src, "to": dst})
+    tool = f"{mode}-files"
+    view = call.view
+    if call.roots.is_root(src):
+        raise InvalidInput(f"{src} is a configured root; {tool} does not move or rename a root", field="from")
+    kind = view.kind(src)
+    if kind is None:
+        raise NotFound(f"{src} does not exist", field="from")
+    item["kind"] = kind
+    if mode == "move" and view.kind(dst) == "directory" and dst != src:
+        dst = posixpath.join(dst, posixpath.basename(src))  # like mv: into an existing folder
+        item["to"] = dst
+    if dst == src:
+        raise InvalidInput(f"from and to are the same path ({src}); nothing to do", field="to")
+    if _under(dst, src):
+        raise InvalidInput(f"cannot {mode} {src} into itself ({dst})", field="to")
+    if view.kind(dst) is not None and not (not call.dry_run and _same_file(src, dst)):
+        raise Conflict(f"{dst} already exists; {tool} never overwrites (it has no overwrite option): delete it "
+                       "first with delete-files, or choose another name", field="to")
+    parent = posixpath.dirname(dst)
+    missing: list[str] = []
+    probe = parent
+    while view.kind(probe) is None:
+        missing.append(probe)
+        probe = posixpath.dirname(probe)
+    if view.kind(probe) != "directory":
+        raise InvalidInput(f"{probe} is a {view.kind(probe)}, not a directory, so {dst} cannot be created", field="to")
+    if missing and mode == "rename":
+        raise NotFound(f"folder {parent} does not exist; rename-files does not create folders (move-files does)",
+                       field="to")
+    missing.reverse()
+    stored = view.origin(src)  # in a dry run, where an earlier item left it
+    stored = stored if isinstance(stored, str) else src
+    with call.engine.connect() as conn:
+        item["indexedEntries"] = _subtree_count(conn, stored)
+        item["membershipsKept"] = _memberships(conn, stored) if item["indexedEntries"] else 0
+    item["createdDirectories"] = missing
+    if call.dry_run:
+        for d in missing:
+            view.record("mkdir", d)
+        view.record("move", src, dst)
+        item["status"] = "preview"
+        return item
+    for d in missing:
+        os.mkdir(d)
+    warning = None
+    try:
+        os.rename(src, dst)
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise FileOperationError(f"{mode} {src} -> {dst} failed: {_reason(exc)}", field="from") from None
+        if mode == "rename":
+            raise FileOperationError(f"{src} and {dst} are on different filesystems; use move-files, which copies "
+                                     "and then removes the source", field="to") from None
+        warning = _copy_then_remove(src, dst)
+    item.update(_sync_move(call.engine, src=src, dst=dst, created=missing))
+    log.info("%s %s -> %s (%s index entries)", mode, src, dst, item["indexedEntries"])
+    if warning:
+        item.update(status="error", error=warning, errorCode=FileOperationError.code)
+    else:
+        item["status"] = "success"
+    return item
+
+
+def _run(items: Iterable[Any], one) -> dict[str, Any]:
+    results = []
+    for raw in items:
+        try:
+            results.append(one(raw))
+        except AssayError as exc:
+            results.append({**_echo(raw), "status": "error", "error": exc.message, "errorCode": exc.code})
+        except OSError as exc:
+            where = f" ({exc.filename})" if exc.filename else ""
+            results.append({**_echo(raw), "status": "error", "error": f"{_reason(exc)}{where}",
+                            "errorCode": FileOperationError.code})
+        except Exception as exc:  # an item must not hide the results of the others; logged with its traceback
+            log.exception("file operation on %r failed", raw)
+            results.append({**_echo(raw), "status": "error", "error": f"internal error: {type(exc).__name__}: {exc}",
+                            "errorCode": "INTERNAL_ERROR"})
+    return results
+
+
+def _echo(raw: Any) -> dict[str, Any]:
+    if isinstance(raw, dict):
+        return {"from": raw.get("from"), "to": raw.get("to")}
+    return {"path": raw}
+
+
+def _summary(results: list[dict[str, Any]], dry_run: bool) -> dict[str, Any]:
+    ok = sum(1 for r in results if r["status"] in ("success", "preview"))
+    return {"results": results, "successCount": ok, "errorCount": len(results) - ok, "dryRun": dry_run}
+
+
+def _pairs(ops: Any, field_name: str) -> list[dict[str, Any]]:
+    if isinstance(ops, dict):
+        ops = [ops]
+    if not isinstance(ops, list) or not ops:
+        raise InvalidInput(f"{field_name} must be a non-empty array of {{from, to}} objects, e.g. "
+                           f'[{{"from": "/home/user/a.txt", "to": "/home/user/b.txt"}}]', field=field_name)
+    out = []
+    for i, op in enumerate(ops):
+        if not isinstance(op, dict) or set(op) != {"from", "to"}:
+            got = sorted(op) if isinstance(op, dict) else type(op).__name__
+            raise InvalidInput(f"{field_name}[{i}] must be an object with exactly the keys from and to, got {got}",
+                               field=field_name)
+        out.append(op)
+    return out
+
+
+def rename_files(engine: Engine, roots: Roots, *, renames: Any, dry_run: bool = False) -> dict[str, Any]:
+    """Rename each {from, to}; ``to`` is a full path or a bare new name in the same folder. Same filesystem only."""
+    call = _Call(engine, roots, dry_run)
+    results = _run(_pairs(renames, "renames"), lambda op: _relocate(call, op["from"], op["to"], "rename"))
+    return _summary(results, dry_run)
+
+
+def move_files(engine: Engine, roots: Roots, *, moves: Any, dry_run: bool = False) -> dict[str, Any]:
+    """Move each {from, to}: into ``to`` if it is an existing folder, else to that path (missing folders are made);
+    across filesystems the source is copied, and removed only once the copy is complete."""
+    call = _Call(engine, roots, dry_run)
+    results = _run(_pairs(moves, "moves"), lambda op: _relocate(call, op["from"], op["to"], "move"))
+    return _summary(results, dry_run)
+
+
+# --- delete ---------------------------------------------------------------------------------------------------------
+
+
+def _delete_one(call: _Call, raw: Any, force: bool) -> dict[str, Any]:
+    path = call.roots.resolve(raw, field="paths", follow_last=False)
+    item: dict[str, Any] = {"path": path}
+    if call.roots.is_root(path):
+        raise InvalidInput(f"{path} is a configured root; delete-files does not delete a root", field="paths")
+    kind = call.view.kind(path)
+    with call.engine.connect() as conn:
+        indexed = _subtree_count(conn, path)
+    if kind is None:
+        message = f"{path} does not exist"
+        if indexed and not call.dry_run and call.view.origin(path) == path:
+            removed = _sync_delete(call.engine, path=path)
+            message += f"; its {removed} stale index entries were removed"
+        raise NotFound(message, field="paths")
+    item.update(kind=kind, indexedEntries=indexed)
+    if kind == "directory" and not force and not call.view.is_empty_dir(path):
+        raise Conflict(f"{path} is a directory that is not empty; pass force: true to delete it with everything "
+                       "in it", field="force")
+    if call.dry_run:
+        call.view.record("delete", path)
+        item["status"] = "preview"
+        return item
+    if kind == "directory" and not force:
+        os.rmdir(path)
+    elif kind == "directory":
+        failures = _rmtree(path)
+        if failures:
+            removed = _resync_subtree(call.engine, path=path)
+            item.update(indexedEntries=removed)
+            shown = "; ".join(failures[:5]) + (f"; and {len(failures) - 5} more" if len(failures) > 5 else "")
+            raise _Partial(item, f"{path} was only partly deleted: {shown}")
+    else:
+        os.unlink(path)
+    item["indexedEntries"] = _sync_delete(call.engine, path=path)
+    item["status"] = "success"
+    log.info("deleted %s %s (%s index entries)", kind, path, item["indexedEntries"])
+    return item
+
+
+def _rmtree(path: str) -> list[str]:
+    """Remove a tree, carrying on past what cannot be removed; returns "path: reason" for each failure."""
+    failures: list[str] = []
+
+    def note(_fn, where, exc) -> None:
+        exc = exc[1] if isinstance(exc, tuple) else exc
+        failures.append(f"{where}: {_reason(exc) if isinstance(exc, OSError) else exc}")
+
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(path, onexc=note)
+    else:
+        shutil.rmtree(path, onerror=note)
+    return failures
+
+
+class _Partial(FileOperationError):
+    def __init__(self, item: dict[str, Any], message: str) -> None:
+        super().__init__(message, field="paths")
+        self.item = item
+
+
+def delete_files(engine: Engine, roots: Roots, *, paths: Any, dry_run: bool = False,
+                 force: bool = False) -> dict[str, Any]:
+    """Delete each path (files, symlinks themselves, empty folders; non-empty folders only with ``force``)."""
+    if isinstance(paths, str):
+        paths = [paths]
+    if not isinstance(paths, list) or not paths:
+        raise InvalidInput('paths must be a non-empty array of paths, e.g. ["/home/user/temp.txt"]', field="paths")
+    call = _Call(engine, roots, dry_run)
+
+    def one(raw: Any) -> dict[str, Any]:
+        try:
+            return _delete_one(call, raw, force)
+        except _Partial as exc:
+            return {**exc.item, "status": "error", "error": exc.message, "errorCode": exc.code}
+
+    return _summary(_run(paths, one), dry_run)
