@@ -1,0 +1,148 @@
+"""Saved queries: a named EntryFilter, checked when saved, run with pagination against the entries table."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from sqlalchemy import and_, delete, func, insert, select, true, update
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import IntegrityError
+
+from store.entries import T, entry_public, iso
+from store.errors import AlreadyExists, InvalidInput, NotFound
+from store.filters import EntryFilter
+from store.models import SavedQuery
+
+Q = SavedQuery.__table__
+MAX_NAME = 200
+_SHOWN = 20  # names listed in a NotFound message
+
+
+def check_name(name: Any, *, field: str = "name") -> str:
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidInput(f"{field} must be a non-empty query name such as \"large-videos\"", field=field)
+    name = name.strip()
+    if len(name) > MAX_NAME:
+        raise InvalidInput(f"{field} is {len(name)} characters long; at most {MAX_NAME} are allowed", field=field)
+    return name
+
+
+def parse_query(query: Any, *, field: str = "query") -> dict[str, Any]:
+    """The query body as stored: validated by EntryFilter (unknown keys rejected), unset keys dropped.
+
+    A JSON text holding an object is accepted too (clients sometimes send the object serialised).
+    """
+    if isinstance(query, str):
+        try:
+            query = json.loads(query)
+        except ValueError:
+            raise InvalidInput(f"{field} must be an object such as "
+                               '{"kind": "file", "extension": ".mp4", "min_size": 1073741824}, '
+                               "or that object as JSON text; the text given is not valid JSON", field=field) from None
+    if query is None:
+        raise InvalidInput(f"{field} is required: an object of filters such as "
+                           '{"kind": "file", "extension": ".mp4"}', field=field)
+    return EntryFilter.parse(query, where=field).model_dump(exclude_none=True)
+
+
+def _public(row: Any) -> dict[str, Any]:
+    return {
+        "name": row["name"], "description": row["description"], "query": json.loads(row["query_json"]),
+        "createdAt": iso(row["created_at"]), "updatedAt": iso(row["updated_at"]),
+        "lastExecutedAt": iso(row["last_executed_at"]), "executionCount": row["execution_count"],
+    }
+
+
+def _not_found(conn: Connection, name: str) -> NotFound:
+    names = list(conn.execute(select(Q.c.name).order_by(Q.c.name).limit(_SHOWN + 1)).scalars())
+    total = conn.execute(select(func.count()).select_from(Q)).scalar_one()
+    if not names:
+        known = "there are no saved queries yet; query-create makes one"
+    else:
+        more = f" (and {total - _SHOWN} more; query-list shows all)" if total > _SHOWN else ""
+        known = "saved queries: " + ", ".join(names[:_SHOWN]) + more
+    return NotFound(f"saved query {name!r} not found; {known}", field="name")
+
+
+def _require(conn: Connection, name: str) -> Any:
+    row = conn.execute(select(Q).where(Q.c.name == name)).mappings().first()
+    if row is None:
+        raise _not_found(conn, name)
+    return row
+
+
+def create_query(engine: Engine, *, name: str, query: Any, description: str | None = None) -> dict[str, Any]:
+    name = check_name(name)
+    body = parse_query(query)
+    now = time.time()
+    try:
+        with engine.begin() as conn:
+            if conn.execute(select(Q.c.id).where(Q.c.name == name)).first() is not None:
+                raise _exists(name)
+            conn.execute(insert(Q).values(name=name, description=description, query_json=json.dumps(body),
+                                          created_at=now, updated_at=now, execution_count=0))
+            return _public(_require(conn, name))
+    except IntegrityError:  # a concurrent create of the same name won the race
+        raise _exists(name) from None
+
+
+def _exists(name: str) -> AlreadyExists:
+    return AlreadyExists(f"a saved query named {name!r} already exists; use query-update to change it, "
+                         "or choose another name", field="name")
+
+
+def get_query(engine: Engine, *, name: str) -> dict[str, Any]:
+    name = check_name(name)
+    with engine.connect() as conn:
+        return _public(_require(conn, name))
+
+
+def list_queries(engine: Engine) -> list[dict[str, Any]]:
+    with engine.connect() as conn:
+        return [_public(r) for r in conn.execute(select(Q).order_by(Q.c.name)).mappings()]
+
+
+def update_query(engine: Engine, *, name: str, description: str | None = None, query: Any = None) -> dict[str, Any]:
+    """Change the description and/or the query body; at least one must be given."""
+    name = check_name(name)
+    if description is None and query is None:
+        raise InvalidInput("nothing to update: give description, query, or both", field="query")
+    values: dict[str, Any] = {"updated_at": time.time()}
+    if query is not None:
+        values["query_json"] = json.dumps(parse_query(query))
+    if description is not None:
+        values["description"] = description
+    with engine.begin() as conn:
+        _require(conn, name)
+        conn.execute(update(Q).where(Q.c.name == name).values(**values))
+        return _public(_require(conn, name))
+
+
+def delete_query(engine: Engine, *, name: str) -> dict[str, Any]:
+    name = check_name(name)
+    with engine.begin() as conn:
+        row = _public(_require(conn, name))
+        conn.execute(delete(Q).where(Q.c.name == name))
+    return row
+
+
+def execute_query(engine: Engine, *, name: str, limit: int = 100, offset: int = 0) -> dict[str, Any]:
+    """One page of the entries the saved query matches (ordered by path), with the total and hasMore."""
+    name = check_name(name)
+    if not isinstance(limit, int) or limit < 1:
+        raise InvalidInput(f"limit must be 1 or more, got {limit!r}", field="limit")
+    if not isinstance(offset, int) or offset < 0:
+        raise InvalidInput(f"offset must be 0 or more, got {offset!r}", field="offset")
+    with engine.begin() as conn:
+        row = _require(conn, name)
+        body = json.loads(row["query_json"])
+        where = and_(true(), *EntryFilter.parse(body, where="query").clauses())
+        total = conn.execute(select(func.count()).select_from(T).where(where)).scalar_one()
+        rows = conn.execute(select(T).where(where).order_by(T.c.path).limit(limit).offset(offset)).mappings().all()
+        conn.execute(update(Q).where(Q.c.id == row["id"]).values(
+            last_executed_at=time.time(), execution_count=Q.c.execution_count + 1))
+    entries = [entry_public(r) for r in rows]
+    return {"name": name, "query": body, "entries": entries, "total": total,
+            "hasMore": offset + len(entries) < total, "offset": offset, "limit": limit}

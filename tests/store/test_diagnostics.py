@@ -1,0 +1,138 @@
+"""db-diagnose as plain functions: counts, orphans, stale entries, integrity, on SQLite and on PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from sqlalchemy import delete, insert, text, update
+
+from flows.indexer import index_tree
+from store import diagnostics
+from store.engine import make_engine
+from store.entries import T
+from store.models import ResourceSet, SetMember
+
+
+@pytest.fixture
+def indexed(engine, tree):
+    index_tree(engine, str(tree), scan_id=1)
+    return tree
+
+
+def test_reference_fields_on_a_fresh_indexed_sqlite_store(engine, indexed, data_dir):
+    with engine.begin() as conn:
+        conn.execute(insert(ResourceSet.__table__).values(name="photos"))
+    report = diagnostics.diagnose(engine)
+    assert report["database_path"] == str(data_dir / "assay.db")
+    assert report["database_size"] >= os.path.getsize(data_dir / "assay.db") > 0
+    assert report["integrity_check"] == "ok"
+    assert report["entry_count"] == 19 and report["resource_set_count"] == 1
+    assert report["orphaned_entries"] == 0 and report["stale_entries"] == 0
+    assert report["entries_by_kind"] == {"file": 10, "directory": 9}
+    assert report["backend"] == "sqlite" and report["journal_mode"] == "wal"
+    assert report["schema_check"] == "ok" and report["orphaned_records"] == {}
+    assert report["healthy"] is True and report["warnings"] == [] and report["skipped_checks"] == []
+
+
+def test_a_hole_in_an_indexed_tree_is_an_orphan_but_the_top_of_a_tree_is_not(engine, indexed):
+    assert diagnostics.orphaned_entries(engine) == 0  # the indexed root's parent is not stored, by design
+    with engine.begin() as conn:
+        conn.execute(delete(T).where(T.c.path == str(indexed / "docs" / "deep" / "a")))  # leaves a/b and a/b/c.txt
+    assert diagnostics.orphaned_entries(engine) == 1
+    report = diagnostics.diagnose(engine)
+    assert report["orphaned_entries"] == 1 and report["healthy"] is False and "re-index" in report["warnings"][0]
+
+
+def test_stale_entries_are_those_no_scan_has_seen_for_a_week(engine, indexed):
+    old = time.time() - diagnostics.STALE_AFTER_SECONDS - 60
+    with engine.begin() as conn:
+        conn.execute(update(T).where(T.c.extension == ".jpg").values(indexed_at=old))
+    assert diagnostics.stale_entries(engine) == 3
+    assert diagnostics.stale_entries(engine, older_than=10 * diagnostics.STALE_AFTER_SECONDS) == 0
+
+
+def test_dangling_foreign_keys_are_counted_per_column(engine, indexed):
+    with engine.begin() as conn:
+        conn.execute(text("PRAGMA foreign_keys=OFF"))
+        set_id = conn.execute(insert(ResourceSet.__table__).values(name="s")).inserted_primary_key[0]
+        conn.execute(insert(SetMember.__table__).values(set_id=set_id, entry_id=999999))
+    assert diagnostics.orphaned_records(engine) == {"set_members.entry_id": 1}
+
+
+def test_missing_table_is_reported_by_the_schema_check(engine):
+    with engine.begin() as conn:
+        conn.execute(text("DROP TABLE saved_queries"))
+    assert diagnostics.schema_problems(engine) == ["missing table saved_queries"]
+
+
+def test_in_memory_sqlite_reports_its_page_size():
+    eng = make_engine("sqlite:///:memory:")
+    try:
+        assert diagnostics.database_size(eng) > 0
+        assert diagnostics.database_location(eng) == ":memory:"
+    finally:
+        eng.dispose()
+
+
+# --- PostgreSQL -----------------------------------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def pg_url():
+    """A throw-away PostgreSQL cluster on a Unix socket (skipped where initdb is missing)."""
+    pytest.importorskip("psycopg")
+    if not shutil.which("initdb") or not shutil.which("pg_ctl"):
+        pytest.skip("PostgreSQL binaries (initdb, pg_ctl) are not installed")
+    base = Path(tempfile.mkdtemp(prefix="assay-pg-"))  # not under pytest's 0700 tmp: the server user must enter it
+    data, sock = base / "data", base / "sock"
+    sock.mkdir()
+    prefix: list[str] = []
+    if os.geteuid() == 0:  # initdb refuses to run as root
+        if not shutil.which("runuser"):
+            pytest.skip("running as root without runuser to start PostgreSQL as another user")
+        shutil.chown(base, "postgres")
+        shutil.chown(sock, "postgres")
+        prefix = ["runuser", "-u", "postgres", "--"]
+    port = _free_port()
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE, "check": True, "timeout": 120}
+    subprocess.run(prefix + ["initdb", "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync"], **quiet)
+    subprocess.run(prefix + ["pg_ctl", "-D", str(data), "-w", "-l", str(base / "log"), "-o",
+                             f"-p {port} -k {sock} -c listen_addresses='' -c fsync=off", "start"], **quiet)
+    try:
+        yield f"postgresql+psycopg://postgres:secret@/postgres?host={sock}&port={port}"
+    finally:
+        subprocess.run(prefix + ["pg_ctl", "-D", str(data), "-m", "immediate", "stop"], **{**quiet, "check": False})
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.postgres
+def test_diagnose_on_postgresql_skips_sqlite_only_checks_and_masks_the_password(pg_url, tree):
+    eng = make_engine(pg_url)
+    try:
+        index_tree(eng, str(tree), scan_id=1)
+        report = diagnostics.diagnose(eng)
+        assert report["backend"] == "postgresql"
+        assert report["integrity_check"].startswith("skipped") and "SQLite-only" in report["integrity_check"]
+        assert report["skipped_checks"] == ["integrity_check", "journal_mode"] and report["journal_mode"] is None
+        assert "secret" not in report["database_path"] and "***" in report["database_path"]
+        assert report["database_size"] > 0
+        assert report["entry_count"] == 19 and report["orphaned_entries"] == 0 and report["schema_check"] == "ok"
+        assert report["healthy"] is True
+    finally:
+        from sqlmodel import SQLModel
+
+        SQLModel.metadata.drop_all(eng)
+        eng.dispose()
