@@ -369,7 +369,9 @@ def search(conn: Connection, *, name: str, filters: EntryFilter | None = None, i
     """One page of the set's entries matching every filter, sorted, with the total count."""
     check_choice(sort_by, SEARCH_SORTS, field="sort_by", what="sort field")
     flt = filters or EntryFilter()
-    flt.check_times("filters")
+    for key in ("min_mtime", "max_mtime", "min_ctime", "max_ctime"):  # named as the tool's parameters are
+        if getattr(flt, key) is not None:
+            parse_time(getattr(flt, key), field=key)
     where = flt.clauses()
     scope = scope_for(conn, name=name, include_children=include_children)
     column = SEARCH_SORTS[sort_by]

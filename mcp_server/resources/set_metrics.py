@@ -1,9 +1,53 @@
-"""synthesis://resource-sets/{name}/stats and /metrics/{metric} (to be written)."""
+"""synthesis://resource-sets/{name}/stats and synthesis://resource-sets/{name}/metrics/{metric}.
+
+Both cover the set with all its descendants, each entry counted once. An unknown set is resource-not-found (-32602);
+an unknown metric a resource error listing the accepted ones.
+"""
 
 from __future__ import annotations
 
+import functools
+import json
+from typing import Any, Callable
+
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
+
+from store import set_queries
+from store.errors import AssayError, NotFound
+
+JSON = "application/json"
+BASE = "synthesis://resource-sets"
+STATS_TOP = 10
+
+
+def _json(fn: Callable[..., Any]) -> Callable[..., str]:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> str:
+        try:
+            return json.dumps(fn(*args, **kwargs))
+        except NotFound as exc:
+            raise ResourceNotFoundError(str(exc)) from exc
+        except AssayError as exc:
+            raise ResourceError(str(exc)) from exc
+
+    return wrapper
 
 
 def register(mcp: MCPServer, app) -> None:
-    pass
+    @mcp.resource(BASE + "/{name}/stats", name="resource-set-stats", mime_type=JSON,
+                  description="Comprehensive statistics of a resource set with its descendants: entry, file, "
+                              "directory and symlink counts, total file size, mtime span, top media types and "
+                              "extensions")
+    @_json
+    def set_stats(name: str) -> dict:
+        with app.engine.connect() as conn:
+            return set_queries.set_stats(conn, name=name, top=STATS_TOP)
+
+    @mcp.resource(BASE + "/{name}/metrics/{metric}", name="resource-set-metric", mime_type=JSON,
+                  description="Aggregated metric of a resource set with its descendants: "
+                              + ", ".join(set_queries.METRICS))
+    @_json
+    def set_metric(name: str, metric: str) -> dict:
+        with app.engine.connect() as conn:
+            return set_queries.set_metric(conn, name=name, metric=metric)
