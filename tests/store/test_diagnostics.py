@@ -81,6 +81,14 @@ def test_in_memory_sqlite_reports_its_page_size():
         eng.dispose()
 
 
+def test_a_server_url_is_shown_with_its_password_masked():
+    from sqlalchemy import create_engine
+
+    eng = create_engine("postgresql+psycopg://assay:hunter2@db.example/assay")  # never connects
+    assert diagnostics.database_location(eng) == "postgresql+psycopg://assay:***@db.example/assay"
+    assert diagnostics.masked_url(eng) == "postgresql+psycopg://assay:***@db.example/assay"
+
+
 # --- PostgreSQL -----------------------------------------------------------------------------------------------------
 
 
