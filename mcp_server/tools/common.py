@@ -68,6 +68,37 @@ def tool(mcp, name: str, annotations: ToolAnnotations):
                 except AssayError as exc:
                     raise ToolError(str(exc)) from exc
         mcp.add_tool(wrapper, name=name, annotations=annotations, description=inspect.cleandoc(fn.__doc__ or ""))
+        _reject_unknown_arguments(mcp._tool_manager.get_tool(name))
         return fn
 
     return decorator
+
+
+def _reject_unknown_arguments(registered) -> None:
+    """Make a tool refuse arguments it does not know, naming them and the accepted ones.
+
+    The SDK's argument models ignore extra keys, so a misspelt optional parameter ("descripton", "maxage") would be
+    dropped without a word and the call would quietly do something else: the fault reference 000's users hit with
+    plan conditions. The JSON schema says so too (additionalProperties: false).
+    """
+    from pydantic import create_model, model_validator
+
+    meta = registered.fn_metadata
+    base = meta.arg_model
+    accepted = []
+    for field_name, info in base.model_fields.items():
+        alias = info.validation_alias if isinstance(info.validation_alias, str) else info.alias
+        accepted.append(alias or field_name)
+
+    def reject(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = [key for key in data if key not in accepted]
+            if unknown:
+                names = ", ".join(repr(k) for k in unknown)
+                raise ValueError(f"unknown parameter(s) {names} for {registered.name}; "
+                                 f"accepted: {', '.join(accepted) or 'none'}")
+        return data
+
+    meta.arg_model = create_model(base.__name__, __base__=base,
+                                  __validators__={"reject_unknown": model_validator(mode="before")(reject)})
+    registered.parameters["additionalProperties"] = False

@@ -117,3 +117,11 @@ async def test_cancel_job_stops_a_running_walk_and_keeps_the_store_consistent(cl
     again = await call(client, "index", {"root": str(tree), "async": False, "force": True})
     assert again["status"] == "completed"
     assert (await call(client, "navigate", {"path": str(big / "d0")}))["total"] == 499
+
+
+async def test_unknown_or_misspelt_parameters_are_refused_naming_them(client, tree):
+    with pytest.raises(ToolFailed) as err:
+        await call(client, "index", {"root": str(tree), "maxage": 10})
+    assert "'maxage'" in str(err.value) and "accepted: root, async, force, maxAge" in str(err.value)
+    tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert tools["index"].input_schema["additionalProperties"] is False
