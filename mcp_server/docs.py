@@ -1,0 +1,165 @@
+"""The README's reference tables, generated from the live server so they cannot drift from it.
+
+``python -m mcp_server.docs`` prints them; ``python -m mcp_server.docs --write README.md`` replaces the text between
+each ``<!-- NAME:begin -->`` / ``<!-- NAME:end -->`` marker pair; tests/test_readme.py fails when the README differs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import re
+import sys
+import tempfile
+from typing import Any
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+
+SECTIONS = ("tools", "resources", "settings")
+
+# Every setting: (command-line flag, environment variable, YAML key, default, meaning). tests/test_readme.py checks
+# each flag against the parser, each variable and key against load_settings.
+SETTINGS: list[tuple[str, str, str, str, str]] = [
+    ("--transport", "", "server.transport", "stdio", "stdio, or http (Streamable HTTP at /mcp)"),
+    ("--host", "", "server.host", "127.0.0.1", "address the HTTP server binds"),
+    ("--port", "", "server.port", "3000", "port of the HTTP server"),
+    ("", "CORS_ORIGINS", "server.cors_origins", "*", "origins browsers may call from (comma-separated in the env)"),
+    ("", "", "server.cors_credentials", "true", "send Access-Control-Allow-Credentials"),
+    ("--root", "ASSAY_ROOTS", "roots", "your home directory",
+     "directories callers may touch (repeat the flag; os.pathsep-separated in the env)"),
+    ("--data-dir", "ASSAY_DATA_DIR", "data_dir", "~/.assay", "store, Prefect home and caches"),
+    ("--database-url", "ASSAY_DATABASE_URL", "database.url", "SQLite in the data dir",
+     "SQLAlchemy URL of the store, e.g. postgresql+psycopg://user@host/assay"),
+    ("--tool-groups", "ASSAY_TOOL_GROUPS", "tools.groups", "all",
+     "tool groups to list (fewer tools, less of an agent's context)"),
+    ("--config", "", "", "", "YAML file holding the settings above under their YAML keys"),
+]
+
+
+def _schema_type(prop: dict[str, Any]) -> str:
+    if "anyOf" in prop:
+        kinds = [_schema_type(p) for p in prop["anyOf"]]
+        return " \\| ".join(k for k in dict.fromkeys(kinds) if k != "null") + (" \\| null" if "null" in kinds else "")
+    if "enum" in prop:
+        return " \\| ".join(f'"{v}"' for v in prop["enum"])
+    kind = prop.get("type", "object")
+    if kind == "array":
+        return f"{_schema_type(prop.get('items', {}))}[]"
+    return kind
+
+
+def _parameters(schema: dict[str, Any]) -> str:
+    required = set(schema.get("required", []))
+    parts = []
+    for name, prop in schema.get("properties", {}).items():
+        text = f"`{name}`"
+        if name not in required:
+            default = prop.get("default")
+            text += f" = {_literal(default)}" if "default" in prop else " (optional)"
+        parts.append(text)
+    return ", ".join(parts) or "none"
+
+
+def _literal(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f'"{value}"'
+    return str(value)
+
+
+def _first_sentence(text: str | None) -> str:
+    text = " ".join((text or "").split())
+    match = re.match(r"(.+?[.!?])(\s|$)", text)
+    return (match.group(1) if match else text).replace("|", "\\|")
+
+
+def _app():
+    from mcp_server.app import AssayApp
+    from mcp_server.config import Settings
+
+    data = tempfile.mkdtemp(prefix="assay-docs-")
+    return AssayApp.create(Settings(data_dir=data, roots=[data], use_prefect=False))
+
+
+def tools_table() -> str:
+    from mcp_server.app import GROUP_MODULES
+
+    app = _app()
+    try:
+        lines = ["| group | tool | parameters (= default) | what it does |", "| --- | --- | --- | --- |"]
+        for group, module_name in GROUP_MODULES.items():
+            mcp = MCPServer("docs")
+            importlib.import_module(f"mcp_server.tools.{module_name}").register(mcp, app)
+            for t in anyio.run(mcp.list_tools):
+                lines.append(f"| {group} | `{t.name}` | {_parameters(t.input_schema)} | "
+                             f"{_first_sentence(t.description)} |")
+        return "\n".join(lines)
+    finally:
+        app.close()
+
+
+def resources_table() -> str:
+    from mcp_server.app import build_server
+
+    app = _app()
+    try:
+        mcp = build_server(app)
+        lines = ["| URI | what it holds |", "| --- | --- |"]
+        for r in anyio.run(mcp.list_resources):
+            lines.append(f"| `{r.uri}` | {_first_sentence(r.description)} |")
+        for r in anyio.run(mcp.list_resource_templates):
+            lines.append(f"| `{r.uri_template}` | {_first_sentence(r.description)} |")
+        return "\n".join(lines)
+    finally:
+        app.close()
+
+
+def settings_table() -> str:
+    lines = ["| flag | environment | YAML key | default | meaning |", "| --- | --- | --- | --- | --- |"]
+    for flag, env, key, default, meaning in SETTINGS:
+        cells = [f"`{flag}`" if flag else "", f"`{env}`" if env else "", f"`{key}`" if key else "",
+                 default, meaning]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def generate(section: str) -> str:
+    return {"tools": tools_table, "resources": resources_table, "settings": settings_table}[section]()
+
+
+def replace_sections(text: str, sections: dict[str, str]) -> str:
+    for name, body in sections.items():
+        pattern = re.compile(rf"(<!-- {name}:begin -->\n).*?(\n<!-- {name}:end -->)", re.S)
+        if not pattern.search(text):
+            raise SystemExit(f"no <!-- {name}:begin --> / <!-- {name}:end --> markers found")
+        text = pattern.sub(lambda m: m.group(1) + body + m.group(2), text)
+    return text
+
+
+def extract_section(text: str, name: str) -> str | None:
+    match = re.search(rf"<!-- {name}:begin -->\n(.*?)\n<!-- {name}:end -->", text, re.S)
+    return match.group(1) if match else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write", metavar="README", help="update the marked sections of this file in place")
+    args = parser.parse_args(argv)
+    sections = {name: generate(name) for name in SECTIONS}
+    if args.write:
+        with open(args.write, encoding="utf-8") as fh:
+            text = fh.read()
+        with open(args.write, "w", encoding="utf-8") as fh:
+            fh.write(replace_sections(text, sections))
+        return 0
+    for name, body in sections.items():
+        sys.stdout.write(f"<!-- {name}:begin -->\n{body}\n<!-- {name}:end -->\n\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
