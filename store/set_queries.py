@@ -1,8 +1,9 @@
 """Queries over one resource set, alone or with its descendants: metric sums, ranges, exact and pattern matches,
 multi-filter search and statistics.
 
-Every query selects entries with ``entries.id IN (membership subquery over the set ids)``, so an entry reachable by
-two paths of the DAG counts once, and every aggregate runs in SQL. Fields, metrics, modes and sort keys are looked up
+Every query selects entries through :meth:`Scope.select`: a join from one set's memberships, or ``entries.id IN
+(membership subquery over the set ids)`` for several, so an entry reachable by two paths of the DAG counts once; every
+aggregate runs in SQL. Fields, metrics, modes and sort keys are looked up
 in fixed tables here; what a caller sends only ever reaches SQL as a bound parameter.
 """
 
@@ -20,7 +21,7 @@ from sqlalchemy.exc import DBAPIError
 from store.entries import T, entry_public, iso
 from store.errors import InvalidInput
 from store.filters import EntryFilter, normalize_extension, parse_end_time, parse_time
-from store.sets import E, M, S, descendant_ids, entry_ids_in, require_set
+from store.sets import E, M, S, descendant_ids, require_set
 
 log = logging.getLogger(__name__)
 
@@ -97,9 +98,23 @@ class Scope:
     set_ids: list[int]
     include_children: bool
 
-    def members(self):
-        """Entries of the covered sets, each once."""
-        return T.c.id.in_(entry_ids_in(self.set_ids))
+    def select(self, *columns, joined: list | None = None):
+        """SELECT ``columns`` over the covered sets' entries, each once; ``joined`` filters the memberships.
+
+        One set: a join from its memberships (unique per set, so nothing repeats). Several: ``id IN`` the union of
+        their memberships, so an entry reached by two paths of the DAG still comes once.
+        """
+        joined = joined or []
+        if len(self.set_ids) == 1:
+            return (select(*columns).select_from(M.join(T, T.c.id == M.c.entry_id))
+                    .where(M.c.set_id == self.set_ids[0], *joined))
+        return select(*columns).select_from(T).where(
+            T.c.id.in_(select(M.c.entry_id).where(M.c.set_id.in_(self.set_ids), *joined)))
+
+    def count_members(self, joined: list | None = None):
+        """The number of distinct entries, from the membership index alone."""
+        stmt = select(func.count() if len(self.set_ids) == 1 else func.count(func.distinct(M.c.entry_id)))
+        return stmt.select_from(M).where(M.c.set_id.in_(self.set_ids), *(joined or []))
 
 
 def scope_for(conn: Connection, *, name: str, include_children: bool, depth: int | None = None) -> Scope:
@@ -125,10 +140,9 @@ def _metric_column(metric: str):
 def metric_value(conn: Connection, *, set_ids: list[int], metric: str) -> int:
     """``metric`` over the entries of ``set_ids`` (each entry once), computed in SQL."""
     check_choice(metric, METRICS, field="metric", what="metric")
-    if metric == "count":  # membership alone answers it, from the primary key
-        stmt = select(func.count(func.distinct(M.c.entry_id))).where(M.c.set_id.in_(set_ids))
-    else:
-        stmt = select(_metric_column(metric)).select_from(T).where(T.c.id.in_(entry_ids_in(set_ids)))
+    scope = Scope(name="", set_id=set_ids[0], set_ids=list(set_ids), include_children=len(set_ids) > 1)
+    # count: membership alone answers it, from the primary key
+    stmt = scope.count_members() if metric == "count" else scope.select(_metric_column(metric))
     return int(conn.execute(stmt).scalar_one() or 0)
 
 
@@ -163,20 +177,27 @@ def resource_sum(conn: Connection, *, name: str, metric: str, include_children: 
 
 
 def _page(conn: Connection, *, scope: Scope, where: list, limit: int, offset: int, order: list | None = None,
-          members=None) -> dict[str, Any]:
+          joined: list | None = None) -> dict[str, Any]:
     """One page of the scope's entries matching ``where``, with the total count (both in SQL)."""
     _check_page(limit, offset)
-    conditions = [scope.members() if members is None else members, *where]
     order = order or [T.c.path.asc()]
-    rows = conn.execute(select(T).where(*conditions).order_by(*order).limit(limit).offset(offset)).mappings().all()
+    filtered = bool(where or joined)
+    # Sort and skip over ids alone, then read the full rows of the page: the sorter carries (key, id) rather than
+    # whole rows, which matters for deep offsets. With filters the total rides along as a window count over the same
+    # scan (one pass instead of two); without, it comes from the membership index alone.
+    columns = [T.c.id.label("page_id")] + ([func.count().over().label("page_total")] if filtered else [])
+    ids = (scope.select(*columns, joined=joined).where(*where).order_by(*order)
+           .limit(limit).offset(offset).subquery())
+    extra = [ids.c.page_total] if filtered else []
+    rows = conn.execute(select(T, *extra).join(ids, T.c.id == ids.c.page_id).order_by(*order)).mappings().all()
     if offset == 0 and len(rows) < limit:
-        total = len(rows)  # the whole result fits on this page: no second query
-    elif not where and members is None:
-        total = conn.execute(
-            select(func.count(func.distinct(M.c.entry_id))).where(M.c.set_id.in_(scope.set_ids))
-        ).scalar_one()
+        total = len(rows)  # the whole result fits on this page
+    elif filtered and rows:
+        total = rows[0]["page_total"]
+    elif filtered:  # past the end: no row to carry the total
+        total = conn.execute(scope.select(func.count(), joined=joined).where(*where)).scalar_one()
     else:
-        total = conn.execute(select(func.count()).select_from(T).where(*conditions)).scalar_one()
+        total = conn.execute(scope.count_members()).scalar_one()
     entries = [entry_public(r) for r in rows]
     return {
         "resource_set": scope.name, "include_children": scope.include_children, "entries": entries,
@@ -194,22 +215,11 @@ def time_range(conn: Connection, *, name: str, field: str, min: Any = None, max:
     if lo is not None and hi is not None and lo > hi:
         raise InvalidInput(f"min ({iso(lo)}) is after max ({iso(hi)}); nothing can match", field="min")
     scope = scope_for(conn, name=name, include_children=include_children)
-    members = None
-    where: list = []
-    if field == "added_at":  # a membership time: the entry joined one of the covered sets within the range
-        joined = select(M.c.entry_id).where(M.c.set_id.in_(scope.set_ids))
-        if lo is not None:
-            joined = joined.where(M.c.added_at >= lo)
-        if hi is not None:
-            joined = joined.where(M.c.added_at <= hi)
-        members = T.c.id.in_(joined)
-    else:
-        column = TIME_FIELDS[field]
-        if lo is not None:
-            where.append(column >= lo)
-        if hi is not None:
-            where.append(column <= hi)
-    page = _page(conn, scope=scope, where=where, members=members, limit=limit, offset=offset)
+    # added_at is a membership time: the entry joined one of the covered sets within the range
+    column = M.c.added_at if field == "added_at" else TIME_FIELDS[field]
+    bounds = ([column >= lo] if lo is not None else []) + ([column <= hi] if hi is not None else [])
+    joined, where = (bounds, []) if field == "added_at" else ([], bounds)
+    page = _page(conn, scope=scope, where=where, joined=joined, limit=limit, offset=offset)
     return {**page, "field": field, "min": iso(lo), "max": iso(hi)}
 
 
@@ -386,27 +396,25 @@ def search(conn: Connection, *, name: str, filters: EntryFilter | None = None, i
 def set_stats(conn: Connection, *, name: str, top: int = 10) -> dict[str, Any]:
     """Counts, sizes, time span and the largest media-type / extension groups of a set with its descendants."""
     scope = scope_for(conn, name=name, include_children=True)
-    members = scope.members()
     is_file = T.c.kind == "file"
 
     def count_of(kind: str):
         return func.coalesce(func.sum(case((T.c.kind == kind, 1), else_=0)), 0)
 
     row = conn.execute(
-        select(func.count().label("count"), count_of("file").label("files"),
-               count_of("directory").label("directories"), count_of("symlink").label("symlinks"),
-               _metric_column("size").label("total_size"),
-               func.min(T.c.mtime).label("min_mtime"), func.max(T.c.mtime).label("max_mtime"),
-               func.max(case((is_file, T.c.size), else_=None)).label("largest_file_size"))
-        .select_from(T).where(members)
+        scope.select(func.count().label("count"), count_of("file").label("files"),
+                     count_of("directory").label("directories"), count_of("symlink").label("symlinks"),
+                     _metric_column("size").label("total_size"),
+                     func.min(T.c.mtime).label("min_mtime"), func.max(T.c.mtime).label("max_mtime"),
+                     func.max(case((is_file, T.c.size), else_=None)).label("largest_file_size"))
     ).mappings().one()
     direct = conn.execute(select(func.count()).select_from(M).where(M.c.set_id == scope.set_id)).scalar_one()
 
     def groups(column, label: str, *, files_only: bool) -> list[dict[str, Any]]:
         key = func.coalesce(column, "")
-        stmt = (select(key.label("key"), func.count().label("count"),
-                       func.coalesce(func.sum(T.c.size), 0).label("size"))
-                .select_from(T).where(members).group_by(key)
+        stmt = (scope.select(key.label("key"), func.count().label("count"),
+                             func.coalesce(func.sum(T.c.size), 0).label("size"))
+                .group_by(key)
                 .order_by(func.count().desc(), key.asc()).limit(top))
         if files_only:
             stmt = stmt.where(is_file)

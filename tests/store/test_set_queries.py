@@ -406,3 +406,13 @@ def test_set_metric_is_the_sum_with_every_descendant(conn):
     assert res["value"] == 10 and res["metric"] == "files"
     with pytest.raises(InvalidInput, match="size, count, files, directories"):
         q.set_metric(conn, name="all-media", metric="weight")
+
+
+def test_page_totals_hold_past_the_end_and_with_filters(conn):
+    flt = EntryFilter(kind="file")
+    page = q.search(conn, name="all-media", include_children=True, filters=flt, limit=3, offset=3)
+    assert page["total_count"] == 10 and page["returned_count"] == 3 and page["has_more"] is True
+    past = q.search(conn, name="all-media", include_children=True, filters=flt, limit=3, offset=50)
+    assert past["entries"] == [] and past["total_count"] == 10 and past["has_more"] is False
+    unfiltered = q.search(conn, name="photos", limit=3, offset=50)
+    assert unfiltered["total_count"] == 5 and unfiltered["has_more"] is False
