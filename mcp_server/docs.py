@@ -133,15 +133,16 @@ def generate(section: str) -> str:
 
 def replace_sections(text: str, sections: dict[str, str]) -> str:
     for name, body in sections.items():
-        pattern = re.compile(rf"(<!-- {name}:begin -->\n).*?(\n<!-- {name}:end -->)", re.S)
+        begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+        pattern = re.compile(re.escape(begin) + r"\n.*?" + re.escape(end), re.S)
         if not pattern.search(text):
-            raise SystemExit(f"no <!-- {name}:begin --> / <!-- {name}:end --> markers found")
-        text = pattern.sub(lambda m: m.group(1) + body + m.group(2), text)
+            raise SystemExit(f"no {begin} / {end} markers found")
+        text = pattern.sub(lambda m: f"{begin}\n{body}\n{end}", text)
     return text
 
 
 def extract_section(text: str, name: str) -> str | None:
-    match = re.search(rf"<!-- {name}:begin -->\n(.*?)\n<!-- {name}:end -->", text, re.S)
+    match = re.search(rf"<!-- {name}:begin -->\n(.*?)\n?<!-- {name}:end -->", text, re.S)
     return match.group(1) if match else None
 
 
@@ -152,9 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     sections = {name: generate(name) for name in SECTIONS}
     if args.write:
         with open(args.write, encoding="utf-8") as fh:
-            text = fh.read()
+            text = replace_sections(fh.read(), sections)  # fails before the file is touched if a marker is missing
         with open(args.write, "w", encoding="utf-8") as fh:
-            fh.write(replace_sections(text, sections))
+            fh.write(text)
         return 0
     for name, body in sections.items():
         sys.stdout.write(f"<!-- {name}:begin -->\n{body}\n<!-- {name}:end -->\n\n")
