@@ -175,13 +175,14 @@ def _resync_subtree(engine: Engine, *, path: str) -> int:
         if gone:
             with engine.begin() as conn:
                 removed += conn.execute(delete(T).where(T.c.path.in_(gone))).rowcount or 0
-    with engine.begin() as conn:
+    with engine.begin() as conn:  # directory sizes bottom-up, one set-based UPDATE per depth level
         child = T.alias("child")
-        dirs = conn.execute(select(T.c.path).where(subtree_clause(path), T.c.kind == "directory")
-                            .order_by(T.c.depth.desc())).scalars().all()
-        for d in dirs:
-            total = select(func.coalesce(func.sum(child.c.size), 0)).where(child.c.parent == d).scalar_subquery()
-            conn.execute(update(T).where(T.c.path == d).values(size=total))
+        in_tree = (subtree_clause(path), T.c.kind == "directory")
+        deepest = conn.execute(select(func.max(T.c.depth)).where(*in_tree)).scalar()
+        top = path.count("/") if path != "/" else 0
+        for depth in range(deepest if deepest is not None else top - 1, top - 1, -1):
+            total = select(func.coalesce(func.sum(child.c.size), 0)).where(child.c.parent == T.c.path).scalar_subquery()
+            conn.execute(update(T).where(*in_tree, T.c.depth == depth).values(size=total))
         refresh_ancestor_sizes(conn, path=path)
     return removed
 

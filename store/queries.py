@@ -138,7 +138,12 @@ def execute_query(engine: Engine, *, name: str, limit: int = 100, offset: int = 
     with engine.begin() as conn:
         row = _require(conn, name)
         body = json.loads(row["query_json"])
-        where = and_(true(), *EntryFilter.parse(body, where="query").clauses())
+        try:
+            flt = EntryFilter.parse(body, where="query")
+        except InvalidInput as exc:  # saved by an older version whose filters differed
+            raise InvalidInput(f"saved query {name!r} is no longer valid ({exc.message}); fix it with query-update",
+                               field="name") from None
+        where = and_(true(), *flt.clauses())
         total = conn.execute(select(func.count()).select_from(T).where(where)).scalar_one()
         rows = conn.execute(select(T).where(where).order_by(T.c.path).limit(limit).offset(offset)).mappings().all()
         conn.execute(update(Q).where(Q.c.id == row["id"]).values(

@@ -307,11 +307,15 @@ def test_partly_failed_delete_keeps_the_store_in_step_with_what_is_left(engine, 
             raise PermissionError(errno.EACCES, "Permission denied", os.fspath(path))
         return real_unlink(path, *args, **kwargs)
 
+    (indexed / "docs" / "deep" / "a" / "b" / "d.txt").write_bytes(b"12345")
+    index_tree(engine, str(indexed), scan_id=2)
+    assert row(engine, indexed / "docs" / "deep" / "a" / "b")["size"] == 12
     monkeypatch.setattr(os, "unlink", refuse_c_txt)
     res = delete_files(engine, roots, paths=[str(indexed / "docs")], force=True)
     item = res["results"][0]
     assert item["status"] == "error" and "partly deleted" in item["error"] and "Permission denied" in item["error"]
     kept = indexed / "docs" / "deep" / "a" / "b" / "c.txt"
     assert kept.exists() and row(engine, kept) is not None
-    assert row(engine, indexed / "docs" / "readme.md") is None and row(engine, indexed / "docs" / "deep")["size"] == 7
-    assert row(engine, indexed / "docs")["size"] == 7
+    assert row(engine, indexed / "docs" / "readme.md") is None and row(engine, kept.parent / "d.txt") is None
+    assert [row(engine, p)["size"] for p in (kept.parent, kept.parent.parent, indexed / "docs")] == [7, 7, 7]
+    assert row(engine, indexed)["size"] == 3000 + 2000 + 5000 + 10 + 40000 + 8000 + 7 + 1

@@ -129,3 +129,15 @@ def test_execute_rejects_bad_paging(engine, kwargs, field):
 def test_blank_name_is_rejected(engine):
     with pytest.raises(InvalidInput, match="non-empty"):
         queries.create_query(engine, name="  ", query={})
+
+
+def test_a_stored_body_that_no_longer_validates_is_reported_with_how_to_fix_it(engine):
+    from sqlalchemy import insert
+
+    from store.models import SavedQuery
+
+    with engine.begin() as conn:
+        conn.execute(insert(SavedQuery.__table__).values(name="old", query_json='{"retired_key": 1}'))
+    with pytest.raises(InvalidInput) as err:
+        queries.execute_query(engine, name="old")
+    assert "no longer valid" in str(err.value) and "retired_key" in str(err.value) and "query-update" in str(err.value)
