@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import socket
 import sqlite3
+import subprocess
+import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -12,7 +16,9 @@ import pytest
 from sqlalchemy import insert, select
 from sqlalchemy.dialects import postgresql
 
+from flows.indexer import index_tree
 from store import set_queries as q
+from store.engine import make_engine
 from store.entries import T
 from store.errors import InvalidInput, NotFound
 from store.filters import EntryFilter
@@ -416,3 +422,76 @@ def test_page_totals_hold_past_the_end_and_with_filters(conn):
     assert past["entries"] == [] and past["total_count"] == 10 and past["has_more"] is False
     unfiltered = q.search(conn, name="photos", limit=3, offset=50)
     assert unfiltered["total_count"] == 5 and unfiltered["has_more"] is False
+
+
+# --- the same queries on PostgreSQL ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def pg_url():
+    """A throw-away PostgreSQL cluster on a Unix socket (skipped where the binaries are missing)."""
+    pytest.importorskip("psycopg")
+    if not shutil.which("initdb") or not shutil.which("pg_ctl"):
+        pytest.skip("PostgreSQL binaries (initdb, pg_ctl) are not installed")
+    base = Path(tempfile.mkdtemp(prefix="assay-pg-"))  # not under pytest's 0700 tmp: the server user must enter it
+    data, sock = base / "data", base / "sock"
+    sock.mkdir()
+    prefix: list[str] = []
+    if os.geteuid() == 0:  # initdb refuses to run as root
+        if not shutil.which("runuser"):
+            pytest.skip("running as root without runuser to start PostgreSQL as another user")
+        shutil.chown(base, "postgres")
+        shutil.chown(sock, "postgres")
+        prefix = ["runuser", "-u", "postgres", "--"]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE, "check": True, "timeout": 120}
+    subprocess.run(prefix + ["initdb", "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync"], **quiet)
+    subprocess.run(prefix + ["pg_ctl", "-D", str(data), "-w", "-l", str(base / "log"), "-o",
+                             f"-p {port} -k {sock} -c listen_addresses='' -c fsync=off", "start"], **quiet)
+    try:
+        yield f"postgresql+psycopg://postgres@/postgres?host={sock}&port={port}"
+    finally:
+        subprocess.run(prefix + ["pg_ctl", "-D", str(data), "-m", "immediate", "stop"], **{**quiet, "check": False})
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.postgres
+def test_queries_agree_on_postgresql(pg_url, tree):
+    add_corpus(tree)
+    eng = make_engine(pg_url)
+    try:
+        index_tree(eng, str(tree), scan_id=1)
+        build_sets(eng, tree)
+        with eng.connect() as pg:
+            assert q.resource_sum(pg, name="all-media", metric="size")["value"] == sum(ALL_MEDIA_FILES.values())
+            assert q.resource_sum(pg, name="all-media", metric="count")["value"] == 11
+            for mode, pattern, sensitive, expected in [
+                ("regex", r"^(beach|sunset)\.jpg$", False, ["beach.jpg", "sunset.jpg"]),
+                ("regex", r"report_\d{4}\.pdf", True, []),
+                ("glob", "*.jpg", False, ["beach.jpg", "big.jpg", "panorama.JPG", "photo.jpg", "sunset.jpg"]),
+                ("glob", "[!bp]*", True, ["notes.txt", "sunset.jpg", "vacation"]),
+                ("suffix", ".JPG", False, ["beach.jpg", "big.jpg", "panorama.JPG", "photo.jpg", "sunset.jpg"]),
+            ]:
+                res = q.fuzzy_match(pg, name="photos", field="name", pattern=pattern, mode=mode,
+                                    case_sensitive=sensitive)
+                assert sorted(names(res)) == expected, (mode, pattern)
+            odd = q.fuzzy_match(pg, name="odd", field="name", pattern="0%_", mode="contains")
+            assert names(odd) == ["100%_done.txt"]
+            found = q.search(pg, name="all-media", include_children=True, filters=EntryFilter(kind="file"), limit=3,
+                             offset=3, sort_by="name", sort_desc=False)
+            assert found["total_count"] == 10 and names(found) == ["huge.mkv", "movie.mp4", "notes.txt"]
+            stats = q.set_stats(pg, name="all-media")
+            assert (stats["count"], stats["files"], stats["total_size"]) == (11, 10, sum(ALL_MEDIA_FILES.values()))
+            added = q.time_range(pg, name="videos", field="added_at", min="2024-01-31", max="2024-02-01")
+            assert added["total_count"] == 6
+        with eng.connect() as pg:  # Python accepts a named group; PostgreSQL's regex engine does not
+            with pytest.raises(InvalidInput, match="rejected by the database") as err:
+                q.fuzzy_match(pg, name="photos", field="name", pattern="(?P<x>a)", mode="regex")
+            assert err.value.field == "pattern"
+    finally:
+        from sqlmodel import SQLModel
+
+        SQLModel.metadata.drop_all(eng)
+        eng.dispose()
