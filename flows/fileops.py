@@ -203,6 +203,42 @@ def _same_file(a: str, b: str) -> bool:
     return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
 
 
+_RENAME_NOREPLACE = 1
+_AT_FDCWD = -100
+
+
+def _load_renameat2():
+    try:
+        import ctypes
+        import ctypes.util
+
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    return fn
+
+
+_renameat2 = _load_renameat2() if sys.platform.startswith("linux") else None
+
+
+def _rename_noreplace(src: str, dst: str) -> None:
+    """Rename that fails with FileExistsError instead of replacing ``dst``: atomic through Linux's renameat2 where the
+    filesystem supports it, otherwise a check just before ``os.rename`` (a narrow race remains there)."""
+    if _renameat2 is not None:
+        import ctypes
+
+        if _renameat2(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), _RENAME_NOREPLACE) == 0:
+            return
+        err = ctypes.get_errno()
+        if err not in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP):
+            raise OSError(err, os.strerror(err), src, None, dst)
+    if os.path.lexists(dst):
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), dst)
+    os.rename(src, dst)
+
+
 def _remove(path: str) -> None:
     if os.path.isdir(path) and not os.path.islink(path):
         shutil.rmtree(path)
@@ -229,10 +265,13 @@ def _copy_then_remove(src: str, dst: str) -> str | None:
             _remove(tmp)
         raise FileOperationError(f"copying {src} to {dst} failed ({_reason(exc)}); the source is untouched",
                                  field="to") from None
-    if os.path.lexists(dst):
+    try:
+        _rename_noreplace(tmp, dst)
+    except OSError as exc:
         _remove(tmp)
-        raise Conflict(f"{dst} appeared while {src} was being copied; nothing was moved", field="to")
-    os.rename(tmp, dst)
+        if isinstance(exc, FileExistsError):
+            raise Conflict(f"{dst} appeared while {src} was being copied; nothing was moved", field="to") from None
+        raise
     try:
         _remove(src)
     except OSError as exc:
@@ -293,18 +332,19 @@ def _relocate(call: _Call, raw_src: Any, raw_dst: Any, mode: Mode) -> dict[str, 
         view.record("move", src, dst)
         item["status"] = "preview"
         return item
-    for d in missing:
-        os.mkdir(d)
-    warning = None
+    made: list[str] = []
     try:
-        os.rename(src, dst)
-    except OSError as exc:
-        if exc.errno != errno.EXDEV:
-            raise FileOperationError(f"{mode} {src} -> {dst} failed: {_reason(exc)}", field="from") from None
-        if mode == "rename":
-            raise FileOperationError(f"{src} and {dst} are on different filesystems; use move-files, which copies "
-                                     "and then removes the source", field="to") from None
-        warning = _copy_then_remove(src, dst)
+        for d in missing:
+            os.mkdir(d)
+            made.append(d)
+        warning = _rename_or_copy(src, dst, mode)
+    except BaseException:
+        for d in reversed(made):  # leave no empty folders behind from a failed item
+            try:
+                os.rmdir(d)
+            except OSError:
+                pass
+        raise
     item.update(_sync_move(call.engine, src=src, dst=dst, created=missing))
     log.info("%s %s -> %s (%s index entries)", mode, src, dst, item["indexedEntries"])
     if warning:
@@ -312,6 +352,22 @@ def _relocate(call: _Call, raw_src: Any, raw_dst: Any, mode: Mode) -> dict[str, 
     else:
         item["status"] = "success"
     return item
+
+
+def _rename_or_copy(src: str, dst: str, mode: Mode) -> str | None:
+    try:
+        _rename_noreplace(src, dst)
+    except FileExistsError:
+        raise Conflict(f"{dst} appeared meanwhile; {mode}-files never overwrites, so nothing was changed",
+                       field="to") from None
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise FileOperationError(f"{mode} {src} -> {dst} failed: {_reason(exc)}", field="from") from None
+        if mode == "rename":
+            raise FileOperationError(f"{src} and {dst} are on different filesystems; use move-files, which copies "
+                                     "and then removes the source", field="to") from None
+        return _copy_then_remove(src, dst)
+    return None
 
 
 def _run(items: Iterable[Any], one) -> dict[str, Any]:
