@@ -3,8 +3,8 @@ multi-filter search and statistics.
 
 Every query selects entries through :meth:`Scope.select`: a join from one set's memberships, or ``entries.id IN
 (membership subquery over the set ids)`` for several, so an entry reachable by two paths of the DAG counts once; every
-aggregate runs in SQL. Fields, metrics, modes and sort keys are looked up
-in fixed tables here; what a caller sends only ever reaches SQL as a bound parameter.
+aggregate runs in SQL. Fields, metrics, modes and sort keys are looked up in fixed tables here; what a caller sends
+only ever reaches SQL as a bound parameter.
 """
 
 from __future__ import annotations
@@ -140,6 +140,8 @@ def _metric_column(metric: str):
 def metric_value(conn: Connection, *, set_ids: list[int], metric: str) -> int:
     """``metric`` over the entries of ``set_ids`` (each entry once), computed in SQL."""
     check_choice(metric, METRICS, field="metric", what="metric")
+    if not set_ids:
+        return 0
     scope = Scope(name="", set_id=set_ids[0], set_ids=list(set_ids), include_children=len(set_ids) > 1)
     # count: membership alone answers it, from the primary key
     stmt = scope.count_members() if metric == "count" else scope.select(_metric_column(metric))

@@ -143,6 +143,16 @@ async def test_resource_search_time_and_name_filters(client, populated):
     assert names(res) == ["panorama.JPG", "photo.jpg"]
 
 
+async def test_time_range_takes_unix_seconds_as_numbers_and_is_takes_numeric_values(client, populated):
+    res = await call(client, "resource-time-range", {"name": "vacation", "field": "mtime", "min": 1704067200,
+                                                     "max": "1735689599"})  # 2024, as a number and as text
+    assert names(res) == ["panorama.JPG", "sunset.jpg"] and res["min"] == "2024-01-01T00:00:00Z"
+    sized = await call(client, "resource-is", {"name": "videos", "field": "size", "value": 8000})
+    assert names(sized) == ["clip.mov"] and sized["value"] == 8000
+    total = await call(client, "resource-sum", {"name": "all-media", "metric": "count", "depth": None})
+    assert total["value"] == 11 and total["depth"] is None
+
+
 # --- errors -------------------------------------------------------------------------------------------------------
 
 
