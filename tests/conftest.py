@@ -119,3 +119,50 @@ def index_sync(app, path: Path | str) -> dict:
 @pytest.fixture
 def anyio_backend():
     return "asyncio"
+
+
+def _postgres_bin(name: str) -> str | None:
+    """A PostgreSQL server binary: on PATH, or where Debian's postgresql package puts it."""
+    import glob
+    import shutil
+
+    found = shutil.which(name)
+    if found:
+        return found
+    candidates = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
+    return candidates[-1] if candidates else None
+
+
+@pytest.fixture(scope="session")
+def pg_url():
+    """A throw-away PostgreSQL cluster listening on loopback (skipped where the server is not installed)."""
+    import shutil
+    import socket
+    import subprocess
+
+    pytest.importorskip("psycopg")
+    initdb, pg_ctl = _postgres_bin("initdb"), _postgres_bin("pg_ctl")
+    if not initdb or not pg_ctl:
+        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) are not installed: apt-get install postgresql")
+    base = Path(tempfile.mkdtemp(prefix="assay-pg-"))  # not under pytest's 0700 tmp: the server user must enter it
+    data, sock = base / "data", base / "sock"
+    sock.mkdir()
+    prefix: list[str] = []
+    if os.geteuid() == 0:  # initdb refuses to run as root
+        if not shutil.which("runuser"):
+            pytest.skip("running as root without runuser to start PostgreSQL as another user")
+        shutil.chown(base, "postgres")
+        shutil.chown(sock, "postgres")
+        prefix = ["runuser", "-u", "postgres", "--"]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE, "check": True, "timeout": 120}
+    subprocess.run(prefix + [initdb, "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync"], **quiet)
+    subprocess.run(prefix + [pg_ctl, "-D", str(data), "-w", "-l", str(base / "log"), "-o",
+                             f"-p {port} -k {sock} -c listen_addresses=127.0.0.1 -c fsync=off", "start"], **quiet)
+    try:
+        yield f"postgresql+psycopg://postgres:secret@127.0.0.1:{port}/postgres"
+    finally:
+        subprocess.run(prefix + [pg_ctl, "-D", str(data), "-m", "immediate", "stop"], **{**quiet, "check": False})
+        shutil.rmtree(base, ignore_errors=True)

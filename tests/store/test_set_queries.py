@@ -4,11 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import socket
 import sqlite3
-import subprocess
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -425,36 +421,6 @@ def test_page_totals_hold_past_the_end_and_with_filters(conn):
 
 
 # --- the same queries on PostgreSQL ---------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def pg_url():
-    """A throw-away PostgreSQL cluster on a Unix socket (skipped where the binaries are missing)."""
-    pytest.importorskip("psycopg")
-    if not shutil.which("initdb") or not shutil.which("pg_ctl"):
-        pytest.skip("PostgreSQL binaries (initdb, pg_ctl) are not installed")
-    base = Path(tempfile.mkdtemp(prefix="assay-pg-"))  # not under pytest's 0700 tmp: the server user must enter it
-    data, sock = base / "data", base / "sock"
-    sock.mkdir()
-    prefix: list[str] = []
-    if os.geteuid() == 0:  # initdb refuses to run as root
-        if not shutil.which("runuser"):
-            pytest.skip("running as root without runuser to start PostgreSQL as another user")
-        shutil.chown(base, "postgres")
-        shutil.chown(sock, "postgres")
-        prefix = ["runuser", "-u", "postgres", "--"]
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE, "check": True, "timeout": 120}
-    subprocess.run(prefix + ["initdb", "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync"], **quiet)
-    subprocess.run(prefix + ["pg_ctl", "-D", str(data), "-w", "-l", str(base / "log"), "-o",
-                             f"-p {port} -k {sock} -c listen_addresses='' -c fsync=off", "start"], **quiet)
-    try:
-        yield f"postgresql+psycopg://postgres@/postgres?host={sock}&port={port}"
-    finally:
-        subprocess.run(prefix + ["pg_ctl", "-D", str(data), "-m", "immediate", "stop"], **{**quiet, "check": False})
-        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.mark.postgres
