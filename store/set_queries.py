@@ -14,11 +14,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import case, func, select
+from sqlalchemy import case, exists, func, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
-from store.entries import T, entry_public, iso
+from store.entries import T, entry_public, iso, subtree_clause
 from store.errors import InvalidInput
 from store.filters import EntryFilter, normalize_extension, parse_end_time, parse_time
 from store.sets import E, M, S, descendant_ids, require_set
@@ -29,8 +29,8 @@ KINDS = ("file", "directory", "symlink", "other")
 
 # metric -> what it measures (resource-sum, metrics/{metric}, stats)
 METRICS: dict[str, str] = {
-    "size": "total bytes of the file entries (a directory's stored size is already the total of its subtree, "
-            "so directories are left out rather than counted twice)",
+    "size": "total bytes, each byte once: a member directory counts with its whole subtree, and members inside "
+            "it are not added again",
     "count": "number of entries of any kind",
     "files": "number of file entries",
     "directories": "number of directory entries",
@@ -137,12 +137,47 @@ def _metric_column(metric: str):
     return func.coalesce(func.sum(case((T.c.kind == kind, 1), else_=0)), 0)
 
 
+MAX_DIRECTORY_MEMBERS = 500
+
+
+def size_total(conn: Connection, scope: "Scope") -> int:
+    """The bytes the set's entries stand for, each byte once.
+
+    A directory entry's size is the total of its subtree, so a directory member counts with its whole subtree, and
+    members inside a member directory (files or directories) are not added again. With no directory members this is
+    the sum of the member files' sizes.
+    """
+    dirs = conn.execute(
+        scope.select(T.c.path, T.c.size).where(T.c.kind == "directory").order_by(T.c.path)
+        .limit(MAX_DIRECTORY_MEMBERS + 1)
+    ).all()
+    if not dirs:
+        return int(conn.execute(scope.select(_metric_column("size"))).scalar_one() or 0)
+    if len(dirs) > MAX_DIRECTORY_MEMBERS:  # too many to list: a correlated test per entry instead
+        D, MD = T.alias("d"), M.alias("md")
+        covered = exists(select(1).select_from(MD.join(D, D.c.id == MD.c.entry_id)).where(
+            MD.c.set_id.in_(scope.set_ids), D.c.kind == "directory", D.c.id != T.c.id,
+            T.c.path > D.c.path + "/", T.c.path < D.c.path + "0"))
+        stmt = scope.select(func.coalesce(func.sum(
+            case((T.c.kind.in_(("file", "directory")), T.c.size), else_=0)), 0)).where(~covered)
+        return int(conn.execute(stmt).scalar_one() or 0)
+    tops: list[tuple[str, int]] = []  # directories not inside another member directory (sorted paths: parents first)
+    for path, size in dirs:
+        if not tops or not (path.startswith(tops[-1][0].rstrip("/") + "/") or tops[-1][0] == "/"):
+            tops.append((path, size))
+    outside = [~subtree_clause(path) for path, _ in tops]
+    rest = conn.execute(scope.select(_metric_column("size")).where(*outside)).scalar_one() or 0
+    return int(rest) + sum(int(size) for _, size in tops)
+
+
 def metric_value(conn: Connection, *, set_ids: list[int], metric: str) -> int:
     """``metric`` over the entries of ``set_ids`` (each entry once), computed in SQL."""
     check_choice(metric, METRICS, field="metric", what="metric")
     if not set_ids:
         return 0
     scope = Scope(name="", set_id=set_ids[0], set_ids=list(set_ids), include_children=len(set_ids) > 1)
+    if metric == "size":
+        return size_total(conn, scope)
     # count: membership alone answers it, from the primary key
     stmt = scope.count_members() if metric == "count" else scope.select(_metric_column(metric))
     return int(conn.execute(stmt).scalar_one() or 0)
@@ -428,7 +463,7 @@ def set_stats(conn: Connection, *, name: str, top: int = 10) -> dict[str, Any]:
         "child_count": len(child_sets(conn, set_id=scope.set_id)),
         "direct_count": direct,
         "count": row["count"], "files": int(row["files"]), "directories": int(row["directories"]),
-        "symlinks": int(row["symlinks"]), "total_size": int(row["total_size"]),
+        "symlinks": int(row["symlinks"]), "total_size": size_total(conn, scope),
         "largest_file_size": row["largest_file_size"],
         "min_mtime": iso(row["min_mtime"]), "max_mtime": iso(row["max_mtime"]),
         "by_media_type": groups(T.c.media_type, "media_type", files_only=True),

@@ -131,9 +131,16 @@ def test_sum_without_children_or_with_depth_limit(conn):
     assert q.resource_sum(conn, name="all-media", metric="count", depth=0)["breakdown"] == []
 
 
-def test_size_leaves_directories_out_so_bytes_are_not_counted_twice(conn):
+def test_size_counts_a_member_directory_with_its_subtree_and_its_member_files_once(conn):
     photos = q.resource_sum(conn, name="photos", metric="size", include_children=False)
-    assert photos["value"] == 5000 + 10 + 3000 + 2 * MIB  # the vacation directory (its size is its files') is not added
+    vacation_dir = 3000 + 2000 + 3 * MIB  # beach.jpg is a member too, but lies inside the member directory
+    assert photos["value"] == 5000 + 10 + vacation_dir + 2 * MIB
+
+
+def test_size_with_many_directory_members_agrees_with_the_listed_form(conn, monkeypatch):
+    listed = q.resource_sum(conn, name="all-media", metric="size")["value"]
+    monkeypatch.setattr(q, "MAX_DIRECTORY_MEMBERS", 0)  # forces the correlated form
+    assert q.resource_sum(conn, name="all-media", metric="size")["value"] == listed
 
 
 def test_empty_set_sums_to_zero(conn):
