@@ -18,7 +18,8 @@ def node_uri(path: str) -> str:
 
 
 def navigate_dir(engine: Engine, roots: Roots, *, path: str, limit: int = 100, offset: int = 0, sort: str = "name",
-                 desc: bool = False) -> dict[str, Any]:
+                 desc: bool = False, show_hidden: bool = True) -> dict[str, Any]:
+    """One page of a directory's children. ``show_hidden=False`` leaves out names starting with a dot."""
     resolved = roots.resolve(path)
     store_entries.check_sort(sort)
     entry = store_entries.get_entry(engine, path=resolved)
@@ -28,7 +29,8 @@ def navigate_dir(engine: Engine, roots: Roots, *, path: str, limit: int = 100, o
     if entry["kind"] != "directory":
         raise InvalidInput(f"{resolved} is a {entry['kind']}, not a directory; use inspect for a single entry",
                            field="path")
-    rows, total = store_entries.list_children(engine, path=resolved, sort=sort, desc=desc, limit=limit, offset=offset)
+    rows, total = store_entries.list_children(engine, path=resolved, sort=sort, desc=desc, limit=limit, offset=offset,
+                                                show_hidden=show_hidden)
     entries = [{"name": r["name"], "path": r["path"], "size": r["size"], "kind": r["kind"],
                 "mtime": store_entries.iso(r["mtime"]), "extension": r["extension"] or None,
                 "media_type": r["media_type"]} for r in rows]

@@ -201,14 +201,17 @@ def check_sort(sort: str, allowed: Iterable[str] = SORT_FIELDS) -> str:
 
 
 def list_children(engine: Engine, *, path: str, sort: str = "name", desc: bool = False, limit: int = 100,
-                  offset: int = 0) -> tuple[list[RowMapping], int]:
-    """One page of the entries directly inside ``path`` and the total count (``ls``)."""
+                  offset: int = 0, show_hidden: bool = True) -> tuple[list[RowMapping], int]:
+    """One page of the entries directly inside ``path`` and the total count (``ls``; ``ls -a`` with show_hidden)."""
     column = SORT_FIELDS[check_sort(sort)]
     order = [column.desc() if desc else column.asc(), T.c.name.desc() if desc else T.c.name.asc()]
+    where = [T.c.parent == path]
+    if not show_hidden:
+        where.append(~T.c.name.startswith(".", autoescape=True))
     with engine.connect() as conn:
-        total = conn.execute(select(func.count()).select_from(T).where(T.c.parent == path)).scalar_one()
+        total = conn.execute(select(func.count()).select_from(T).where(*where)).scalar_one()
         rows = conn.execute(
-            select(T).where(T.c.parent == path).order_by(*order).limit(limit).offset(offset)
+            select(T).where(*where).order_by(*order).limit(limit).offset(offset)
         ).mappings().all()
     return list(rows), total
 

@@ -45,9 +45,9 @@ def _boolean(value: Any) -> bool:
 
 SPECS: dict[str, PreferenceSpec] = {s.key: s for s in (
     PreferenceSpec("default_sort", "name", "one of name, size, mtime", _one_of("name", "size", "mtime"),
-                   "Sort field listings use when the caller gives none"),
-    PreferenceSpec("show_hidden", False, "true or false", _boolean,
-                   "Whether listings include dot-files"),
+                   "Sort field navigate uses when the call gives none"),
+    PreferenceSpec("show_hidden", True, "true or false", _boolean,
+                   "Whether navigate lists entries whose names start with a dot"),
     PreferenceSpec("thumbnail_size", "medium", "one of small, medium, large", _one_of("small", "medium", "large"),
                    "Size of generated thumbnails"),
 )}

@@ -51,13 +51,17 @@ def register(mcp: MCPServer, app) -> None:
         path: Annotated[str, Field(description="Directory path to navigate to")],
         limit: Annotated[int, Field(ge=1, le=10000, description="Maximum entries to return")] = 100,
         offset: Annotated[int, Field(ge=0, description="Pagination offset")] = 0,
-        sort: Annotated[Literal["name", "size", "mtime"], Field(description="Sort by: name, size, mtime")] = "name",
+        sort: Annotated[Literal["name", "size", "mtime"] | None, Field(
+            description="Sort by: name, size, mtime (default: the default_sort preference, name unless set)")] = None,
         desc: Annotated[bool, Field(description="Sort descending")] = False,
     ) -> NavigateResponse:
         """Shell-like directory navigation over indexed entries (like `ls`): one page of a directory's children
-        with sizes (directories: total size of their subtree), kinds and modification times."""
+        with sizes (directories: total size of their subtree), kinds and modification times. Dot-files are left
+        out when the show_hidden preference is false."""
+        prefs = app.preferences
         return NavigateResponse(**navigate_dir(app.engine, app.roots, path=path, limit=limit, offset=offset,
-                                               sort=sort, desc=desc))
+                                               sort=sort or prefs.get("default_sort", "name"), desc=desc,
+                                               show_hidden=prefs.get("show_hidden", True)))
 
     @tool(mcp, "inspect", READ_ONLY)
     def inspect(path: Annotated[str, Field(description="Path to inspect")]) -> InspectResponse:

@@ -82,3 +82,16 @@ async def test_inspect_reference_example_shape(client, indexed):
 async def test_inspect_directory_reports_child_count(client, indexed):
     res = await call(client, "inspect", {"path": str(indexed / "docs")})
     assert res["kind"] == "directory" and res["childCount"] == 3 and res["size"] == 1627
+
+
+async def test_navigate_follows_the_default_sort_and_show_hidden_preferences(client, indexed):
+    await call(client, "session-set-preferences", {"preferences": {"default_sort": "size", "show_hidden": False}})
+    res = await call(client, "navigate", {"path": str(indexed)})
+    assert ".hidden" not in [e["name"] for e in res["entries"]] and res["total"] == 4
+    sizes = [e["size"] for e in res["entries"]]
+    assert sizes == sorted(sizes)
+    by_name = await call(client, "navigate", {"path": str(indexed), "sort": "name"})  # an explicit sort wins
+    assert [e["name"] for e in by_name["entries"]] == ["Photos", "Videos", "docs", "empty"]
+    await call(client, "session-set-preferences", {"preferences": {"show_hidden": None}})  # back to the default
+    res = await call(client, "navigate", {"path": str(indexed)})
+    assert res["total"] == 5 and ".hidden" in [e["name"] for e in res["entries"]]

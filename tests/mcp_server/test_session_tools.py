@@ -23,7 +23,7 @@ async def test_session_info_reports_the_reference_fields_and_ours(client, app, t
     assert res["store_url"] == f"sqlite:///{data_dir / 'assay.db'}"
     assert res["tool_groups"] == list(TOOL_GROUPS) and res["available_tool_groups"] == list(TOOL_GROUPS)
     assert res["version"] and res["server"] == "assay"
-    assert res["preferences"] == {"default_sort": "name", "show_hidden": False, "thumbnail_size": "medium"}
+    assert res["preferences"] == {"default_sort": "name", "show_hidden": True, "thumbnail_size": "medium"}
 
 
 async def test_session_info_lists_only_the_enabled_tool_groups(tree, data_dir):
