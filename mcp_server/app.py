@@ -7,11 +7,14 @@ import logging
 from dataclasses import dataclass, field
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import ValidationError
 from sqlalchemy.engine import Engine
 
 from flows.roots import Roots
 from flows.runner import JobRunner
 from mcp_server.config import TOOL_GROUPS, Settings, prepare_environment
+from mcp_server.tools.common import argument_error_result
 from store import jobs as store_jobs
 from store.engine import get_engine
 
@@ -61,8 +64,20 @@ class AssayApp:
         self.runner.shutdown()
 
 
+class AssayServer(MCPServer):
+    """MCPServer whose argument-validation failures read like our other errors (see tools.common)."""
+
+    async def call_tool(self, name, arguments, context=None):
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                return argument_error_result(name, exc.__cause__)
+            raise
+
+
 def build_server(app: AssayApp) -> MCPServer:
-    mcp = MCPServer("assay", instructions=INSTRUCTIONS, version="0.1.0")
+    mcp = AssayServer("assay", instructions=INSTRUCTIONS, version="0.1.0")
     groups = app.settings.tool_groups or list(TOOL_GROUPS)
     for group in groups:
         module = importlib.import_module(f"mcp_server.tools.{GROUP_MODULES[group]}")

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import logging
 from typing import Annotated, Any
 
-from mcp_types import ToolAnnotations
-from pydantic import BeforeValidator, Field, WithJsonSchema
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotations
+from pydantic import BeforeValidator, Field, ValidationError, WithJsonSchema
+
+from store.errors import AssayError, FileOperationError
+
+logger = logging.getLogger(__name__)
 
 
 def _as_list(value: Any) -> Any:
@@ -39,18 +45,54 @@ Limit = Annotated[int, Field(ge=1, le=10000, description="Maximum entries to ret
 Offset = Annotated[int, Field(ge=0, description="Pagination offset (0 or more)")]
 
 
-def tool(mcp, name: str, annotations: ToolAnnotations):
-    """Register a tool whose AssayErrors reach the caller as tool errors with their full text.
+def error_result(tool_name: str, exc: AssayError) -> CallToolResult:
+    """A tool error the model can read (isError, the full message as text) that also carries reference 000's error
+    object as structured content: ``{"error": {"code", "message", "data": {"field", "reason", "type"}}}``.
 
     (The SDK hides the text of any exception that is not a ToolError, as a crash; ours are deliberate and carry
-    what was wrong, where, and what would be accepted.)
+    what was wrong, where, and what would be accepted. A tool error rather than a JSON-RPC error, so that a model
+    sees it and can correct its call.)
     """
+    logger.info("tool %s refused: %s", tool_name, exc)
+    code = INTERNAL_ERROR if isinstance(exc, FileOperationError) else INVALID_PARAMS
+    error = {"code": code, "message": "Internal error" if code == INTERNAL_ERROR else "Invalid params",
+             "data": {"field": exc.field, "reason": exc.message, "type": exc.code}}
+    return CallToolResult(content=[TextContent(type="text", text=str(exc))], structured_content={"error": error},
+                          is_error=True)
+
+
+def _describe(value: Any) -> str:
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def argument_error_result(tool_name: str, exc: ValidationError) -> CallToolResult:
+    """Arguments that do not fit a tool's schema, said plainly: each parameter, what was wrong, what was sent."""
+    problems, fields = [], []
+    for err in exc.errors():
+        field = ".".join(str(part) for part in err["loc"]) or None
+        message = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "missing":
+            problems.append(f"parameter {field!r} is required")
+        elif field is None:
+            problems.append(message)
+        else:
+            problems.append(f"parameter {field!r}: {message[0].lower() + message[1:]} (got {_describe(err['input'])})")
+        if field:
+            fields.append(field)
+    reason = f"{tool_name}: {'; '.join(problems)}"
+    logger.info("tool %s rejected arguments: %s", tool_name, fields)
+    error = {"code": INVALID_PARAMS, "message": "Invalid params",
+             "data": {"field": fields[0] if len(fields) == 1 else (fields or None), "reason": reason,
+                      "type": "INVALID_PARAMS"}}
+    return CallToolResult(content=[TextContent(type="text", text=f"INVALID_PARAMS: {reason}")],
+                          structured_content={"error": error}, is_error=True)
+
+
+def tool(mcp, name: str, annotations: ToolAnnotations):
+    """Register a tool whose AssayErrors reach the caller as tool errors (see ``error_result``)."""
     import functools
     import inspect
-
-    from mcp.server.mcpserver.exceptions import ToolError
-
-    from store.errors import AssayError
 
     def decorator(fn):
         if inspect.iscoroutinefunction(fn):
@@ -59,14 +101,14 @@ def tool(mcp, name: str, annotations: ToolAnnotations):
                 try:
                     return await fn(*args, **kwargs)
                 except AssayError as exc:
-                    raise ToolError(str(exc)) from exc
+                    return error_result(name, exc)
         else:
             @functools.wraps(fn)
             def wrapper(*args, **kwargs):
                 try:
                     return fn(*args, **kwargs)
                 except AssayError as exc:
-                    raise ToolError(str(exc)) from exc
+                    return error_result(name, exc)
         mcp.add_tool(wrapper, name=name, annotations=annotations, description=inspect.cleandoc(fn.__doc__ or ""))
         _reject_unknown_arguments(mcp._tool_manager.get_tool(name))
         return fn
@@ -95,7 +137,7 @@ def _reject_unknown_arguments(registered) -> None:
             unknown = [key for key in data if key not in accepted]
             if unknown:
                 names = ", ".join(repr(k) for k in unknown)
-                raise ValueError(f"unknown parameter(s) {names} for {registered.name}; "
+                raise ValueError(f"unknown parameter(s) {names}; "
                                  f"accepted: {', '.join(accepted) or 'none'}")
         return data
 
