@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -195,3 +196,27 @@ async def test_navigating_the_corpus_lists_the_biggest_folder_first(app, client,
     assert names[0] == "archive"  # the 2 MB disk image
     assert {"documents", "photos", "videos", "audio", "inbox", "README.txt"} <= set(names)
     assert os.fspath(corpus) == page["path"]
+
+
+def example_calls() -> list[tuple[str, dict, dict | None]]:
+    """(tool, arguments, expected fields or None) for each `→` line of examples/README.md."""
+    lines = (ROOT / "examples" / "README.md").read_text(encoding="utf-8").splitlines()
+    steps = []
+    for i, line in enumerate(lines):
+        if m := re.match(r"^→ ([\w-]+) (\{.*\})$", line):
+            nxt = lines[i + 1] if i + 1 < len(lines) else ""
+            expected = json.loads(nxt.removeprefix("← ")) if nxt.startswith("← ") else None
+            steps.append((m.group(1), json.loads(m.group(2)), expected))
+    return steps
+
+
+async def test_the_calls_in_the_examples_readme_answer_as_shown(app, client, corpus):
+    from tests.test_readme import _contains, _swap
+
+    steps = example_calls()
+    assert len(steps) >= 15 and sum(expected is not None for _, _, expected in steps) >= 10
+    index_sync(app, corpus)  # as `./scripts/run --index` does at start
+    for tool, args, expected in steps:
+        result = await call(client, tool, _swap(args, "$C", str(corpus)))
+        if expected is not None:
+            _contains(_swap(result, str(corpus), "$C"), expected, tool)
