@@ -143,7 +143,8 @@ def add_members_from(conn: Connection, *, set_id: int, entry_ids) -> int:
     ids = entry_ids.subquery()
     already = exists().where(M.c.set_id == set_id, M.c.entry_id == ids.c[0])
     source = select(literal(set_id), ids.c[0], literal(now())).where(~already).distinct()
-    added = conn.execute(M.insert().from_select(["set_id", "entry_id", "added_at"], source)).rowcount or 0
+    ins = M.insert().from_select(["set_id", "entry_id", "added_at"], source)
+    added = conn.execute(ins.execution_options(preserve_rowcount=True)).rowcount or 0  # INSERT counts need asking
     if added:
         _touch(conn, set_id)
     return added
@@ -326,7 +327,7 @@ def add_child(engine: Engine, *, parent: str, child: str) -> dict[str, Any]:
         if conn.dialect.name == "postgresql":
             conn.exec_driver_sql("LOCK TABLE set_edges IN SHARE ROW EXCLUSIVE MODE")
         ins = _insert_ignore(conn, E).values(parent_id=p["id"], child_id=c["id"], created_at=now())
-        created = bool(conn.execute(ins).rowcount)
+        created = conn.execute(ins.execution_options(preserve_rowcount=True)).rowcount == 1
         if created:
             cycle = cycle_path(conn, parent_id=p["id"], child_id=c["id"])
             if cycle is not None:

@@ -68,9 +68,16 @@ def roots(tree: Path) -> Roots:
     return Roots.of([str(tree)])
 
 
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def store_backend(request) -> str:
+    """Every test that builds an app runs on both stores (`-m "not postgres"` for SQLite only)."""
+    return request.param
+
+
 @pytest.fixture
-def settings(tree: Path, data_dir: Path) -> Settings:
-    return Settings(data_dir=data_dir, roots=[str(tree)], use_prefect=False)
+def settings(request, store_backend: str, tree: Path, data_dir: Path) -> Settings:
+    url = request.getfixturevalue("pg_database") if store_backend == "postgresql" else None
+    return Settings(data_dir=data_dir, roots=[str(tree)], use_prefect=False, database_url=url)
 
 
 @pytest.fixture
@@ -166,3 +173,26 @@ def pg_url():
     finally:
         subprocess.run(prefix + [pg_ctl, "-D", str(data), "-m", "immediate", "stop"], **{**quiet, "check": False})
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def pg_database(pg_url):
+    """A fresh, empty database in the session's PostgreSQL cluster, dropped afterwards."""
+    import uuid
+
+    from sqlalchemy import create_engine, text
+
+    name = f"assay_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(pg_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield pg_url.rsplit("/", 1)[0] + "/" + name
+    finally:
+        from store.engine import dispose_engines
+
+        dispose_engines()
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+

@@ -121,7 +121,7 @@ def _contains(actual, expected, where="response"):
         assert actual == expected, f"{where}: {actual!r} != {expected!r}"
 
 
-async def test_readme_transcript_runs_against_the_server(client, tree):
+async def replay_transcript(client, tree) -> None:
     steps = transcript_steps()
     assert len(steps) >= 8, "the README transcript is missing"
     for tool, args, expected, error in steps:
@@ -134,3 +134,7 @@ async def test_readme_transcript_runs_against_the_server(client, tree):
         result = await call(client, tool, args)
         if expected is not None:
             _contains(_swap(result, str(tree), "/home/user"), expected, tool)
+
+
+async def test_readme_transcript_runs_against_the_server(client, tree):
+    await replay_transcript(client, tree)
