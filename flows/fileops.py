@@ -15,17 +15,15 @@ import errno
 import logging
 import os
 import posixpath
-import shutil
 import stat
-import sys
 import time
-import uuid
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Literal
 
 from sqlalchemy import delete, exists, func, select, update
 from sqlalchemy.engine import Connection, Engine
 
+from flows import diskops
 from flows.roots import Roots
 from store.entries import (T, delete_subtree, make_row, move_subtree, refresh_ancestor_sizes, subtree_clause,
                            upsert_entries)
@@ -187,99 +185,6 @@ def _resync_subtree(engine: Engine, *, path: str) -> int:
     return removed
 
 
-# --- disk helpers ---------------------------------------------------------------------------------------------------
-
-
-def _reason(exc: OSError) -> str:
-    return exc.strerror or str(exc)
-
-
-def _same_file(a: str, b: str) -> bool:
-    """True when ``b`` names the same file as ``a`` (a case-only rename on a case-insensitive filesystem)."""
-    try:
-        sa, sb = os.lstat(a), os.lstat(b)
-    except OSError:
-        return False
-    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
-
-
-_RENAME_NOREPLACE = 1
-_AT_FDCWD = -100
-
-
-def _load_renameat2():
-    try:
-        import ctypes
-        import ctypes.util
-
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-        fn = libc.renameat2
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
-    return fn
-
-
-_renameat2 = _load_renameat2() if sys.platform.startswith("linux") else None
-
-
-def _rename_noreplace(src: str, dst: str) -> None:
-    """Rename that fails with FileExistsError instead of replacing ``dst``: atomic through Linux's renameat2 where the
-    filesystem supports it, otherwise a check just before ``os.rename`` (a narrow race remains there)."""
-    if _renameat2 is not None:
-        import ctypes
-
-        if _renameat2(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), _RENAME_NOREPLACE) == 0:
-            return
-        err = ctypes.get_errno()
-        if err not in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP):
-            raise OSError(err, os.strerror(err), src, None, dst)
-    if os.path.lexists(dst):
-        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), dst)
-    os.rename(src, dst)
-
-
-def _remove(path: str) -> None:
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path)
-    else:
-        os.unlink(path)
-
-
-def _copy_then_remove(src: str, dst: str) -> str | None:
-    """Move across filesystems: copy to a hidden name beside ``dst``, rename it into place, then remove ``src``.
-
-    The source is removed only once its complete copy is in place. Returns None, or a warning when the copy is in place
-    but part of the source could not be removed.
-    """
-    tmp = posixpath.join(posixpath.dirname(dst), f".{posixpath.basename(dst)}.assay-partial-{uuid.uuid4().hex[:8]}")
-    try:
-        if os.path.islink(src):
-            os.symlink(os.readlink(src), tmp)
-        elif os.path.isdir(src):
-            shutil.copytree(src, tmp, symlinks=True)
-        else:
-            shutil.copy2(src, tmp)
-    except OSError as exc:
-        if os.path.lexists(tmp):
-            _remove(tmp)
-        raise FileOperationError(f"copying {src} to {dst} failed ({_reason(exc)}); the source is untouched",
-                                 field="to") from None
-    try:
-        _rename_noreplace(tmp, dst)
-    except OSError as exc:
-        _remove(tmp)
-        if isinstance(exc, FileExistsError):
-            raise Conflict(f"{dst} appeared while {src} was being copied; nothing was moved", field="to") from None
-        raise
-    try:
-        _remove(src)
-    except OSError as exc:
-        return (f"copied to {dst}, but part of the source could not be removed ({_reason(exc)}); "
-                f"the copy is complete, delete what is left of {src} with delete-files")
-    return None
-
-
 # --- rename / move --------------------------------------------------------------------------------------------------
 
 
@@ -305,7 +210,7 @@ def _relocate(call: _Call, raw_src: Any, raw_dst: Any, mode: Mode) -> dict[str, 
         raise InvalidInput(f"from and to are the same path ({src}); nothing to do", field="to")
     if _under(dst, src):
         raise InvalidInput(f"cannot {mode} {src} into itself ({dst})", field="to")
-    if view.kind(dst) is not None and not (not call.dry_run and _same_file(src, dst)):
+    if view.kind(dst) is not None and not (not call.dry_run and diskops.same_file(src, dst)):
         raise Conflict(f"{dst} already exists; {tool} never overwrites (it has no overwrite option): delete it "
                        "first with delete-files, or choose another name", field="to")
     parent = posixpath.dirname(dst)
@@ -356,17 +261,17 @@ def _relocate(call: _Call, raw_src: Any, raw_dst: Any, mode: Mode) -> dict[str, 
 
 def _rename_or_copy(src: str, dst: str, mode: Mode) -> str | None:
     try:
-        _rename_noreplace(src, dst)
+        diskops.rename_noreplace(src, dst)
     except FileExistsError:
         raise Conflict(f"{dst} appeared meanwhile; {mode}-files never overwrites, so nothing was changed",
                        field="to") from None
     except OSError as exc:
         if exc.errno != errno.EXDEV:
-            raise FileOperationError(f"{mode} {src} -> {dst} failed: {_reason(exc)}", field="from") from None
+            raise FileOperationError(f"{mode} {src} -> {dst} failed: {diskops.reason(exc)}", field="from") from None
         if mode == "rename":
             raise FileOperationError(f"{src} and {dst} are on different filesystems; use move-files, which copies "
                                      "and then removes the source", field="to") from None
-        return _copy_then_remove(src, dst)
+        return diskops.copy_then_remove(src, dst)
     return None
 
 
@@ -379,7 +284,7 @@ def _run(items: Iterable[Any], one) -> dict[str, Any]:
             results.append({**_echo(raw), "status": "error", "error": exc.message, "errorCode": exc.code})
         except OSError as exc:
             where = f" ({exc.filename})" if exc.filename else ""
-            results.append({**_echo(raw), "status": "error", "error": f"{_reason(exc)}{where}",
+            results.append({**_echo(raw), "status": "error", "error": f"{diskops.reason(exc)}{where}",
                             "errorCode": FileOperationError.code})
         except Exception as exc:  # an item must not hide the results of the others; logged with its traceback
             log.exception("file operation on %r failed", raw)
@@ -458,7 +363,7 @@ def _delete_one(call: _Call, raw: Any, force: bool) -> dict[str, Any]:
     if kind == "directory" and not force:
         os.rmdir(path)
     elif kind == "directory":
-        failures = _rmtree(path)
+        failures = diskops.rmtree(path)
         if failures:
             removed = _resync_subtree(call.engine, path=path)
             item.update(indexedEntries=removed)
@@ -470,21 +375,6 @@ def _delete_one(call: _Call, raw: Any, force: bool) -> dict[str, Any]:
     item["status"] = "success"
     log.info("deleted %s %s (%s index entries)", kind, path, item["indexedEntries"])
     return item
-
-
-def _rmtree(path: str) -> list[str]:
-    """Remove a tree, carrying on past what cannot be removed; returns "path: reason" for each failure."""
-    failures: list[str] = []
-
-    def note(_fn, where, exc) -> None:
-        exc = exc[1] if isinstance(exc, tuple) else exc
-        failures.append(f"{where}: {_reason(exc) if isinstance(exc, OSError) else exc}")
-
-    if sys.version_info >= (3, 12):
-        shutil.rmtree(path, onexc=note)
-    else:
-        shutil.rmtree(path, onerror=note)
-    return failures
 
 
 class _Partial(FileOperationError):

@@ -6,6 +6,8 @@ what was wrong, where, and what would be accepted.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class AssayError(Exception):
     """Base of every error assay raises on purpose."""
@@ -51,3 +53,12 @@ class PathNotAllowed(AssayError):
 
 class FileOperationError(AssayError):
     code = "FILE_OPERATION_FAILED"
+
+
+def check_choice(value: Any, allowed, *, field: str, what: str) -> str:
+    """``value`` if it is one of ``allowed``, else InvalidInput naming the parameter and listing what is accepted."""
+    allowed = list(allowed)
+    if not isinstance(value, str) or value not in allowed:
+        raise InvalidInput(f"{field} {value!r} is not a supported {what}; use one of: {', '.join(allowed)}",
+                           field=field)
+    return value

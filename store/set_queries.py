@@ -10,7 +10,6 @@ only ever reaches SQL as a bound parameter.
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,8 +18,9 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
 from store.entries import T, entry_public, iso, subtree_clause
-from store.errors import InvalidInput
+from store.errors import InvalidInput, check_choice
 from store.filters import EntryFilter, normalize_extension, parse_end_time, parse_time
+from store.patterns import match_clause
 from store.sets import E, M, S, descendant_ids, require_set
 
 log = logging.getLogger(__name__)
@@ -52,17 +52,10 @@ IS_FIELDS: dict[str, Any] = {
 PATH_FIELDS = ("path", "parent")  # values that are paths: the tool confines them to the roots first
 _INT_FIELDS = ("size", "depth")
 
-# resource-fuzzy-match: text fields and modes
+# resource-fuzzy-match: text fields (modes: store.patterns.MATCH_MODES)
 TEXT_FIELDS: dict[str, Any] = {
     "path": T.c.path, "name": T.c.name, "parent": T.c.parent, "extension": T.c.extension, "kind": T.c.kind,
     "media_type": T.c.media_type, "mime": T.c.mime, "hash": T.c.hash,
-}
-MATCH_MODES: dict[str, str] = {
-    "contains": "the field contains the pattern (LIKE %pattern%, % and _ taken literally)",
-    "prefix": "the field starts with the pattern (LIKE pattern%)",
-    "suffix": "the field ends with the pattern (LIKE %pattern)",
-    "regex": "the pattern is a regular expression searched anywhere in the field",
-    "glob": "the whole field matches a shell glob: * any run of characters (including /), ? one, [abc] a class",
 }
 
 # resource-search: sort keys
@@ -70,15 +63,6 @@ SEARCH_SORTS: dict[str, Any] = {"size": T.c.size, "name": T.c.name, "mtime": T.c
                                 "ctime": T.c.ctime}
 
 MAX_LIMIT = 10000
-
-
-def check_choice(value: Any, allowed, *, field: str, what: str) -> str:
-    """``value`` if it is one of ``allowed``, else InvalidInput naming the parameter and listing what is accepted."""
-    allowed = list(allowed)
-    if not isinstance(value, str) or value not in allowed:
-        raise InvalidInput(f"{field} {value!r} is not a supported {what}; use one of: {', '.join(allowed)}",
-                           field=field)
-    return value
 
 
 def _check_page(limit: int, offset: int) -> None:
@@ -297,98 +281,6 @@ def field_is(conn: Connection, *, name: str, field: str, value: Any, include_chi
     scope = scope_for(conn, name=name, include_children=include_children)
     page = _page(conn, scope=scope, where=[IS_FIELDS[field] == wanted], limit=limit, offset=offset)
     return {**page, "field": field, "value": wanted if field in _INT_FIELDS else str(wanted)}
-
-
-# --- pattern matching -----------------------------------------------------------------------------------------------
-
-
-def _glob_tokens(pattern: str):
-    """Shell-glob tokens: ("*",), ("?",), ("[", negate, body) or ("lit", ch). ``[!..]`` and ``[^..]`` negate; a
-    ``]`` right after the opening bracket belongs to the class; an unclosed ``[`` is a literal."""
-    i, n = 0, len(pattern)
-    while i < n:
-        ch = pattern[i]
-        i += 1
-        if ch in "*?":
-            yield (ch,)
-        elif ch == "[":
-            j = i + 1 if i < n and pattern[i] in "!^" else i
-            if j < n and pattern[j] == "]":
-                j += 1
-            while j < n and pattern[j] != "]":
-                j += 1
-            if j >= n:
-                yield ("lit", ch)
-                continue
-            negate = pattern[i] in "!^"
-            yield ("[", negate, pattern[i + 1 if negate else i:j])
-            i = j + 1
-        else:
-            yield ("lit", ch)
-
-
-def glob_to_sqlite(pattern: str) -> str:
-    """The glob in SQLite GLOB syntax (which negates with ``^`` only and matches nothing for an unclosed ``[``)."""
-    out = []
-    for tok in _glob_tokens(pattern):
-        if tok[0] == "[":
-            out.append("[" + ("^" if tok[1] else "") + tok[2] + "]")
-        elif tok[0] == "lit":
-            out.append("[" + tok[1] + "]" if tok[1] in "*?[" else tok[1])
-        else:
-            out.append(tok[0])
-    return "".join(out)
-
-
-def glob_to_regex(pattern: str) -> str:
-    """The glob as an anchored regular expression valid in Python and PostgreSQL."""
-    out = ["^"]
-    for tok in _glob_tokens(pattern):
-        if tok[0] == "*":
-            out.append(".*")
-        elif tok[0] == "?":
-            out.append(".")
-        elif tok[0] == "[":
-            body = tok[2].replace("\\", r"\\").replace("[", r"\[")
-            if body.startswith("]"):
-                body = r"\]" + body[1:]
-            out.append("[" + ("^" if tok[1] else "") + body + "]")
-        else:
-            ch = tok[1]
-            out.append(ch if ch.isalnum() or ch == "_" or ord(ch) > 127 else "\\" + ch)
-    out.append("$")
-    return "".join(out)
-
-
-def _check_regex(pattern: str, *, case_sensitive: bool) -> None:
-    try:
-        re.compile(pattern, 0 if case_sensitive else re.IGNORECASE)
-    except re.error as exc:
-        raise InvalidInput(f"pattern {pattern!r} is not a valid regular expression ({exc}); escape special "
-                           r"characters with a backslash, e.g. report_\d{4}\.pdf", field="pattern") from None
-
-
-def match_clause(column, *, pattern: str, mode: str, case_sensitive: bool, dialect: str):
-    """The SQL test of ``column`` against ``pattern`` in ``mode`` for ``dialect`` (sqlite | postgresql | ...)."""
-    check_choice(mode, MATCH_MODES, field="mode", what="match mode")
-    if not isinstance(pattern, str) or pattern == "":
-        raise InvalidInput("pattern must be a non-empty string", field="pattern")
-    if mode in ("contains", "prefix", "suffix"):
-        target, needle = (column, pattern) if case_sensitive else (func.lower(column), pattern.lower())
-        method = {"contains": target.contains, "prefix": target.startswith, "suffix": target.endswith}[mode]
-        return method(needle, autoescape=True)
-    if mode == "glob":
-        if dialect == "sqlite":
-            if case_sensitive:
-                return column.op("GLOB")(glob_to_sqlite(pattern))
-            return func.lower(column).op("GLOB")(glob_to_sqlite(pattern.lower()))
-        regex = glob_to_regex(pattern)
-    else:
-        _check_regex(pattern, case_sensitive=case_sensitive)
-        regex = pattern
-    if dialect == "sqlite":  # SQLAlchemy's REGEXP function is Python's re.search, which takes inline flags only
-        return column.regexp_match(regex if case_sensitive else "(?i)" + regex)
-    return column.regexp_match(regex, flags=None if case_sensitive else "i")
 
 
 def fuzzy_match(conn: Connection, *, name: str, field: str, pattern: str, mode: str = "contains",

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import insert
 
-import flows.fileops as fileops
+import flows.diskops as diskops
 from flows.fileops import delete_files, move_files, rename_files
 from flows.indexer import index_tree
 from store import entries
@@ -105,7 +105,7 @@ def test_rename_across_filesystems_is_refused_pointing_to_move(engine, roots, in
     def cross_device(src, dst):
         raise OSError(errno.EXDEV, "Invalid cross-device link")
 
-    monkeypatch.setattr(fileops, "_rename_noreplace", cross_device)
+    monkeypatch.setattr(diskops, "rename_noreplace", cross_device)
     res = rename_files(engine, roots, renames=[{"from": str(indexed / ".hidden"), "to": str(indexed / ".h2")}])
     assert "use move-files" in res["results"][0]["error"]
     assert (indexed / ".hidden").exists()
@@ -149,7 +149,7 @@ def test_move_directory_into_itself_is_refused(engine, roots, indexed):
 
 
 def test_move_across_filesystems_copies_then_removes_the_source(engine, roots, indexed, monkeypatch):
-    real_rename = fileops._rename_noreplace
+    real_rename = diskops.rename_noreplace
     renamed: list[str] = []
 
     def cross_device(src, dst):
@@ -158,7 +158,7 @@ def test_move_across_filesystems_copies_then_removes_the_source(engine, roots, i
             return real_rename(src, dst)  # the final rename beside the target stays on one filesystem
         raise OSError(errno.EXDEV, "Invalid cross-device link")
 
-    monkeypatch.setattr(fileops, "_rename_noreplace", cross_device)
+    monkeypatch.setattr(diskops, "rename_noreplace", cross_device)
     src, dst = indexed / "docs" / "deep", indexed / "Videos" / "deep"
     res = move_files(engine, roots, moves=[{"from": str(src), "to": str(dst)}])
     assert res["results"][0]["status"] == "success"
@@ -174,8 +174,8 @@ def test_failed_cross_filesystem_copy_leaves_the_source_and_no_partial_copy(engi
     def disk_full(src, dst, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(fileops, "_rename_noreplace", cross_device)
-    monkeypatch.setattr(fileops.shutil, "copy2", disk_full)
+    monkeypatch.setattr(diskops, "rename_noreplace", cross_device)
+    monkeypatch.setattr(diskops.shutil, "copy2", disk_full)
     src = indexed / "Videos" / "movie.mp4"
     res = move_files(engine, roots, moves=[{"from": str(src), "to": str(indexed / "docs" / "movie.mp4")}])
     item = res["results"][0]
@@ -189,7 +189,7 @@ def test_the_final_rename_never_replaces_a_target_that_appeared_meanwhile(tmp_pa
     (tmp_path / "a").write_text("a")
     (tmp_path / "b").write_text("b")
     with pytest.raises(FileExistsError):
-        fileops._rename_noreplace(str(tmp_path / "a"), str(tmp_path / "b"))
+        diskops.rename_noreplace(str(tmp_path / "a"), str(tmp_path / "b"))
     assert (tmp_path / "b").read_text() == "b" and (tmp_path / "a").exists()
 
 
@@ -197,7 +197,7 @@ def test_folders_made_for_a_failed_move_are_removed_again(engine, roots, indexed
     def refuse(src, dst):
         raise PermissionError(errno.EACCES, "Permission denied", src)
 
-    monkeypatch.setattr(fileops, "_rename_noreplace", refuse)
+    monkeypatch.setattr(diskops, "rename_noreplace", refuse)
     res = move_files(engine, roots, moves=[{"from": str(indexed / ".hidden"), "to": str(indexed / "n1" / "n2" / "h")}])
     assert res["results"][0]["status"] == "error" and "Permission denied" in res["results"][0]["error"]
     assert not (indexed / "n1").exists() and (indexed / ".hidden").exists()

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import os
-import re
-import sqlite3
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 from sqlalchemy import insert, select
-from sqlalchemy.dialects import postgresql
 
 from flows.indexer import index_tree
 from store import set_queries as q
@@ -300,40 +297,6 @@ def test_fuzzy_rejects_bad_input_naming_it(conn, args, field, accepted):
     with pytest.raises(InvalidInput) as err:
         q.fuzzy_match(conn, name="photos", **args)
     assert err.value.field == field and accepted in err.value.message
-
-
-@pytest.mark.parametrize("pattern", ["*.jpg", "a?c", "[abc]*", "[!a]*", "x[*]y", "[]]x", "a.b+c", "(x)|y", "[a-c]?",
-                                     "100%_*", "back\\slash", "[unclosed"])
-def test_glob_translation_agrees_with_sqlite_glob(pattern):
-    samples = ["a.jpg", "abc", "aXc", "bcd", "x*y", "xay", "]x", "a.b+c", "(x)|y", "ab", "100%_done", "back\\slash",
-               "[unclosed", "c1", ""]
-    db = sqlite3.connect(":memory:")
-    native = q.glob_to_sqlite(pattern)
-    expected = [s for s in samples if db.execute("SELECT ? GLOB ?", (s, native)).fetchone()[0]]
-    regex = re.compile(q.glob_to_regex(pattern))
-    assert [s for s in samples if regex.search(s)] == expected
-
-
-@pytest.mark.parametrize("pattern, matches, misses", [
-    ("[!a]*", ["bcd", "]x"], ["abc", ""]),
-    ("[^a]*", ["bcd"], ["abc"]),
-    ("[unclosed", ["[unclosed"], ["unclosed"]),
-    ("x[*]y", ["x*y"], ["xay"]),
-])
-def test_glob_negates_with_bang_or_caret_and_takes_an_unclosed_bracket_literally(pattern, matches, misses):
-    db = sqlite3.connect(":memory:")
-    native = q.glob_to_sqlite(pattern)
-    assert all(db.execute("SELECT ? GLOB ?", (s, native)).fetchone()[0] for s in matches)
-    assert not any(db.execute("SELECT ? GLOB ?", (s, native)).fetchone()[0] for s in misses)
-
-
-def test_postgresql_gets_regex_operators_not_sqlite_functions():
-    for mode, pattern in (("regex", r"report_\d{4}"), ("glob", "*.jpg")):
-        clause = q.match_clause(T.c.path, pattern=pattern, mode=mode, case_sensitive=False, dialect="postgresql")
-        sql = str(clause.compile(dialect=postgresql.dialect()))
-        assert "~*" in sql and "GLOB" not in sql and "REGEXP" not in sql
-    sensitive = q.match_clause(T.c.path, pattern="*.jpg", mode="glob", case_sensitive=True, dialect="postgresql")
-    assert " ~ " in str(sensitive.compile(dialect=postgresql.dialect()))
 
 
 # --- search ---------------------------------------------------------------------------------------------------------

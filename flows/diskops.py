@@ -1,0 +1,117 @@
+"""Disk operations for file tools: renames that never replace, cross-filesystem moves that never lose the source
+before the copy is complete, and removals that carry on past what cannot be removed."""
+
+from __future__ import annotations
+
+import errno
+import os
+import posixpath
+import shutil
+import sys
+import uuid
+
+from store.errors import Conflict, FileOperationError
+
+def reason(exc: OSError) -> str:
+    return exc.strerror or str(exc)
+
+
+def same_file(a: str, b: str) -> bool:
+    """True when ``b`` names the same file as ``a`` (a case-only rename on a case-insensitive filesystem)."""
+    try:
+        sa, sb = os.lstat(a), os.lstat(b)
+    except OSError:
+        return False
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
+
+
+_RENAME_NOREPLACE = 1
+_AT_FDCWD = -100
+
+
+def _load_renameat2():
+    try:
+        import ctypes
+        import ctypes.util
+
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    return fn
+
+
+_renameat2 = _load_renameat2() if sys.platform.startswith("linux") else None
+
+
+def rename_noreplace(src: str, dst: str) -> None:
+    """Rename that fails with FileExistsError instead of replacing ``dst``: atomic through Linux's renameat2 where the
+    filesystem supports it, otherwise a check just before ``os.rename`` (a narrow race remains there)."""
+    if _renameat2 is not None:
+        import ctypes
+
+        if _renameat2(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), _RENAME_NOREPLACE) == 0:
+            return
+        err = ctypes.get_errno()
+        if err not in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP):
+            raise OSError(err, os.strerror(err), src, None, dst)
+    if os.path.lexists(dst):
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), dst)
+    os.rename(src, dst)
+
+
+def remove(path: str) -> None:
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    else:
+        os.unlink(path)
+
+
+def copy_then_remove(src: str, dst: str) -> str | None:
+    """Move across filesystems: copy to a hidden name beside ``dst``, rename it into place, then remove ``src``.
+
+    The source is removed only once its complete copy is in place. Returns None, or a warning when the copy is in place
+    but part of the source could not be removed.
+    """
+    tmp = posixpath.join(posixpath.dirname(dst), f".{posixpath.basename(dst)}.assay-partial-{uuid.uuid4().hex[:8]}")
+    try:
+        if os.path.islink(src):
+            os.symlink(os.readlink(src), tmp)
+        elif os.path.isdir(src):
+            shutil.copytree(src, tmp, symlinks=True)
+        else:
+            shutil.copy2(src, tmp)
+    except OSError as exc:
+        if os.path.lexists(tmp):
+            remove(tmp)
+        raise FileOperationError(f"copying {src} to {dst} failed ({reason(exc)}); the source is untouched",
+                                 field="to") from None
+    try:
+        rename_noreplace(tmp, dst)
+    except OSError as exc:
+        remove(tmp)
+        if isinstance(exc, FileExistsError):
+            raise Conflict(f"{dst} appeared while {src} was being copied; nothing was moved", field="to") from None
+        raise
+    try:
+        remove(src)
+    except OSError as exc:
+        return (f"copied to {dst}, but part of the source could not be removed ({reason(exc)}); "
+                f"the copy is complete, delete what is left of {src} with delete-files")
+    return None
+
+
+def rmtree(path: str) -> list[str]:
+    """Remove a tree, carrying on past what cannot be removed; returns "path: reason" for each failure."""
+    failures: list[str] = []
+
+    def note(_fn, where, exc) -> None:
+        exc = exc[1] if isinstance(exc, tuple) else exc
+        failures.append(f"{where}: {reason(exc) if isinstance(exc, OSError) else exc}")
+
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(path, onexc=note)
+    else:
+        shutil.rmtree(path, onerror=note)
+    return failures
