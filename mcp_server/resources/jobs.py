@@ -66,7 +66,7 @@ def register(mcp: MCPServer, app) -> None:
 
     def status_resource(status: str) -> None:
         @mcp.resource(f"{BASE}/{status}", name=f"jobs-{status}", mime_type=JSON,
-                      description=f"{status.capitalize()} jobs, newest first (at most {LIST_LIMIT}, with the total)")
+                      description=f"{status.capitalize()} jobs, newest first (at most {LIST_LIMIT}, with the total).")
         @_json
         def jobs_in_status() -> dict[str, Any]:
             return jobs_listing(app.engine, status=status)
