@@ -20,4 +20,4 @@ corpus: setup
 
 # Generated data only: the example corpus and test/bench leftovers (.venv stays; remove it by hand to rebuild).
 clean:
-	rm -rf examples/corpus .assay-test bench/out .pytest_cache .hypothesis
+	rm -rf examples/corpus bench/out .pytest_cache .hypothesis
