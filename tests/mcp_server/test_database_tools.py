@@ -21,7 +21,7 @@ async def test_db_diagnose_reports_the_reference_fields(client, app, tree, data_
         assert res["database_path"].startswith("postgresql+psycopg://postgres:***@127.0.0.1:")
     assert res["database_size"] > 0
     on_sqlite = app.engine.dialect.name == "sqlite"
-    assert res["integrity_check"] == "ok" if on_sqlite else "SQLite-only" in res["integrity_check"]
+    assert (res["integrity_check"] == "ok") if on_sqlite else ("SQLite-only" in res["integrity_check"])
     assert res["entry_count"] == 19 and res["resource_set_count"] == 0
     assert res["orphaned_entries"] == 0 and res["stale_entries"] == 0
     assert res["healthy"] is True and res["backend"] == app.engine.dialect.name
