@@ -162,9 +162,10 @@ def test_folder_times_are_the_newest_time_inside(corpus):
 # --- indexed by assay -------------------------------------------------------------------------------------------
 
 @pytest.fixture
-def settings(corpus: Path, data_dir: Path) -> Settings:
-    """Overrides conftest's: the app (and its client) may touch the corpus."""
-    return Settings(data_dir=data_dir, roots=[str(corpus)], use_prefect=False)
+def settings(request, store_backend: str, corpus: Path, data_dir: Path) -> Settings:
+    """Overrides conftest's: the app (and its client) may touch the corpus; SQLite and PostgreSQL stores alike."""
+    url = request.getfixturevalue("pg_database") if store_backend == "postgresql" else None
+    return Settings(data_dir=data_dir, roots=[str(corpus)], use_prefect=False, database_url=url)
 
 
 def test_indexing_the_corpus_counts_every_file_folder_and_byte(app, corpus):
