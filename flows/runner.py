@@ -9,6 +9,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from sqlalchemy.engine import Engine
 
 from flows.index_flow import ProgressHook, index_flow, register_job_hooks, run_index_job
+from flows.prefect_support import flow_settings
 from store import jobs as store_jobs
 
 log = logging.getLogger(__name__)
@@ -32,8 +33,9 @@ class JobRunner:
             if self.use_prefect:
                 register_job_hooks(job_id, cancel_event=event, on_progress=on_progress)
                 try:
-                    index_flow()(database_url=self.database_url, job_id=job_id, root=root,
-                                 follow_symlinks=follow_symlinks)
+                    with flow_settings():
+                        index_flow()(database_url=self.database_url, job_id=job_id, root=root,
+                                     follow_symlinks=follow_symlinks)
                 except Exception:
                     log.exception("index flow for job %s failed", job_id)
                 job = store_jobs.get_job(self.engine, job_id=job_id)
