@@ -1,0 +1,128 @@
+"""The fields a condition can test, with their types, the operators that apply, and who produces them.
+
+Fields of the entries table are always available. Fields that later modules fill (metadata from classifiers, text
+content, zero-shot labels, semantic similarity) parse now; a plan that uses one before its producer is installed is
+refused at validation, naming what is missing (see :func:`missing_producer`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+FieldType = Literal["text", "number", "size", "time", "duration", "choice", "set", "content", "label",
+                    "similarity", "metadata"]
+
+TEXT_OPS = ("=", "!=", "in", "contains", "startswith", "endswith", "matches", "glob")
+NUMBER_OPS = ("=", "!=", "<", "<=", ">", ">=", "between", "in")
+CHOICE_OPS = ("=", "!=", "in")
+OPERATORS = ("=", "!=", "<", "<=", ">", ">=", "in", "contains", "startswith", "endswith", "matches", "glob",
+             "between")
+OPS_BY_TYPE: dict[str, tuple[str, ...]] = {
+    "text": TEXT_OPS,
+    "number": NUMBER_OPS,
+    "size": NUMBER_OPS,
+    "time": ("=", "!=", "<", "<=", ">", ">=", "between"),
+    "duration": NUMBER_OPS,
+    "choice": CHOICE_OPS,
+    "set": ("=", "!=", "in"),  # set = photos: a member of photos; set in [a, b]: of any
+    "content": ("contains", "matches"),
+    "label": ("=", "!=", "in"),
+    "similarity": ("<", "<=", ">", ">=", "between"),
+    "metadata": OPERATORS,  # open-ended keys (exif.*, metadata.*): text or number, as the value says
+}
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    name: str
+    type: FieldType
+    description: str
+    column: str | None = None  # the entries column, for fields stored there
+    metadata_key: str | None = None  # the metadata_values key, for classifier-produced fields
+    producer: str | None = None  # the module that fills it; None: always available
+    choices: tuple[str, ...] = ()
+    needs_arg: bool = False  # similarity("a phrase")
+
+    @property
+    def operators(self) -> tuple[str, ...]:
+        return OPS_BY_TYPE[self.type]
+
+
+# producer -> what provides it (for "not installed" messages)
+PRODUCERS: dict[str, str] = {
+    "metadata": "the classifier module (outcome type classifier with classifierOperation extract_metadata)",
+    "text": "the text-extraction module (document search)",
+    "labels": "the zero-shot labelling module (outcome type label)",
+    "embeddings": "the embedding module (outcome type embed)",
+}
+INSTALLED_PRODUCERS: set[str] = set()  # modules add their name here when imported
+
+
+def _entry(name: str, type_: FieldType, description: str, **kw) -> FieldSpec:
+    return FieldSpec(name=name, type=type_, description=description, column=kw.pop("column", name), **kw)
+
+
+def _meta(name: str, type_: FieldType, description: str) -> FieldSpec:
+    return FieldSpec(name=name, type=type_, description=description, metadata_key=name, producer="metadata")
+
+
+KINDS = ("file", "directory", "symlink", "other")
+MEDIA_TYPES = ("image", "video", "audio", "document", "text", "other")
+
+FIELDS: dict[str, FieldSpec] = {f.name: f for f in [
+    _entry("path", "text", "absolute path"),
+    _entry("name", "text", "file name with its extension"),
+    _entry("extension", "text", "lower-case extension with its dot (.jpg); empty for none"),
+    _entry("parent", "text", "path of the containing directory"),
+    _entry("kind", "choice", "file, directory, symlink or other", choices=KINDS),
+    _entry("size", "size", "bytes (directories: their whole subtree)"),
+    _entry("mtime", "time", "modification time"),
+    _entry("ctime", "time", "inode change time"),
+    _entry("depth", "number", "number of path components below /"),
+    _entry("media_type", "choice", "image, video, audio, document, text or other (from the extension)",
+           choices=MEDIA_TYPES),
+    _entry("mime", "text", "MIME type, e.g. image/jpeg"),
+    _entry("hash", "text", "content hash (once a classifier computed it)"),
+    FieldSpec("set", "set", "membership in a resource set: set = photos"),
+    _meta("width", "number", "image or video width in pixels"),
+    _meta("height", "number", "image or video height in pixels"),
+    _meta("duration", "duration", "audio or video duration"),
+    _meta("pages", "number", "number of pages of a document"),
+    _meta("title", "text", "document title"),
+    _meta("author", "text", "document author"),
+    FieldSpec("text", "content", "the text content of a document", producer="text"),
+    FieldSpec("label", "label", "a zero-shot label given by a label outcome", producer="labels"),
+    FieldSpec("similarity", "similarity", "semantic similarity (0-1) of the text to a phrase: similarity(\"...\")",
+              producer="embeddings", needs_arg=True),
+]}
+
+# Prefixes of open-ended metadata keys: exif.Model, metadata.codec
+PREFIXES: dict[str, str] = {"exif.": "an EXIF tag of an image, e.g. exif.Model",
+                            "metadata.": "any key a classifier extracted, e.g. metadata.codec"}
+
+
+class UnknownField(ValueError):
+    pass
+
+
+def field_spec(name: str) -> FieldSpec:
+    """The spec of ``name``; open-ended ``exif.*`` / ``metadata.*`` keys are text-or-number metadata fields."""
+    spec = FIELDS.get(name)
+    if spec is not None:
+        return spec
+    for prefix in PREFIXES:
+        if name.startswith(prefix) and len(name) > len(prefix):
+            key = name if prefix == "exif." else name[len(prefix):]
+            return FieldSpec(name=name, type="metadata", description=PREFIXES[prefix], metadata_key=key,
+                             producer="metadata")
+    raise UnknownField(f"unknown field {name!r}; known fields: {', '.join(FIELDS)}, "
+                       "and exif.<tag> / metadata.<key>")
+
+
+def missing_producer(spec: FieldSpec) -> str | None:
+    """Why ``spec`` cannot be evaluated yet, or None when it can."""
+    if spec.producer is None or spec.producer in INSTALLED_PRODUCERS:
+        return None
+    return (f"field {spec.name!r} is filled by {PRODUCERS[spec.producer]}, which is not installed in this version "
+            f"of assay; fields available now: {', '.join(n for n, f in FIELDS.items() if f.producer is None)}")

@@ -1,0 +1,130 @@
+"""Outcome types of the plan language: what a rule does with the entries it matched.
+
+Each type is one model here, registered by name; ``selection_set`` and ``chained`` are executed by this version
+(their executors live in ``flows.outcomes``), ``classifier``, ``embed``, ``label`` and ``map`` parse now and are
+refused at validation until their modules are installed (see ``flows.plans.check_plan``). The reference's JSON form
+(``{type: selection_set, selectionSetName, operation}``, ``{type: classifier, classifierOperation, maxWidth, ...}``,
+``{type: chained, outcomes, stopOnError}``) is accepted exactly.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator
+
+from dsl.conditions import Condition
+
+_SET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+class OutcomeBase(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: str
+    when: Condition | None = Field(default=None, description="apply this outcome only to matches that also pass")
+
+    def params(self) -> dict[str, Any]:
+        """What identifies the work this outcome does (its parameters, not its condition), for work keys."""
+        return self.model_dump(mode="json", exclude={"when"})
+
+
+class SelectionSetOutcome(OutcomeBase):
+    """Add matched entries to a resource set (created if missing), or remove them from it."""
+
+    type: Literal["selection_set"] = "selection_set"
+    selectionSetName: str = Field(description="the resource set")
+    operation: Literal["add", "remove"] = "add"
+
+    @field_validator("selectionSetName")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _SET_NAME.fullmatch(v):
+            raise ValueError(f"{v!r} is not a valid resource-set name; use 1-128 letters, digits, '-', '_' or '.', "
+                             "starting with a letter or digit")
+        return v
+
+
+class ClassifierOutcome(OutcomeBase):
+    """Thumbnails, video timelines and extracted metadata (the classifier module)."""
+
+    type: Literal["classifier"] = "classifier"
+    classifierOperation: Literal["generate_thumbnail", "generate_timeline", "extract_metadata", "all"] = "all"
+    maxWidth: int | None = Field(default=None, ge=1, le=8192)
+    maxHeight: int | None = Field(default=None, ge=1, le=8192)
+    quality: int | None = Field(default=None, ge=1, le=100)
+
+
+class EmbedOutcome(OutcomeBase):
+    """Chunk the text of matched entries and embed it for semantic search (the embedding module)."""
+
+    type: Literal["embed"] = "embed"
+    collection: str = "default"
+    chunk_size: int = Field(default=1000, ge=50, le=100_000)
+    overlap: int = Field(default=200, ge=0)
+    model: str | None = None
+
+
+class LabelOutcome(OutcomeBase):
+    """Zero-shot labels from an embedding model, into metadata and/or sets (the labelling module)."""
+
+    type: Literal["label"] = "label"
+    classes: list[str] = Field(min_length=1)
+    threshold: float = Field(default=0.3, ge=0, le=1)
+    into: Literal["metadata", "sets", "both"] = "metadata"
+    model: str | None = None
+
+
+class MapOutcome(OutcomeBase):
+    """Build a citation map of each matched entry's structure (the citation module)."""
+
+    type: Literal["map"] = "map"
+    strategy: Literal["auto", "outline", "headings", "chapters", "scenes", "windows"] = "auto"
+    window: float | None = Field(default=None, gt=0)
+
+
+class ChainedOutcome(OutcomeBase):
+    """Several outcomes in order on the same matches; with stopOnError an entry that fails one skips the rest."""
+
+    type: Literal["chained"] = "chained"
+    outcomes: list["Outcome"] = Field(min_length=1)
+    stopOnError: bool = False
+
+
+OUTCOME_MODELS: dict[str, type[OutcomeBase]] = {}
+
+
+def register_outcome_model(cls: type[OutcomeBase]) -> type[OutcomeBase]:
+    name = cls.model_fields["type"].default
+    if name in OUTCOME_MODELS:
+        raise ValueError(f"outcome type {name!r} is registered twice")
+    OUTCOME_MODELS[name] = cls
+    return cls
+
+
+for _cls in (SelectionSetOutcome, ChainedOutcome, ClassifierOutcome, EmbedOutcome, LabelOutcome, MapOutcome):
+    register_outcome_model(_cls)
+
+
+def _tag(data: Any) -> str | None:
+    if isinstance(data, OutcomeBase):
+        return data.type
+    return data.get("type") if isinstance(data, dict) else None
+
+
+Outcome = Annotated[
+    Union[tuple(Annotated[cls, Tag(name)] for name, cls in OUTCOME_MODELS.items())],  # type: ignore[misc]
+    Discriminator(_tag, custom_error_type="invalid_outcome",
+                  custom_error_message="unknown outcome type; known: " + ", ".join(OUTCOME_MODELS)),
+]
+
+ChainedOutcome.model_rebuild()
+
+
+def iter_outcomes(outcomes: list[OutcomeBase]):
+    """Every outcome, chained ones and their members, depth first."""
+    for outcome in outcomes:
+        yield outcome
+        if isinstance(outcome, ChainedOutcome):
+            yield from iter_outcomes(outcome.outcomes)
