@@ -15,7 +15,10 @@ from flows.roots import Roots
 from flows.runner import JobRunner
 from mcp_server.config import TOOL_GROUPS, Settings, prepare_environment
 from mcp_server.tools.common import argument_error_result
+from flows.plan_service import PlanService
+from flows.plan_watch import PlanWatchers
 from store import jobs as store_jobs
+from store import plans as store_plans
 from store.engine import get_engine
 
 log = logging.getLogger(__name__)
@@ -35,6 +38,7 @@ GROUP_MODULES = {
     "resource-queries": "resource_queries",
     "resource-sets": "resource_sets",
     "session": "session",
+    "plans": "plans",
 }
 assert set(GROUP_MODULES) == set(TOOL_GROUPS)
 
@@ -47,6 +51,7 @@ class AssayApp:
     engine: Engine
     roots: Roots
     runner: JobRunner
+    plans: PlanService
     preferences: dict = field(default_factory=dict)  # session preferences (also persisted in the store)
 
     @classmethod
@@ -58,9 +63,28 @@ class AssayApp:
             log.warning("marked %d job(s) left running by a previous server as failed", reaped)
         roots = Roots.of(settings.effective_roots)
         runner = JobRunner(engine, settings.db_url, use_prefect=settings.use_prefect)
-        return cls(settings=settings, engine=engine, roots=roots, runner=runner)
+        reaped = store_plans.reap_running(engine)
+        if reaped:
+            log.warning("marked %d plan execution(s) left running by a previous server as errors", reaped)
+        plans = PlanService(engine, roots, use_prefect=settings.use_prefect)
+        plans.watching = PlanWatchers(plans)
+        if settings.plans_dir is not None:
+            from flows.plan_files import PlansDirectory
+
+            plans.plans_dir = PlansDirectory(settings.plans_dir, plans)
+            plans.plans_dir.load_all()
+        return cls(settings=settings, engine=engine, roots=roots, runner=runner, plans=plans)
+
+    def start_background(self) -> None:
+        """What a serving process runs beside the protocol: reloading plan files, resuming continuous plans."""
+        if self.plans.plans_dir is not None:
+            self.plans.plans_dir.start()
+        self.plans.resume()
 
     def close(self) -> None:
+        if self.plans.plans_dir is not None:
+            self.plans.plans_dir.stop()
+        self.plans.shutdown()
         self.runner.shutdown()
 
 

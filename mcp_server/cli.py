@@ -21,6 +21,9 @@ EPILOG = """examples:
   assay serve --transport http --port 3000 --root ~/Photos
   assay index ~/Photos                          # index once, with a progress bar
   assay serve --config assay.yaml               # settings from YAML (server.port, server.cors_origins, ...)
+  assay serve --plans-dir plans/                # plan files in git: loaded, reloaded on change, written back
+  assay plan validate examples/plans/*          # every problem with its line and column
+  assay plan run examples/plans/media.yaml      # run a plan once as a Prefect flow, with progress
 
 environment: ASSAY_DATA_DIR, ASSAY_DATABASE_URL, ASSAY_ROOTS (os.pathsep-separated), CORS_ORIGINS (comma-separated),
 ASSAY_TOOL_GROUPS (comma-separated). Command-line options override the environment, which overrides --config."""
@@ -51,6 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--index", action="append", metavar="PATH", default=[],
                        help="index PATH (inside a root) in the background once the server starts (repeatable)")
     serve.add_argument("--tool-groups", metavar="G1,G2", help="only list these tool groups (default: all)")
+    serve.add_argument("--plans-dir", metavar="DIR", help="load plan files from DIR, reload them on change, and "
+                                                          "write plans created over MCP back to it")
     serve.add_argument("--no-prefect", action="store_true",
                        help="run jobs as plain functions instead of Prefect flows (no flow runs recorded)")
     _common(serve)
@@ -64,6 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("--follow-symlinks", action="store_true", help="follow symbolic links (off by default)")
     index.add_argument("--no-prefect", action="store_true", help="run as a plain function, not a Prefect flow")
     _common(index)
+
+    from mcp_server import plan_cli
+
+    plan_cli.add_parser(sub, _common)
     return parser
 
 
@@ -132,9 +141,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     groups = [g.strip() for g in args.tool_groups.split(",")] if args.tool_groups else None
     settings = _settings(args, transport=args.transport, host=args.host, port=args.port, tool_groups=groups,
-                         use_prefect=False if args.no_prefect else None)
+                         use_prefect=False if args.no_prefect else None, plans_dir=args.plans_dir)
     app = AssayApp.create(settings)
     mcp = build_server(app)
+    app.start_background()
     for path in args.index:
         from flows.indexing import index_path
 
@@ -158,6 +168,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_plan(args: argparse.Namespace) -> int:
+    from mcp_server import plan_cli
+    from mcp_server.app import AssayApp
+
+    def make_app(use_prefect: bool = True):
+        return AssayApp.create(_settings(args, use_prefect=use_prefect))
+
+    return plan_cli.run(args, make_app)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -166,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     _setup_logging(args.log_level)
     try:
-        return {"serve": cmd_serve, "index": cmd_index}[args.command](args)
+        return {"serve": cmd_serve, "index": cmd_index, "plan": cmd_plan}[args.command](args)
     except AssayError as exc:
         print(f"assay: {exc}", file=sys.stderr)
         return 2

@@ -7,6 +7,7 @@ The YAML file uses reference 000's keys (``server.port``, ``server.host``, ``ser
     database: {url: postgresql+psycopg://user@localhost/assay}
     roots: [~/Photos, ~/Documents]
     tools: {groups: [indexing, navigation, resource-sets]}
+    plans: {dir: ./plans}
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from store.errors import InvalidInput
 
 DEFAULT_DATA_DIR = "~/.assay"
 TOOL_GROUPS = ("indexing", "navigation", "file-operations", "database", "queries", "resource-navigation",
-               "resource-queries", "resource-sets", "session")
+               "resource-queries", "resource-sets", "session", "plans")
 
 
 class ConfigError(InvalidInput):
@@ -48,9 +49,15 @@ class ToolsSection(BaseModel):
     groups: list[str] | None = None
 
 
+class PlansSection(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    dir: str | None = None
+
+
 class ConfigFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
     server: ServerSection = ServerSection()
+    plans: PlansSection = PlansSection()
     data_dir: str | None = None
     database: DatabaseSection = DatabaseSection()
     roots: list[str] | None = None
@@ -68,6 +75,7 @@ class Settings(BaseModel):
     cors_credentials: bool = True
     tool_groups: list[str] | None = None  # None: every group
     use_prefect: bool = True
+    plans_dir: Path | None = None
 
     @field_validator("tool_groups")
     @classmethod
@@ -105,7 +113,7 @@ def _read_config_file(path: Path) -> ConfigFile:
         )
         raise ConfigError(
             f"config file {path}: {problems}. Known keys: server.transport, server.host, server.port, "
-            "server.cors_origins, server.cors_credentials, data_dir, database.url, roots, tools.groups",
+            "server.cors_origins, server.cors_credentials, data_dir, database.url, roots, tools.groups, plans.dir",
             field="config",
         ) from None
 
@@ -125,7 +133,7 @@ def load_settings(cli: dict[str, Any] | None = None, *, config_file: str | Path 
         values.update({k: v for k, v in {
             "transport": srv.transport, "host": srv.host, "port": srv.port, "cors_origins": srv.cors_origins,
             "cors_credentials": srv.cors_credentials, "data_dir": cfg.data_dir, "database_url": cfg.database.url,
-            "roots": cfg.roots, "tool_groups": cfg.tools.groups,
+            "roots": cfg.roots, "tool_groups": cfg.tools.groups, "plans_dir": cfg.plans.dir,
         }.items() if v is not None})
     if env.get("ASSAY_DATA_DIR"):
         values["data_dir"] = env["ASSAY_DATA_DIR"]
@@ -135,11 +143,15 @@ def load_settings(cli: dict[str, Any] | None = None, *, config_file: str | Path 
         values["roots"] = _split(env["ASSAY_ROOTS"], os.pathsep)
     if env.get("CORS_ORIGINS"):
         values["cors_origins"] = _split(env["CORS_ORIGINS"], ",")
+    if env.get("ASSAY_PLANS_DIR"):
+        values["plans_dir"] = env["ASSAY_PLANS_DIR"]
     if env.get("ASSAY_TOOL_GROUPS"):
         values["tool_groups"] = _split(env["ASSAY_TOOL_GROUPS"], ",")
     values.update({k: v for k, v in (cli or {}).items() if v not in (None, [], ())})
     if "data_dir" in values:
         values["data_dir"] = Path(str(values["data_dir"])).expanduser()
+    if values.get("plans_dir"):
+        values["plans_dir"] = Path(str(values["plans_dir"])).expanduser().resolve()
     try:
         settings = Settings.model_validate(values)
     except ValidationError as exc:

@@ -33,6 +33,8 @@ SETTINGS: list[tuple[str, str, str, str, str]] = [
      "SQLAlchemy URL of the store, e.g. postgresql+psycopg://user@host/assay"),
     ("--tool-groups", "ASSAY_TOOL_GROUPS", "tools.groups", "all",
      "tool groups to list (fewer tools, less of an agent's context)"),
+    ("--plans-dir", "ASSAY_PLANS_DIR", "plans.dir", "none",
+     "directory of plan files (YAML, JSON, DSL .plan): loaded at start, reloaded on change, written back"),
     ("--config", "", "", "", "YAML file holding the settings above under their YAML keys"),
 ]
 

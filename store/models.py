@@ -198,6 +198,8 @@ class PlanExecution(SQLModel, table=True):
     outcomes_applied: int = 0
     error_message: str | None = None
     flow_run_id: str | None = None
+    trigger: str = "manual"  # manual | watch | startup | cli
+    summary_json: str = "{}"  # per source, rule and outcome: counts, errors, task runs
     started_at: float = Field(default_factory=now)
     completed_at: float | None = None
     duration_ms: int | None = None

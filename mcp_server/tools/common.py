@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotations
 from pydantic import BeforeValidator, Field, ValidationError, WithJsonSchema
 
+from dsl.errors import PlanError
 from store.errors import AssayError, FileOperationError
 
 logger = logging.getLogger(__name__)
@@ -45,7 +46,7 @@ Limit = Annotated[int, Field(ge=1, le=10000, description="Maximum entries to ret
 Offset = Annotated[int, Field(ge=0, description="Pagination offset (0 or more)")]
 
 
-def error_result(tool_name: str, exc: AssayError) -> CallToolResult:
+def error_result(tool_name: str, exc: AssayError | PlanError) -> CallToolResult:
     """A tool error the model can read (isError, the full message as text) that also carries reference 000's error
     object as structured content: ``{"error": {"code", "message", "data": {"field", "reason", "type"}}}``.
 
@@ -57,6 +58,8 @@ def error_result(tool_name: str, exc: AssayError) -> CallToolResult:
     code = INTERNAL_ERROR if isinstance(exc, FileOperationError) else INVALID_PARAMS
     error = {"code": code, "message": "Internal error" if code == INTERNAL_ERROR else "Invalid params",
              "data": {"field": exc.field, "reason": exc.message, "type": exc.code}}
+    if isinstance(exc, PlanError) and exc.problems:
+        error["data"]["problems"] = [p.as_dict() for p in exc.problems]
     return CallToolResult(content=[TextContent(type="text", text=str(exc))], structured_content={"error": error},
                           is_error=True)
 
@@ -100,14 +103,14 @@ def tool(mcp, name: str, annotations: ToolAnnotations):
             async def wrapper(*args, **kwargs):
                 try:
                     return await fn(*args, **kwargs)
-                except AssayError as exc:
+                except (AssayError, PlanError) as exc:
                     return error_result(name, exc)
         else:
             @functools.wraps(fn)
             def wrapper(*args, **kwargs):
                 try:
                     return fn(*args, **kwargs)
-                except AssayError as exc:
+                except (AssayError, PlanError) as exc:
                     return error_result(name, exc)
         mcp.add_tool(wrapper, name=name, annotations=annotations, description=inspect.cleandoc(fn.__doc__ or ""))
         _reject_unknown_arguments(mcp._tool_manager.get_tool(name))

@@ -1,0 +1,93 @@
+"""The store's side of condition evaluation: the contexts ``dsl.sql`` and ``dsl.evaluate`` need (entry columns,
+set membership, metadata values), bound to the store's tables."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import and_, exists, select, true
+from sqlalchemy.engine import Engine
+
+from dsl.conditions import Group
+from store.entries import T
+from store.models import MetadataValue
+from store.sets import M, S
+
+MV = MetadataValue.__table__
+
+
+def split(cond) -> tuple[Any, Any]:
+    """(the part of ``cond`` SQL can evaluate, the rest for Python); None for an empty side."""
+    if cond is None:
+        return None, None
+    from dsl import sql as dsl_sql
+
+    return dsl_sql.split(cond)
+
+
+def both(a, b):
+    """The conjunction of two residual conditions (either may be None)."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return Group(type="all", conditions=[a, b])
+
+
+class SqlStore:
+    """dsl.sql's context over the entries table."""
+
+    def __init__(self, engine: Engine, *, now: float) -> None:
+        self.now = now
+        self.dialect = engine.dialect.name
+
+    def column(self, field: str):
+        return T.c[field]
+
+    def member_of(self, set_names: list[str]):
+        return exists().where(M.c.entry_id == T.c.id, M.c.set_id == S.c.id, S.c.name.in_(set_names))
+
+    def metadata_exists(self, key: str, build):
+        return exists().where(MV.c.entry_id == T.c.id, MV.c.key == key, build(MV.c.num_value, MV.c.text_value))
+
+    def clause(self, cond):
+        from dsl import sql as dsl_sql
+
+        return true() if cond is None else dsl_sql.to_sql(cond, self)
+
+
+class EvalStore:
+    """dsl.evaluate's context: set membership and metadata looked up in the store (cached per run)."""
+
+    def __init__(self, engine: Engine, *, now: float) -> None:
+        self.engine = engine
+        self.now = now
+        self._members: dict[str, set[int]] = {}
+
+    def member_of(self, entry, set_names: list[str]) -> bool:
+        for name in set_names:
+            if name not in self._members:
+                with self.engine.connect() as conn:
+                    self._members[name] = set(conn.execute(
+                        select(M.c.entry_id).join(S, S.c.id == M.c.set_id).where(S.c.name == name)).scalars())
+            if entry["id"] in self._members[name]:
+                return True
+        return False
+
+    def metadata(self, entry, key: str) -> Any:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(MV.c.num_value, MV.c.text_value)
+                               .where(and_(MV.c.entry_id == entry["id"], MV.c.key == key))).first()
+        if row is None:
+            return None
+        return row[0] if row[0] is not None else row[1]
+
+    def evaluate(self, cond, entry) -> bool:
+        from dsl import evaluate as dsl_eval
+
+        return True if cond is None else dsl_eval.evaluate(cond, entry, self)
+
+    def explain(self, cond, entry) -> dict:
+        from dsl import evaluate as dsl_eval
+
+        return dsl_eval.explain(cond, entry, self)

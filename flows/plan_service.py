@@ -1,0 +1,245 @@
+"""Plans as a service: create / update / delete them (checked, stored, written back to the plans directory), run
+executions (as Prefect flows, in the background or in the caller's thread), and keep continuous plans watching.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Callable
+
+from sqlalchemy.engine import Engine
+
+from dsl.errors import PlanValidationError, Problem
+from dsl.model import Plan
+from flows import plans as plan_exec
+from flows.roots import Roots
+from store import plans as store_plans
+from store.errors import Conflict, InvalidInput
+
+log = logging.getLogger(__name__)
+
+
+class PlanService:
+    def __init__(self, engine: Engine, roots: Roots, *, use_prefect: bool = True, plans_dir=None,
+                 batch_size: int = plan_exec.DEFAULT_BATCH) -> None:
+        self.engine = engine
+        self.roots = roots
+        self.use_prefect = use_prefect
+        self.plans_dir = plans_dir  # a flows.plan_files.PlansDirectory, or None
+        self.batch_size = batch_size
+        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="assay-plan")
+        self._lock = threading.Lock()
+        self._futures: dict[int, Future] = {}
+        self._cancel: dict[int, threading.Event] = {}
+        self._plan_locks: dict[str, threading.Lock] = {}
+        self.watching = None  # a flows.plan_watch.PlanWatchers, set by the app when watching is available
+
+    # -- definitions --
+
+    def check(self, plan: Plan) -> Plan:
+        return plan_exec.validated(plan, roots=self.roots)
+
+    def load(self, name: str) -> Plan:
+        row = store_plans.get_plan(self.engine, name=name)
+        return Plan.model_validate(row["definition"])
+
+    def save(self, plan: Plan, *, create: bool | None, origin_path: str | None = None,
+             write_file: bool = True) -> dict[str, Any]:
+        self.check(plan)
+        row = store_plans.save_plan(self.engine, definition=plan.to_object(), create=create, origin_path=origin_path)
+        if write_file and self.plans_dir is not None:
+            path = self.plans_dir.write(plan)
+            if path and row.get("origin_path") != path:
+                row = store_plans.save_plan(self.engine, definition=plan.to_object(), create=False, origin_path=path)
+        self._sync_watch(plan)
+        return row
+
+    def delete(self, name: str) -> dict[str, Any]:
+        row = store_plans.delete_plan(self.engine, name=name)
+        if self.watching is not None:
+            self.watching.stop(name)
+        if self.plans_dir is not None:
+            self.plans_dir.remove(name, row.get("origin_path"))
+        return row
+
+    def _sync_watch(self, plan: Plan) -> None:
+        if self.watching is None:
+            return
+        if plan.status != "active" or not self.watching.wants(plan):
+            self.watching.stop(plan.name)
+        elif self.watching.is_watching(plan.name):
+            self.watching.restart(plan)  # definition may have changed
+
+    # -- executions --
+
+    def _plan_lock(self, name: str) -> threading.Lock:
+        with self._lock:
+            return self._plan_locks.setdefault(name, threading.Lock())
+
+    def execute(self, plan: Plan, *, wait: bool = False, trigger: str = "manual", restrict_ids=None,
+                scan: bool = True, use_prefect: bool | None = None,
+                on_progress: Callable[[dict], None] | None = None) -> dict[str, Any]:
+        """Start an execution of ``plan``; returns its row at once (status running), or when done with ``wait``."""
+        if plan.status != "active":
+            raise Conflict(f"plan {plan.name!r} is {plan.status}; plan-update with status active runs it again",
+                           field="name")
+        self.check(plan)
+        execution_id = store_plans.start_execution(self.engine, plan_name=plan.name, trigger=trigger)
+        event = threading.Event()
+        run = plan_exec.PlanRun(self.engine, plan, roots=self.roots, execution_id=execution_id,
+                                batch_size=self.batch_size, restrict_ids=restrict_ids, scan=scan,
+                                cancel_event=event, on_progress=on_progress)
+        prefect = self.use_prefect if use_prefect is None else use_prefect
+        with self._lock:
+            self._cancel[execution_id] = event
+
+        def work() -> dict[str, Any]:
+            try:
+                with self._plan_lock(plan.name):  # executions of one plan never overlap
+                    if prefect:
+                        from flows.plan_flow import run_as_flow
+
+                        try:
+                            run_as_flow(run)
+                        except Exception:
+                            log.info("plan %s execution %s ended with an error (recorded on the execution)",
+                                     plan.name, execution_id)
+                    else:
+                        plan_exec.run_stages(run)
+                row = store_plans.get_execution(self.engine, execution_id=execution_id)
+                if row["status"] == "running":  # the flow died before our code could finish the row
+                    row = store_plans.finish_execution(self.engine, execution_id=execution_id, status="error",
+                                                       error_message="the Prefect flow run failed before the "
+                                                                     "execution finished")
+                if plan.mode == "continuous" and trigger == "manual" and self.watching is not None:
+                    self.watching.ensure(plan)
+                return row
+            finally:
+                with self._lock:
+                    self._cancel.pop(execution_id, None)
+                    self._futures.pop(execution_id, None)
+
+        if wait:
+            return work()
+        with self._lock:
+            self._futures[execution_id] = self._pool.submit(work)
+        return store_plans.get_execution(self.engine, execution_id=execution_id)
+
+    def wait(self, execution_id: int, timeout: float | None = None) -> dict[str, Any]:
+        with self._lock:
+            future = self._futures.get(execution_id)
+        if future is not None:
+            future.result(timeout=timeout)
+        return store_plans.get_execution(self.engine, execution_id=execution_id)
+
+    def cancel(self, execution_id: int) -> bool:
+        with self._lock:
+            event = self._cancel.get(execution_id)
+        if event is None:
+            return False
+        event.set()
+        return True
+
+    # -- previews --
+
+    def preview(self, plan: Plan, *, samples: int = 5) -> dict[str, Any]:
+        from flows.plan_preview import preview_plan
+
+        self.check(plan)
+        return preview_plan(self.engine, plan, roots=self.roots, samples=samples)
+
+    def explain(self, plan: Plan, path: str) -> dict[str, Any]:
+        from flows.plan_preview import explain_path
+
+        self.check(plan)
+        return explain_path(self.engine, plan, roots=self.roots, path=path)
+
+    def resume(self) -> None:
+        """At server start: continuous plans that were running watch again (catching up on what changed)."""
+        if self.watching is not None:
+            self.watching.resume()
+
+    def shutdown(self) -> None:
+        with self._lock:
+            events = list(self._cancel.values())
+        for event in events:
+            event.set()
+        if self.watching is not None:
+            self.watching.shutdown()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def validation_problems(make: Callable[[], Plan], roots: Roots) -> tuple[Plan | None, list[Problem]]:
+    """Parse and check, collecting every problem instead of stopping at the first kind."""
+    from dsl.errors import PlanError
+
+    try:
+        plan = make()
+    except PlanError as exc:
+        return None, exc.problems or [Problem(exc.message)]
+    return plan, plan_exec.check_plan(plan, roots=roots)
+
+
+def require_valid(make: Callable[[], Plan], roots: Roots) -> Plan:
+    plan, problems = validation_problems(make, roots)
+    if problems:
+        raise PlanValidationError(problems=problems)
+    assert plan is not None
+    return plan
+
+
+__all__ = ["PlanService", "validation_problems", "require_valid", "InvalidInput"]
+
+
+# --- plans from tool arguments ------------------------------------------------------------------------------------
+
+PLAN_FIELDS = ("name", "description", "mode", "status", "sources", "conditions", "outcomes", "rules", "preferences")
+
+
+def plan_from_arguments(*, text: str | None = None, format: str = "auto", **fields: Any) -> Plan:
+    """A plan from plan-create style arguments: the reference's fields (name, sources, conditions, outcomes, ...),
+    or ``text`` holding the whole plan as DSL, YAML or JSON (then ``name``, if given, must agree)."""
+    given = {k: v for k, v in fields.items() if v is not None}
+    if text is not None:
+        plan = Plan.from_text(text, format=format)
+        extra = [k for k in given if k != "name"]
+        if extra:
+            raise InvalidInput(f"give the plan either as text or as fields, not both (also got: {', '.join(extra)})",
+                               field="text")
+        if "name" in given and given["name"] != plan.name:
+            raise InvalidInput(f"name {given['name']!r} differs from the name in the text ({plan.name!r})",
+                               field="name")
+        return plan
+    if "name" not in given:
+        raise InvalidInput("name is required (or give the whole plan as text)", field="name")
+    return Plan.from_object(given)
+
+
+def merge_update(current: Plan, *, text: str | None = None, format: str = "auto", **fields: Any) -> Plan:
+    """plan-update: ``text`` replaces the definition; fields replace theirs. ``conditions`` / ``outcomes`` (the
+    reference's one-rule form) replace the condition / outcomes of the rule named after the plan (creating it)."""
+    given = {k: v for k, v in fields.items() if v is not None}
+    if text is not None:
+        return plan_from_arguments(text=text, format=format, name=current.name, **{k: v for k, v in given.items()
+                                                                                    if k == "name"})
+    if not given:
+        raise InvalidInput("nothing to update: give description, mode, status, sources, conditions, outcomes, "
+                           "rules, preferences or text", field="name")
+    data = current.to_object()
+    for key in ("description", "mode", "status", "sources", "rules", "preferences"):
+        if key in given:
+            data[key] = given[key]
+    if "conditions" in given or "outcomes" in given:
+        rules = list(data.get("rules") or [])
+        main = next((r for r in rules if r["name"] == current.name), None)
+        if main is None:
+            main = {"name": current.name, "outcomes": []}
+            rules.insert(0, main)
+        if "conditions" in given:
+            main["when"] = given["conditions"]
+        if "outcomes" in given:
+            main["outcomes"] = given["outcomes"]
+        data["rules"] = rules
+    return Plan.from_object(data)

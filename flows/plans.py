@@ -1,0 +1,445 @@
+"""Running plans: sources select candidate entries, each rule's condition picks matches, outcomes act on them.
+
+Plain functions and one class, :class:`PlanRun`, whose methods are the stages a Prefect flow calls as named tasks
+(``flows.plan_flow``): ``scan <source>``, ``match <rule>``, ``<outcome> <rule> [batch k]``. Everything streams: the
+candidates of all sources are one SQL condition over the entries table (a union without duplicates), a rule's
+condition is pushed down to SQL where its fields are stored, the rest is evaluated in Python over batches read by id
+(keyset pagination), and outcomes act on a batch at a time, set-based where they can.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+from sqlalchemy import and_, false, func, not_, or_, select, true
+from sqlalchemy.engine import Connection, Engine
+
+from dsl.conditions import Compare, iter_leaves
+from dsl.errors import PlanValidationError, Problem
+from dsl.fields import field_spec, missing_producer
+from dsl.model import Plan, Rule, Source
+from dsl.outcomes import OutcomeBase, iter_outcomes
+from flows import conditions as cond_sql
+from flows.outcomes import EXECUTORS, BatchResult, RunContext, executor_for
+from flows.roots import Roots
+from store import jobs as store_jobs
+from store import plans as store_plans
+from store import sets as store_sets
+from store.entries import T, path_depth, subtree_clause
+from store.errors import AssayError, NotFound
+from store.filters import EntryFilter
+from store.patterns import match_clause
+from store.queries import Q
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BATCH = 2000
+SAMPLE = 5
+
+
+# --- validation beyond the language: what this installation can run ---------------------------------------------
+
+
+def check_plan(plan: Plan, *, roots: Roots | None = None) -> list[Problem]:
+    """Problems that make ``plan`` unrunnable here: outcome types without an executor, fields whose producer is
+    not installed, source paths outside the allowed roots."""
+    problems: list[Problem] = []
+    for i, source in enumerate(plan.sources):
+        if source.type.startswith("filesystem.") and roots is not None:
+            for j, path in enumerate(source.config.paths):
+                try:
+                    roots.resolve(os.path.expanduser(path), field=f"sources[{i}].config.paths[{j}]")
+                except AssayError as exc:
+                    problems.append(Problem(exc.message, path=f"sources[{i}].config.paths[{j}]"))
+    for i, rule in enumerate(plan.rules):
+        _check_condition(rule.when, f"rules[{i}].when", problems)
+        for j, outcome in enumerate(rule.outcomes):
+            for k, item in enumerate(iter_outcomes([outcome])):
+                where = f"rules[{i}].outcomes[{j}]" + ("" if k == 0 else f" (chained step {k})")
+                if item.type not in EXECUTORS:
+                    problems.append(Problem(
+                        f"outcome type {item.type!r} is not installed in this version of assay; installed: "
+                        f"{', '.join(EXECUTORS)}", path=where))
+                if item.when is not None:
+                    _check_condition(item.when, where + ".when", problems)
+    return problems
+
+
+def _check_condition(cond, where: str, problems: list[Problem]) -> None:
+    for leaf in iter_leaves(cond):
+        reason = missing_producer(field_spec(leaf.field))
+        if reason:
+            problems.append(Problem(reason, path=where))
+
+
+def validated(plan: Plan, *, roots: Roots | None) -> Plan:
+    problems = check_plan(plan, roots=roots)
+    if problems:
+        raise PlanValidationError(problems=problems)
+    return plan
+
+
+def resolved_paths(source: Source, roots: Roots | None) -> list[str]:
+    out = []
+    for j, path in enumerate(source.config.paths):
+        expanded = os.path.expanduser(path)
+        out.append(roots.resolve(expanded, field=f"source {source.name} path") if roots else os.path.abspath(expanded))
+    return out
+
+
+# --- selecting entries --------------------------------------------------------------------------------------------
+
+
+def source_clause(conn: Connection, source: Source, *, roots: Roots | None):
+    """SQL condition over the entries table for the entries ``source`` yields."""
+    cfg = source.config
+    if source.type.startswith("filesystem."):
+        dialect = conn.dialect.name
+        parts = []
+        for root in resolved_paths(source, roots):
+            if cfg.recursive:
+                part = subtree_clause(root)
+            else:
+                part = or_(T.c.path == root, T.c.parent == root)
+            if cfg.max_depth is not None:
+                part = and_(part, T.c.depth <= path_depth(root) + cfg.max_depth)
+            if not cfg.include_hidden:
+                part = and_(part, ~func.substr(T.c.path, len(root) + 1).contains("/.", autoescape=True))
+            parts.append(part)
+        clause = or_(*parts)
+        for pattern in cfg.exclude:
+            clause = and_(clause, not_(or_(
+                match_clause(T.c.name, pattern=pattern, mode="glob", case_sensitive=True, dialect=dialect),
+                match_clause(T.c.path, pattern=pattern, mode="glob", case_sensitive=True, dialect=dialect))))
+    elif source.type == "selection_set":
+        found = store_sets.get_set(conn, name=cfg.set)
+        if found is None:
+            raise NotFound(f"source {source.name!r}: resource set {cfg.set!r} does not exist; resource-set-list "
+                           "shows the sets", field="sources")
+        ids = store_sets.descendant_ids(conn, set_id=found["id"])
+        clause = T.c.id.in_(store_sets.entry_ids_in(ids))
+    else:  # query
+        row = conn.execute(select(Q.c.query_json).where(Q.c.name == cfg.query)).first()
+        if row is None:
+            raise NotFound(f"source {source.name!r}: saved query {cfg.query!r} does not exist; query-list shows "
+                           "the saved queries", field="sources")
+        clause = and_(true(), *EntryFilter.parse(json.loads(row[0]), where=f"query {cfg.query}").clauses())
+    if not cfg.include_directories:
+        clause = and_(clause, T.c.kind != "directory")
+    return clause
+
+
+def candidates_clause(conn: Connection, plan: Plan, *, roots: Roots | None, restrict_ids=None):
+    clause = or_(*(source_clause(conn, s, roots=roots) for s in plan.sources)) if plan.sources else false()
+    if restrict_ids is not None:
+        clause = and_(clause, T.c.id.in_(list(restrict_ids)))
+    return clause
+
+
+def work_key(row, rule: str, outcome: OutcomeBase) -> str:
+    params = json.dumps(outcome.params(), sort_keys=True)
+    text = f"{row['id']}|{row['path']}|{row['size']}|{row['mtime']}|{rule}|{params}"
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+# --- one execution -------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RuleState:
+    rule: Rule
+    push: Any  # SQL clause of the pushed-down part
+    residual: Any  # condition evaluated in Python, or None
+    matched: int = 0
+    samples: list[str] = field(default_factory=list)
+
+
+@dataclass
+class OutcomeState:
+    rule: str
+    index: int
+    outcome: OutcomeBase
+    push: Any
+    residual: Any
+    applied: int = 0
+    unchanged: int = 0
+    skipped: int = 0  # work already done on an unchanged entry
+    errors: int = 0
+    error_samples: list[str] = field(default_factory=list)
+    batches: int = 0
+
+
+class Cancelled(Exception):
+    pass
+
+
+class PlanRun:
+    """The state of one execution of ``plan``; each public method is one stage (one Prefect task run)."""
+
+    def __init__(self, engine: Engine, plan: Plan, *, roots: Roots | None, execution_id: int,
+                 batch_size: int = DEFAULT_BATCH, restrict_ids=None, scan: bool = True,
+                 cancel_event: threading.Event | None = None,
+                 on_progress: Callable[[dict], None] | None = None) -> None:
+        self.engine = engine
+        self.plan = plan
+        self.roots = roots
+        self.execution_id = execution_id
+        self.batch_size = batch_size
+        self.restrict_ids = restrict_ids
+        self.scan = scan
+        self.cancel_event = cancel_event
+        self.on_progress = on_progress
+        self.now = time.time()
+        self.summary: dict[str, Any] = {"sources": {}, "rules": {}, "timings_ms": {}}
+        self.processed = 0
+        self.rules: list[RuleState] = []
+        self.outcomes: list[OutcomeState] = []
+        self._sql = cond_sql.SqlStore(engine, now=self.now)
+        self._eval = cond_sql.EvalStore(engine, now=self.now)
+        for rule in plan.rules:
+            push, residual = cond_sql.split(rule.when)
+            self.rules.append(RuleState(rule, self._sql.clause(push), residual))
+            for j, outcome in enumerate(rule.outcomes):
+                o_push, o_res = cond_sql.split(outcome.when) if outcome.when is not None else (None, None)
+                self.outcomes.append(OutcomeState(rule.name, j, outcome,
+                                                  and_(self._sql.clause(push), self._sql.clause(o_push)),
+                                                  cond_sql.both(residual, o_res)))
+
+    # -- stages --
+
+    def _check_cancel(self) -> None:
+        if self.cancel_event is not None and self.cancel_event.is_set():
+            raise Cancelled("cancelled on request")
+
+    def scan_source(self, index: int) -> dict[str, Any]:
+        """Index a filesystem source's paths (incrementally), then fill its target set."""
+        started = time.perf_counter()
+        source = self.plan.sources[index]
+        info: dict[str, Any] = {"type": source.type}
+        if self.scan and source.type.startswith("filesystem.") and self.restrict_ids is None:
+            from flows.index_flow import run_index_job
+
+            jobs = []
+            for root in resolved_paths(source, self.roots):
+                if not os.path.lexists(root):
+                    raise NotFound(f"source {source.name!r}: {root} does not exist", field="sources")
+                job_id = store_jobs.create_job(self.engine, root=root, params={"plan": self.plan.name,
+                                                                                "source": source.name})
+                job = run_index_job(self.engine, job_id=job_id, root=root,
+                                    follow_symlinks=source.config.follow_symlinks,
+                                    cancel_event=self.cancel_event)
+                if job["status"] == "cancelled":
+                    raise Cancelled("cancelled on request")
+                if job["status"] != "completed":
+                    raise RuntimeError(f"indexing {root} for source {source.name!r} failed: {job['error_message']}")
+                jobs.append({"jobId": job["id"], "root": root, "files": job["files"], "removed": job["removed"]})
+            info["index_jobs"] = jobs
+        with self.engine.begin() as conn:
+            clause = source_clause(conn, source, roots=self.roots)
+            if self.restrict_ids is not None:
+                clause = and_(clause, T.c.id.in_(list(self.restrict_ids)))
+            info["entries"] = conn.execute(select(func.count()).select_from(T).where(clause)).scalar_one()
+            if source.target_set:
+                target = store_sets.ensure_set(conn, name=source.target_set)
+                info["added_to_target_set"] = store_sets.add_members_from(
+                    conn, set_id=target["id"], entry_ids=select(T.c.id).where(clause))
+        info["duration_ms"] = int((time.perf_counter() - started) * 1000)
+        self.summary["sources"][source.name] = info
+        self._progress(stage=f"scan {source.name}")
+        return info
+
+    def count_candidates(self) -> int:
+        with self.engine.connect() as conn:
+            cand = candidates_clause(conn, self.plan, roots=self.roots, restrict_ids=self.restrict_ids)
+            self.processed = conn.execute(select(func.count()).select_from(T).where(cand)).scalar_one()
+        return self.processed
+
+    def match_rule(self, index: int) -> dict[str, Any]:
+        """Count (and sample) the rule's matches among the candidates."""
+        started = time.perf_counter()
+        state = self.rules[index]
+        if state.residual is None:
+            with self.engine.connect() as conn:
+                where = and_(candidates_clause(conn, self.plan, roots=self.roots, restrict_ids=self.restrict_ids),
+                             state.push)
+                state.matched = conn.execute(select(func.count()).select_from(T).where(where)).scalar_one()
+                state.samples = list(conn.execute(select(T.c.path).where(where).order_by(T.c.id).limit(SAMPLE))
+                                     .scalars())
+        else:
+            state.matched = 0
+            for rows in self._batches(state.push):
+                for row in rows:
+                    if self._eval.evaluate(state.residual, row):
+                        state.matched += 1
+                        if len(state.samples) < SAMPLE:
+                            state.samples.append(row["path"])
+        self.summary["rules"][state.rule.name] = {"matched": state.matched, "samples": state.samples,
+                                                  "outcomes": [], "duration_ms":
+                                                  int((time.perf_counter() - started) * 1000)}
+        self._progress(stage=f"match {state.rule.name}")
+        return {"matched": state.matched}
+
+    def outcome_batch(self, position: int, after_id: int) -> dict[str, Any]:
+        """Apply outcome ``position`` (over all rules, in order) to the next batch of its matches after
+        ``after_id``; returns ``{"last_id", "done", "applied", ...}``."""
+        self._check_cancel()
+        state = self.outcomes[position]
+        executor = executor_for(state.outcome)
+        state.batches += 1
+        with self.engine.begin() as conn:
+            where = and_(candidates_clause(conn, self.plan, roots=self.roots, restrict_ids=self.restrict_ids),
+                         state.push, T.c.id > after_id)
+            if state.residual is None and not executor.records_work:
+                boundary = conn.execute(select(T.c.id).where(where).order_by(T.c.id)
+                                        .offset(self.batch_size - 1).limit(1)).scalar()
+                ids = select(T.c.id).where(where)
+                if boundary is not None:
+                    ids = ids.where(T.c.id <= boundary)
+                result = executor.apply_sql(conn, state.outcome, ids)
+                if result is not None:
+                    last = boundary if boundary is not None else -1
+                    self._account(state, result)
+                    return {"last_id": last, "done": boundary is None, "applied": result.applied}
+            rows = conn.execute(select(T).where(where).order_by(T.c.id).limit(self.batch_size)).mappings().all()
+            done = len(rows) < self.batch_size
+            last = rows[-1]["id"] if rows else -1
+            if state.residual is not None:
+                rows = [r for r in rows if self._eval.evaluate(state.residual, r)]
+            result = self._apply_rows(conn, state, executor, rows)
+        self._account(state, result)
+        return {"last_id": last, "done": done, "applied": result.applied}
+
+    def _apply_rows(self, conn: Connection, state: OutcomeState, executor, rows) -> BatchResult:
+        keys: dict[int, str] = {}
+        if executor.records_work and rows:
+            keys = {r["id"]: work_key(r, state.rule, state.outcome) for r in rows}
+            done = store_plans.known_work_keys(conn, list(keys.values()))
+            before = len(rows)
+            rows = [r for r in rows if keys[r["id"]] not in done]
+            state.skipped += before - len(rows)
+        ctx = RunContext(evaluate=self._eval.evaluate)
+        result = executor.apply_rows(conn, state.outcome, rows, ctx)
+        if executor.records_work and rows:
+            failed = dict(result.errors)
+            store_plans.record_outcomes(conn, (
+                {"execution_id": self.execution_id, "entry_id": r["id"], "rule": state.rule,
+                 "outcome_type": state.outcome.type, "work_key": keys[r["id"]],
+                 "status": "error" if r["id"] in failed else "applied", "detail": failed.get(r["id"])}
+                for r in rows))
+        return result
+
+    def _account(self, state: OutcomeState, result: BatchResult) -> None:
+        state.applied += result.applied
+        state.unchanged += result.unchanged
+        state.errors += len(result.errors)
+        for entry_id, reason in result.errors[: max(0, 5 - len(state.error_samples))]:
+            state.error_samples.append(f"entry {entry_id}: {reason}")
+        self._progress(stage=f"{state.outcome.type} {state.rule} [batch {state.batches}]")
+
+    def _batches(self, push) -> Iterator[list]:
+        after = -1
+        while True:
+            self._check_cancel()
+            with self.engine.connect() as conn:
+                where = and_(candidates_clause(conn, self.plan, roots=self.roots, restrict_ids=self.restrict_ids),
+                             push, T.c.id > after)
+                rows = conn.execute(select(T).where(where).order_by(T.c.id).limit(self.batch_size)).mappings().all()
+            if not rows:
+                return
+            yield rows
+            after = rows[-1]["id"]
+            if len(rows) < self.batch_size:
+                return
+
+    # -- results --
+
+    def distinct_matched(self) -> int:
+        if not self.rules:
+            return 0
+        if any(s.residual is not None for s in self.rules):
+            return sum(s.matched for s in self.rules)
+        with self.engine.connect() as conn:
+            where = and_(candidates_clause(conn, self.plan, roots=self.roots, restrict_ids=self.restrict_ids),
+                         or_(*(s.push for s in self.rules)))
+            return conn.execute(select(func.count()).select_from(T).where(where)).scalar_one()
+
+    def counters(self) -> dict[str, int]:
+        """Reference 000's counters; an entry matched by two rules counts once (when every condition ran in SQL)."""
+        return {"entries_processed": self.processed, "entries_matched": self.distinct_matched(),
+                "outcomes_applied": sum(o.applied for o in self.outcomes)}
+
+    def outcome_summary(self) -> None:
+        for o in self.outcomes:
+            self.summary["rules"].setdefault(o.rule, {"outcomes": []})["outcomes"].append({
+                "type": o.outcome.type, "params": o.outcome.params(), "applied": o.applied,
+                "unchanged": o.unchanged, "skipped_unchanged_entries": o.skipped, "errors": o.errors,
+                "error_samples": o.error_samples, "batches": o.batches})
+
+    def _progress(self, *, stage: str) -> None:
+        if self.on_progress is not None:
+            try:
+                self.on_progress({"stage": stage, "outcomes_applied": sum(o.applied for o in self.outcomes)})
+            except Exception:  # a progress consumer must never break a run
+                log.debug("progress hook failed", exc_info=True)
+
+
+def run_stages(run: PlanRun, *, task: Callable[[str, Callable, tuple], Any] | None = None) -> dict[str, Any]:
+    """Run every stage of ``run`` in order; ``task(name, fn, args)`` wraps each stage (a Prefect task) or, when
+    None, calls it directly. Returns the finished execution row."""
+    call = task or (lambda name, fn, args: fn(*args))
+    engine, plan = run.engine, run.plan
+    started = time.perf_counter()
+    try:
+        for i, source in enumerate(plan.sources):
+            call(f"scan {source.name}", run.scan_source, (i,))
+        run.count_candidates()
+        store_plans.update_execution(engine, execution_id=run.execution_id, entries_processed=run.processed)
+        for i, state in enumerate(run.rules):
+            call(f"match {state.rule.name}", run.match_rule, (i,))
+        for position, state in enumerate(run.outcomes):
+            after, k = -1, 1
+            while True:
+                out = call(f"{state.outcome.type} {state.rule} [batch {k}]", run.outcome_batch, (position, after))
+                if out["done"] or out["last_id"] == -1:
+                    break
+                after, k = out["last_id"], k + 1
+            store_plans.update_execution(engine, execution_id=run.execution_id,
+                                         outcomes_applied=sum(o.applied for o in run.outcomes))
+        run.outcome_summary()
+        counters = run.counters()
+        errors = sum(o.errors for o in run.outcomes)
+        status = "success" if counters["entries_matched"] > 0 or (not plan.rules and run.processed > 0) else "partial"
+        message = None
+        if errors:
+            message = f"{errors} outcome error(s); see summary.rules.*.outcomes[].error_samples"
+        elif status == "partial":
+            message = "nothing matched" if plan.rules else "the sources yielded no entries"
+        run.summary["timings_ms"]["total"] = int((time.perf_counter() - started) * 1000)
+        return store_plans.finish_execution(engine, execution_id=run.execution_id, status=status,
+                                            error_message=message, summary=run.summary, **counters)
+    except Cancelled:
+        run.outcome_summary()
+        return store_plans.finish_execution(engine, execution_id=run.execution_id, status="error",
+                                            error_message="cancelled on request; outcomes applied so far were kept",
+                                            summary=run.summary, **_safe_counters(run))
+    except AssayError as exc:
+        return store_plans.finish_execution(engine, execution_id=run.execution_id, status="error",
+                                            error_message=exc.message, summary=run.summary, **_safe_counters(run))
+    except Exception as exc:
+        log.exception("plan %s execution %s failed", plan.name, run.execution_id)
+        store_plans.finish_execution(engine, execution_id=run.execution_id, status="error",
+                                     error_message=f"{type(exc).__name__}: {exc}", summary=run.summary,
+                                     **_safe_counters(run))
+        raise
+
+
+def _safe_counters(run: PlanRun) -> dict[str, int]:
+    return {"entries_processed": run.processed, "entries_matched": sum(s.matched for s in run.rules),
+            "outcomes_applied": sum(o.applied for o in run.outcomes)}

@@ -1,0 +1,139 @@
+"""`assay plan validate|run|preview|explain|show|schema`: plans from files (YAML, JSON, DSL) or the store, on the
+command line. Part of the CLI, so it prints; everything it does is a call into flows/ and dsl/."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+PLAN_HELP = "a plan file (.yaml, .yml, .json, .plan DSL), - for standard input, or the name of a stored plan"
+
+
+def add_parser(sub, common) -> None:
+    plan = sub.add_parser("plan", help="validate, run, preview, explain, print plans; print the plan JSON Schema",
+                          description="Work with plans: files in YAML / JSON / DSL, or plans stored by the server.")
+    psub = plan.add_subparsers(dest="plan_command", metavar="ACTION", required=True)
+
+    v = psub.add_parser("validate", help="check plan files; every problem with its line and column")
+    v.add_argument("plans", nargs="+", metavar="PLAN", help=PLAN_HELP)
+    common(v)
+
+    r = psub.add_parser("run", help="run a plan once, as a Prefect flow, with a progress line")
+    r.add_argument("plan", metavar="PLAN", help=PLAN_HELP)
+    r.add_argument("--no-prefect", action="store_true", help="run as plain functions, not a Prefect flow")
+    r.add_argument("--save", action="store_true", help="store the plan (as plan-create would) before running it")
+    common(r)
+
+    p = psub.add_parser("preview", help="what a plan would do, changing nothing")
+    p.add_argument("plan", metavar="PLAN", help=PLAN_HELP)
+    p.add_argument("--samples", type=int, default=5, help="sample entries per rule (default 5)")
+    common(p)
+
+    e = psub.add_parser("explain", help="why a plan does or does not act on one path")
+    e.add_argument("plan", metavar="PLAN", help=PLAN_HELP)
+    e.add_argument("path", help="an indexed file or directory")
+    common(e)
+
+    s = psub.add_parser("show", help="print a plan in canonical form")
+    s.add_argument("plan", metavar="PLAN", help=PLAN_HELP)
+    s.add_argument("--format", choices=["yaml", "dsl", "json"], default="yaml")
+    common(s)
+
+    sc = psub.add_parser("schema", help="print the JSON Schema of plan files (for editors)")
+    common(sc)
+
+
+def _read_plan(spec: str, app=None):
+    from pathlib import Path
+
+    from dsl.model import Plan
+
+    if spec == "-":
+        return Plan.from_text(sys.stdin.read(), source="<stdin>")
+    path = Path(spec).expanduser()
+    if path.exists():
+        return Plan.from_path(path)
+    if app is not None:
+        from store import plans as store_plans
+
+        row = store_plans.find_plan(app.engine, name=spec)
+        if row is not None:
+            return Plan.model_validate(row["definition"])
+    from store.errors import NotFound
+
+    raise NotFound(f"{spec} is neither a plan file nor a stored plan")
+
+
+def run(args: argparse.Namespace, make_app) -> int:
+    from dsl.errors import PlanError
+
+    cmd = args.plan_command
+    if cmd == "schema":
+        from dsl.schema import plan_json_schema
+
+        print(json.dumps(plan_json_schema(), indent=2))
+        return 0
+    if cmd == "validate":
+        app = make_app()
+        status = 0
+        try:
+            from flows.plan_service import validation_problems
+
+            for spec in args.plans:
+                plan, problems = validation_problems(lambda: _read_plan(spec, app), app.roots)
+                if problems:
+                    status = 1
+                    print(f"{spec}: {len(problems)} problem(s)")
+                    for problem in problems:
+                        print("  " + problem.render().replace("\n", "\n  "))
+                else:
+                    print(f"{spec}: ok (plan {plan.name}: {len(plan.sources)} source(s), {len(plan.rules)} rule(s))")
+        finally:
+            app.close()
+        return status
+    if cmd == "show":
+        plan = _read_plan(args.plan)
+        text = {"yaml": plan.to_yaml, "dsl": plan.to_dsl,
+                "json": lambda: json.dumps(plan.to_object(), indent=2) + "\n"}[args.format]()
+        sys.stdout.write(text)
+        return 0
+    app = make_app(use_prefect=not getattr(args, "no_prefect", False))
+    try:
+        plan = _read_plan(args.plan, app)
+        if cmd == "preview":
+            print(json.dumps(app.plans.preview(plan, samples=args.samples), indent=2))
+            return 0
+        if cmd == "explain":
+            print(json.dumps(app.plans.explain(plan, args.path), indent=2))
+            return 0
+        # run
+        app.plans.check(plan)
+        from store import plans as store_plans
+
+        if args.save or store_plans.find_plan(app.engine, name=plan.name) is None:
+            app.plans.save(plan, create=None)
+        started = time.monotonic()
+
+        def progress(p: dict) -> None:
+            sys.stderr.write(f"\r{time.monotonic() - started:6.1f}s  {p['stage'][:50]:<50}  "
+                             f"{p['outcomes_applied']} outcomes applied")
+            sys.stderr.flush()
+
+        row = app.plans.execute(plan, wait=True, trigger="cli", on_progress=progress)
+        sys.stderr.write("\n")
+        print(f"{row['status']}: {row['entries_processed']} entries processed, {row['entries_matched']} matched, "
+              f"{row['outcomes_applied']} outcomes applied, in {row['duration_ms']} ms "
+              f"(plan {plan.name}, execution {row['execution_id']})")
+        for name, rule in (row.get("summary") or {}).get("rules", {}).items():
+            outs = ", ".join(f"{o['type']} {o['applied']}" for o in rule.get("outcomes", []))
+            print(f"  rule {name}: {rule.get('matched')} matched" + (f"; {outs}" if outs else ""))
+        if row.get("error_message"):
+            print(f"  {row['error_message']}")
+        return 0 if row["status"] in ("success", "partial") else 1
+    except PlanError as exc:
+        print(f"assay: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        app.close()
