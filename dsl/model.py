@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from dsl.conditions import TRUE, Condition
 from dsl.errors import PlanValidationError, Problem
@@ -141,6 +141,23 @@ class Plan(BaseModel):
     sources: list[Source] = Field(default_factory=list)
     rules: list[Rule] = Field(default_factory=list)
     preferences: dict[str, Any] = Field(default_factory=dict)
+    # the folder of the plan file it came from: relative source paths are relative to it (not part of the plan)
+    _base_dir: str | None = PrivateAttr(default=None)
+
+    def with_base_dir(self, base_dir: str | None) -> "Plan":
+        self._base_dir = base_dir
+        return self
+
+    @property
+    def base_dir(self) -> str | None:
+        return self._base_dir
+
+    def __eq__(self, other: object) -> bool:  # the base folder is where the plan lives, not what it says
+        if not isinstance(other, Plan):
+            return NotImplemented
+        return self.model_dump() == other.model_dump()
+
+    __hash__ = None  # type: ignore[assignment]
 
     @model_validator(mode="before")
     @classmethod

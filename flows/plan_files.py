@@ -71,6 +71,7 @@ class PlansDirectory:
         try:
             plan = Plan.from_text(text, format="dsl" if file.suffix == ".plan" else
                                   "json" if file.suffix == ".json" else "yaml", source=file.name)
+            plan.with_base_dir(str(self.path))
             self.service.save(plan, create=None, origin_path=key, write_file=False)
         except (PlanError, AssayError) as exc:
             self._errors[key] = str(exc)

@@ -69,7 +69,7 @@ def preview_plan(engine: Engine, plan: Plan, *, roots: Roots, samples: int = 5) 
     with engine.connect() as conn:
         for source in plan.sources:
             try:
-                clause = source_clause(conn, source, roots=roots)
+                clause = source_clause(conn, source, roots=roots, base_dir=plan.base_dir)
                 out["sources"].append({"name": source.name, "type": source.type, "entries": _count(conn, clause),
                                        "target_set": source.target_set})
             except Exception as exc:  # a missing set or query: say so, keep previewing
@@ -124,7 +124,7 @@ def explain_path(engine: Engine, plan: Plan, *, roots: Roots, path: str) -> dict
     with engine.connect() as conn:
         for source in plan.sources:
             try:
-                clause = source_clause(conn, source, roots=roots)
+                clause = source_clause(conn, source, roots=roots, base_dir=plan.base_dir)
                 yielded = _count(conn, and_(clause, T.c.id == row["id"])) > 0
                 result["sources"].append({"name": source.name, "type": source.type, "yields_entry": yielded})
             except Exception as exc:

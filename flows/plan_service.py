@@ -42,8 +42,14 @@ class PlanService:
         return plan_exec.validated(plan, roots=self.roots)
 
     def load(self, name: str) -> Plan:
+        """The stored plan; a plan from a file resolves relative source paths against the file's folder."""
+        import os
+
         row = store_plans.get_plan(self.engine, name=name)
-        return Plan.model_validate(row["definition"])
+        plan = Plan.model_validate(row["definition"])
+        if row["origin_path"]:
+            plan.with_base_dir(os.path.dirname(row["origin_path"]))
+        return plan
 
     def save(self, plan: Plan, *, create: bool | None, origin_path: str | None = None,
              write_file: bool = True) -> dict[str, Any]:

@@ -57,7 +57,7 @@ class PlanWatchers:
         watchers = []
         for source in watched_sources(plan):
             cfg = source.config
-            watcher = TreeWatcher(self.service.engine, resolved_paths(source, self.service.roots),
+            watcher = TreeWatcher(self.service.engine, resolved_paths(source, self.service.roots, plan.base_dir),
                                   recursive=cfg.recursive, include_hidden=cfg.include_hidden,
                                   exclude=list(cfg.exclude), debounce_ms=cfg.debounce_ms,
                                   follow_symlinks=cfg.follow_symlinks, name=f"{plan.name}/{source.name}",
@@ -74,7 +74,7 @@ class PlanWatchers:
             row = store_plans.find_plan(self.service.engine, name=name)
             if row is None:
                 return
-            plan = Plan.model_validate(row["definition"])
+            plan = self.service.load(name)
             if plan.status != "active":
                 return
             if changes.full_rescan:
@@ -96,7 +96,7 @@ class PlanWatchers:
     def resume(self) -> None:
         for row in store_plans.list_plans(self.service.engine, status="active"):
             try:
-                plan = Plan.model_validate(row["definition"])
+                plan = self.service.load(row["name"])
             except Exception:
                 log.warning("stored plan %s no longer validates; not resumed", row["name"])
                 continue

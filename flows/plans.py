@@ -33,7 +33,7 @@ from store import jobs as store_jobs
 from store import plans as store_plans
 from store import sets as store_sets
 from store.entries import T, path_depth, subtree_clause
-from store.errors import AssayError, NotFound
+from store.errors import AssayError, InvalidInput, NotFound
 from store.filters import EntryFilter
 from store.patterns import match_clause
 from store.queries import Q
@@ -52,12 +52,15 @@ def check_plan(plan: Plan, *, roots: Roots | None = None) -> list[Problem]:
     not installed, source paths outside the allowed roots."""
     problems: list[Problem] = []
     for i, source in enumerate(plan.sources):
-        if source.type.startswith("filesystem.") and roots is not None:
+        if source.type.startswith("filesystem."):
             for j, path in enumerate(source.config.paths):
+                where = f"sources[{i}].config.paths[{j}]"
                 try:
-                    roots.resolve(os.path.expanduser(path), field=f"sources[{i}].config.paths[{j}]")
+                    absolute = absolute_path(path, plan.base_dir, field=where)
+                    if roots is not None:
+                        roots.resolve(absolute, field=where)
                 except AssayError as exc:
-                    problems.append(Problem(exc.message, path=f"sources[{i}].config.paths[{j}]"))
+                    problems.append(Problem(exc.message, path=where))
     for i, rule in enumerate(plan.rules):
         _check_condition(rule.when, f"rules[{i}].when", problems)
         for j, outcome in enumerate(rule.outcomes):
@@ -86,24 +89,36 @@ def validated(plan: Plan, *, roots: Roots | None) -> Plan:
     return plan
 
 
-def resolved_paths(source: Source, roots: Roots | None) -> list[str]:
+def absolute_path(path: str, base_dir: str | None, *, field: str) -> str:
+    """``path`` with ``~`` expanded; a relative path is relative to the plan file's folder (plans in git can name
+    folders beside them), and refused for a plan that came from no file."""
+    expanded = os.path.expanduser(path)
+    if os.path.isabs(expanded):
+        return expanded
+    if base_dir is None:
+        raise InvalidInput(f"{field}: {path!r} is relative; give an absolute path (or ~/...): relative paths are "
+                           "only for plan files, where they are relative to the file's folder", field=field)
+    return os.path.normpath(os.path.join(base_dir, expanded))
+
+
+def resolved_paths(source: Source, roots: Roots | None, base_dir: str | None = None) -> list[str]:
     out = []
     for j, path in enumerate(source.config.paths):
-        expanded = os.path.expanduser(path)
-        out.append(roots.resolve(expanded, field=f"source {source.name} path") if roots else os.path.abspath(expanded))
+        absolute = absolute_path(path, base_dir, field=f"source {source.name} path")
+        out.append(roots.resolve(absolute, field=f"source {source.name} path") if roots else absolute)
     return out
 
 
 # --- selecting entries --------------------------------------------------------------------------------------------
 
 
-def source_clause(conn: Connection, source: Source, *, roots: Roots | None):
+def source_clause(conn: Connection, source: Source, *, roots: Roots | None, base_dir: str | None = None):
     """SQL condition over the entries table for the entries ``source`` yields."""
     cfg = source.config
     if source.type.startswith("filesystem."):
         dialect = conn.dialect.name
         parts = []
-        for root in resolved_paths(source, roots):
+        for root in resolved_paths(source, roots, base_dir):
             if cfg.recursive:
                 part = subtree_clause(root)
             else:
@@ -137,7 +152,8 @@ def source_clause(conn: Connection, source: Source, *, roots: Roots | None):
 
 
 def candidates_clause(conn: Connection, plan: Plan, *, roots: Roots | None, restrict_ids=None):
-    clause = or_(*(source_clause(conn, s, roots=roots) for s in plan.sources)) if plan.sources else false()
+    clause = or_(*(source_clause(conn, s, roots=roots, base_dir=plan.base_dir) for s in plan.sources)) \
+        if plan.sources else false()
     if restrict_ids is not None:
         clause = and_(clause, T.c.id.in_(list(restrict_ids)))
     return clause
@@ -227,7 +243,7 @@ class PlanRun:
             from flows.index_flow import run_index_job
 
             jobs = []
-            for root in resolved_paths(source, self.roots):
+            for root in resolved_paths(source, self.roots, self.plan.base_dir):
                 if not os.path.lexists(root):
                     raise NotFound(f"source {source.name!r}: {root} does not exist", field="sources")
                 job_id = store_jobs.create_job(self.engine, root=root, params={"plan": self.plan.name,
@@ -242,7 +258,7 @@ class PlanRun:
                 jobs.append({"jobId": job["id"], "root": root, "files": job["files"], "removed": job["removed"]})
             info["index_jobs"] = jobs
         with self.engine.begin() as conn:
-            clause = source_clause(conn, source, roots=self.roots)
+            clause = source_clause(conn, source, roots=self.roots, base_dir=self.plan.base_dir)
             if self.restrict_ids is not None:
                 clause = and_(clause, T.c.id.in_(list(self.restrict_ids)))
             info["entries"] = conn.execute(select(func.count()).select_from(T).where(clause)).scalar_one()

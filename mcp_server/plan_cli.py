@@ -54,7 +54,7 @@ def _read_plan(spec: str, app=None):
         return Plan.from_text(sys.stdin.read(), source="<stdin>")
     path = Path(spec).expanduser()
     if path.exists():
-        return Plan.from_path(path)
+        return Plan.from_path(path).with_base_dir(str(path.resolve().parent))
     if app is not None:
         from store import plans as store_plans
 
