@@ -214,6 +214,8 @@ class Plan(BaseModel):
                     shaped = cls._shorthand(data)
                 except ValueError:
                     shaped = data
+            if shaped is not data and locate is not None:
+                locate = _through_shorthand(locate, data, shaped)
             problems = problems_from(exc, shaped, locate=locate)
             if shaped is not data:  # name the reference's keys, not the rule they became
                 for p in problems:
@@ -251,6 +253,27 @@ class Plan(BaseModel):
 
 
 # --- error locations ------------------------------------------------------------------------------------------
+
+
+def _through_shorthand(locate, data: dict, shaped: dict):
+    """``locate`` for paths into ``shaped`` (the reference's conditions + outcomes made rule 0) given a locator of
+    the input as written."""
+    if len(shaped.get("rules") or []) != len(data.get("rules") or []) + 1:
+        return locate
+
+    def through(parts: tuple):
+        if parts[:2] == ("rules", 0):
+            rest = parts[2:]
+            if rest[:1] == ("when",):
+                return locate(("conditions", *rest[1:]))
+            if rest[:1] == ("outcomes",):
+                return locate(rest)
+            return locate(("conditions",) if "conditions" in data else ("outcomes",))
+        if parts[:1] == ("rules",) and len(parts) > 1 and isinstance(parts[1], int):
+            return locate(("rules", parts[1] - 1, *parts[2:]))
+        return locate(parts)
+
+    return through
 
 
 def _format_path(parts: list[Any]) -> str:

@@ -1,0 +1,302 @@
+"""Conditions evaluated in Python over one entry: the semantics that :mod:`dsl.sql` compiles to SQL, so the two agree.
+
+An entry is a mapping of the entries columns (``path``, ``name``, ``extension``, ``parent``, ``kind``, ``size``,
+``mtime``, ...); an :class:`EvalContext` supplies the time ``now``, set membership and metadata values.
+
+Semantics (the SQL compiler follows every one of them):
+
+- A leaf whose value is missing is false, whatever its operator: a NULL column (``media_type``, ``mime``, ``hash``,
+  ``parent``), no metadata row, or a value of the other kind (a number where text is compared). So
+  ``media_type != video`` is false for an entry without a media type and ``not media_type = video`` is true.
+- A metadata value is a number or text: the number when the classifier stored one, else the text. Numbers compare
+  with numbers, text with text; ``contains`` / ``startswith`` / ``endswith`` / ``matches`` / ``glob`` always compare
+  text (``metadata.year contains 19`` looks for the text "19").
+- Text comparisons are case-sensitive; ordering of text (metadata only) is by code point. ``matches`` is a regular
+  expression searched anywhere (``re.search``); ``glob`` matches the whole value, ``*`` any run of characters
+  including ``/``, ``?`` one character, ``[abc]`` / ``[a-z]`` a class, ``[!abc]`` or ``[^abc]`` its complement.
+- Times resolve against ``now``. A date-only value (``2024-01-01``, midnight UTC) means the whole UTC day for ``=``
+  and ``!=`` and as the upper bound of ``between``; ``<``, ``<=``, ``>``, ``>=`` compare with its first instant.
+- ``set = photos`` is membership of photos, ``set in [a, b]`` of any of them, ``set != photos`` not of photos.
+- ``text``, ``label`` and ``similarity`` need modules this version does not have: evaluating them raises
+  :class:`FieldNotAvailable`.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from functools import lru_cache
+from typing import Any, Callable, Mapping, Protocol
+
+from dsl import units
+from dsl.conditions import Compare, Group, Not
+from dsl.errors import PlanError
+from dsl.fields import FieldSpec, field_spec, missing_producer
+
+
+class FieldNotAvailable(PlanError):
+    """A condition on a field whose producer (text extraction, labels, embeddings) is not installed."""
+
+    code = "FIELD_NOT_AVAILABLE"
+
+
+class EvalContext(Protocol):
+    now: float
+
+    def member_of(self, entry: Mapping[str, Any], set_names: list[str]) -> bool:
+        """Whether the entry is in any of the named sets (an unknown set has no members)."""
+
+    def metadata(self, entry: Mapping[str, Any], key: str) -> Any | None:
+        """The entry's value for ``key``: the number when one is stored, else the text; None when there is none."""
+
+
+TEXT_ONLY_OPS = ("contains", "startswith", "endswith", "matches", "glob")
+COMPARE: dict[str, Callable[[Any, Any], bool]] = {
+    "=": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+}
+_DATE_ONLY = re.compile(r"\d{4}-\d{2}-\d{2}")
+DAY = 86400.0
+
+
+# --- shared with dsl.sql ------------------------------------------------------------------------------------------
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def pushable_spec(spec: FieldSpec) -> bool:
+    """Whether the field is stored where SQL can test it: an entries column, set membership or a metadata row."""
+    return spec.column is not None or spec.type == "set" or spec.metadata_key is not None
+
+
+def _escape(ch: str) -> str:
+    # ASCII punctuation escaped with a backslash, which means "this character" in Python and PostgreSQL alike
+    return "\\" + ch if ord(ch) < 128 and not (ch.isalnum() or ch == "_") else ch
+
+
+@lru_cache(maxsize=512)
+def glob_regex(pattern: str) -> str | None:
+    """The shell glob as an anchored regular expression that Python and PostgreSQL read the same way, or None when
+    nothing can match (a class made only of reversed ranges such as ``[z-a]``).
+
+    ``*`` is any run (including ``/``), ``?`` one character, ``[abc]`` / ``[a-z]`` a class, ``[!abc]`` / ``[^abc]``
+    its complement; a ``]`` right after the opening bracket belongs to the class and an unclosed ``[`` is literal.
+    """
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    while i < n:
+        ch = pattern[i]
+        i += 1
+        if ch == "*":
+            if not out or out[-1] != ".*":
+                out.append(".*")
+        elif ch == "?":
+            out.append(".")
+        elif ch == "[":
+            negate = i < n and pattern[i] in "!^"
+            start = j = i + 1 if negate else i
+            if j < n and pattern[j] == "]":
+                j += 1
+            while j < n and pattern[j] != "]":
+                j += 1
+            if j >= n:
+                out.append(_escape("["))
+                continue
+            items = _class_items(pattern[start:j])
+            i = j + 1
+            if items:
+                out.append("[" + ("^" if negate else "") + "".join(items) + "]")
+            elif negate:
+                out.append(".")
+            else:
+                return None
+        else:
+            out.append(_escape(ch))
+    # (?s): "." matches a newline (Python; PostgreSQL's default); \A and \Z anchor at the very ends in both
+    return "(?s)\\A" + "".join(out) + "\\Z"
+
+
+def _class_items(body: str) -> list[str]:
+    items, k = [], 0
+    while k < len(body):
+        if k + 2 < len(body) and body[k + 1] == "-":
+            lo, hi = body[k], body[k + 2]
+            if lo <= hi:
+                items.append(_escape(lo) + "-" + _escape(hi))
+            k += 3
+        else:
+            items.append(_escape(body[k]))
+            k += 1
+    return items
+
+
+def is_date_only(value: Any) -> bool:
+    return isinstance(value, str) and _DATE_ONLY.fullmatch(value) is not None
+
+
+def time_tests(op: str, value: Any, now: float) -> tuple[list[tuple[str, float]], bool]:
+    """A time leaf as comparisons of the timestamp that must all hold, and whether the result is negated."""
+    if op == "between":
+        lo, hi = value
+        upper = ("<", units.resolve_time(hi, now) + DAY) if is_date_only(hi) else ("<=", units.resolve_time(hi, now))
+        return [(">=", units.resolve_time(lo, now)), upper], False
+    t = units.resolve_time(value, now)
+    if op in ("=", "!=") and is_date_only(value):
+        return [(">=", t), ("<", t + DAY)], op == "!="
+    return [(op, t)], False
+
+
+def not_available(spec: FieldSpec) -> FieldNotAvailable:
+    reason = missing_producer(spec) or f"field {spec.name!r} cannot be tested by this version's condition evaluator"
+    return FieldNotAvailable(reason, field=spec.name)
+
+
+# --- evaluation ---------------------------------------------------------------------------------------------------
+
+
+def evaluate(cond: Any, entry: Mapping[str, Any], ctx: EvalContext) -> bool:
+    """Whether ``entry`` satisfies ``cond`` (short-circuits like ``and`` / ``or``)."""
+    if isinstance(cond, Compare):
+        return _leaf(cond, entry, ctx, with_seen=False)[0]
+    if isinstance(cond, Not):
+        return not evaluate(cond.condition, entry, ctx)
+    if isinstance(cond, Group):
+        hits = (evaluate(child, entry, ctx) for child in cond.conditions)
+        if cond.type == "all":
+            return all(hits)
+        if cond.type == "any":
+            return any(hits)
+        return not any(hits)
+    raise TypeError(f"not a condition: {cond!r}")
+
+
+def explain(cond: Any, entry: Mapping[str, Any], ctx: EvalContext) -> dict[str, Any]:
+    """The whole tree with each node's verdict; leaves also show the expected and the seen value."""
+    node: dict[str, Any] = {"text": condition_text(cond), "type": getattr(cond, "type", None)}
+    if isinstance(cond, Compare):
+        spec = field_spec(cond.field)
+        passed, seen = _leaf(cond, entry, ctx, with_seen=True)
+        expected = cond.value
+        if spec.type == "time":
+            expected = [_resolved(v, ctx.now) for v in expected] if isinstance(expected, list) \
+                else _resolved(expected, ctx.now)
+            seen = units.format_timestamp(seen) if is_number(seen) else seen
+        node.update(passed=passed, field=cond.field, op=cond.op, expected=expected, seen=seen)
+        if cond.arg is not None:
+            node["arg"] = cond.arg
+        return node
+    children = [cond.condition] if isinstance(cond, Not) else cond.conditions
+    node["children"] = [explain(child, entry, ctx) for child in children]
+    verdicts = [child["passed"] for child in node["children"]]
+    if cond.type == "all":
+        node["passed"] = all(verdicts)
+    elif cond.type == "any":
+        node["passed"] = any(verdicts)
+    else:  # not (one child), none
+        node["passed"] = not any(verdicts)
+    return node
+
+
+def _resolved(value: str, now: float) -> str:
+    return units.format_timestamp(units.resolve_time(value, now)) if units.is_relative(value) else value
+
+
+def _leaf(leaf: Compare, entry: Mapping[str, Any], ctx: EvalContext, *, with_seen: bool) -> tuple[bool, Any]:
+    """(verdict, the value seen) for one leaf; for sets the value seen (the named sets the entry is in) costs one
+    look-up per name, so only ``explain`` asks for it."""
+    spec = field_spec(leaf.field)
+    op, value = leaf.op, leaf.value
+    if spec.type == "set":
+        names = value if op == "in" else [value]
+        member = ctx.member_of(entry, names)
+        seen = [n for n in names if ctx.member_of(entry, [n])] if member and with_seen else []
+        return (not member if op == "!=" else member), seen
+    if spec.metadata_key is not None:
+        seen = ctx.metadata(entry, spec.metadata_key)
+        return metadata_match(op, value, seen), seen
+    if spec.column is None:
+        raise not_available(spec)
+    seen = entry.get(spec.column)
+    if spec.type == "time":
+        if not is_number(seen):
+            return False, seen
+        tests, negate = time_tests(op, value, ctx.now)
+        return all(COMPARE[o](seen, t) for o, t in tests) != negate, seen
+    kind = "number" if spec.type in ("number", "size", "duration") else "text"
+    return value_match(op, value, seen, kind), seen
+
+
+def metadata_match(op: str, value: Any, seen: Any) -> bool:
+    """A metadata leaf: each value compares as a number or as text, the seen value must be of the same kind."""
+    if op in TEXT_ONLY_OPS:
+        return value_match(op, str(value), seen, "text")
+    if op == "in":
+        return any(value_match("=", v, seen, "number" if is_number(v) else "text") for v in value)
+    if op == "between":
+        return metadata_match(">=", value[0], seen) and metadata_match("<=", value[1], seen)
+    return value_match(op, value, seen, "number" if is_number(value) else "text")
+
+
+def value_match(op: str, value: Any, seen: Any, kind: str) -> bool:
+    """``seen op value`` where ``kind`` (number | text) is what ``seen`` must be; otherwise false."""
+    if not (is_number(seen) if kind == "number" else isinstance(seen, str)):
+        return False
+    if op == "in":
+        return seen in value
+    if op == "between":
+        return value[0] <= seen <= value[1]
+    if op == "contains":
+        return value in seen
+    if op == "startswith":
+        return seen.startswith(value)
+    if op == "endswith":
+        return seen.endswith(value)
+    if op == "matches":
+        return re.search(value, seen) is not None
+    if op == "glob":
+        regex = glob_regex(value)
+        return regex is not None and re.search(regex, seen) is not None
+    return COMPARE[op](seen, value)
+
+
+# --- text ---------------------------------------------------------------------------------------------------------
+
+
+def condition_text(cond: Any) -> str:
+    """The condition as expression text: :func:`dsl.printer.condition_to_text` when present, else a plain form."""
+    try:
+        from dsl.printer import condition_to_text
+    except ImportError:
+        return _text(cond)
+    return condition_to_text(cond)
+
+
+def _text(cond: Any) -> str:
+    if isinstance(cond, Compare):
+        spec = field_spec(cond.field)
+        subject = f'{cond.field}("{cond.arg}")' if cond.arg is not None else cond.field
+        if cond.op == "in":
+            value = "[" + ", ".join(_value_text(spec, v) for v in cond.value) + "]"
+        elif cond.op == "between":
+            value = " and ".join(_value_text(spec, v) for v in cond.value)
+        else:
+            value = _value_text(spec, cond.value)
+        return f"{subject} {cond.op} {value}"
+    if isinstance(cond, Not):
+        return f"not ({_text(cond.condition)})"
+    if not cond.conditions:
+        return "false" if cond.type == "any" else "true"
+    joined = (" or " if cond.type in ("any", "none") else " and ").join(
+        _text(c) if isinstance(c, Compare) else f"({_text(c)})" for c in cond.conditions)
+    return f"not ({joined})" if cond.type == "none" else joined
+
+
+def _value_text(spec: FieldSpec, value: Any) -> str:
+    if spec.type == "size":
+        return units.format_size(value)
+    if spec.type == "duration":
+        return units.format_duration(value)
+    if isinstance(value, str) and not re.fullmatch(r"[\w.:/+-]+|now [+-] \w+", value):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return str(value)

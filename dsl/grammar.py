@@ -1,0 +1,380 @@
+"""The Lark side of the plan language: ``plan.lark`` loaded once, the post-lexer that lets brackets span lines, the
+Transformer that builds conditions (checking each comparison where it is written) and plan objects with the
+position of every part, and the value spellings shared with :mod:`dsl.printer`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field as dc_field
+from typing import Any
+
+from lark import Lark, Token, Transformer, v_args
+from pydantic import ValidationError
+
+from dsl.conditions import Compare, Group, Not
+from dsl.errors import Problem, caret_context
+from dsl.fields import UnknownField, field_spec
+from dsl.model import SOURCE_TYPES
+from dsl.outcomes import OUTCOME_MODELS
+
+OPEN, CLOSE = frozenset({"LPAR", "LSQB", "LBRACE"}), frozenset({"RPAR", "RSQB", "RBRACE"})
+
+
+class Continuations:
+    """Post-lexer: a newline ends a statement, except inside ( ) [ ] { }; blank and comment lines vanish."""
+
+    always_accept = ("_NL",)
+
+    def process(self, stream):
+        depth, last = 0, None
+        for token in stream:
+            if token.type == "_NL":
+                if depth > 0 or last in (None, "_NL"):
+                    continue
+            elif token.type in OPEN:
+                depth += 1
+            elif token.type in CLOSE:
+                depth = max(depth - 1, 0)
+            last = token.type
+            yield token
+
+
+PARSER = Lark.open("plan.lark", rel_to=__file__, parser="lalr", propagate_positions=True, maybe_placeholders=True,
+                   start=["plan", "expression"], postlex=Continuations())
+
+WORD_RE = re.compile(PARSER.get_terminal("WORD").pattern.to_regexp())
+KEYWORDS = frozenset(
+    {t.pattern.value for t in PARSER.terminals if t.pattern.type == "str" and t.pattern.value.isalpha()}
+    | {"in", "contains", "startswith", "endswith", "matches", "glob", "like", "starts_with", "ends_with"})
+_INT = re.compile(r"[+-]?\d+")
+_FLOAT = re.compile(r"[+-]?(?:\d+\.\d*|\.\d+|\d+(?=[eE]))(?:[eE][+-]?\d+)?")
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'"}
+TEXT_TYPES = ("text", "content", "label", "set", "choice")
+
+SOURCE_WORDS = {"index": "filesystem.index", "watch": "filesystem.watch", "set": "selection_set", "query": "query",
+                **{t: t for t in SOURCE_TYPES}}
+# outcome type -> the fields its positional values fill, in order
+POSITIONALS: dict[str, tuple[str, ...]] = {"selection_set": ("selectionSetName", "operation"),
+                                           "classifier": ("classifierOperation",), "embed": ("collection",),
+                                           "map": ("strategy",), "label": ("classes",), "chained": ()}
+
+
+# --- value spellings (the printer uses the same ones) ----------------------------------------------------------
+
+
+def unescape(quoted: str) -> str:
+    return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), m.group(0)), quoted[1:-1])
+
+
+def quote(text: str) -> str:
+    """``text`` in double quotes; a backslash is doubled only where it would read as an escape."""
+    body = re.sub(r'\\(?=[ntr\\"\']|$)', r"\\\\", text).replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
+    return '"' + body.replace("\t", "\\t") + '"'
+
+
+def number(word: str) -> int | float | None:
+    if _INT.fullmatch(word):
+        return int(word)
+    if _FLOAT.fullmatch(word):
+        return float(word)
+    return None
+
+
+def word_value(word: str, field_type: str | None) -> Any:
+    """What a bare word in a comparison means: a number (unit-less) unless the field holds text."""
+    if field_type in TEXT_TYPES:
+        return word
+    n = number(word)
+    return word if n is None else n
+
+
+def option_value(word: str) -> Any:
+    """What a bare word after ``key=`` means: true / false / null, a number, else text."""
+    consts = {"true": True, "false": False, "null": None}
+    if word in consts:
+        return consts[word]
+    n = number(word)
+    return word if n is None else n
+
+
+def is_bare(text: str) -> bool:
+    return bool(WORD_RE.fullmatch(text)) and text not in KEYWORDS
+
+
+# --- the Transformer -------------------------------------------------------------------------------------------
+
+Pos = tuple[int, int]
+
+
+@dataclass
+class Built:
+    """A plan part as plain data, with the position of each of its paths (relative to the part)."""
+
+    data: Any
+    where: dict[tuple, Pos] = dc_field(default_factory=dict)
+
+    def under(self, *prefix) -> dict[tuple, Pos]:
+        return {(*prefix, *k): v for k, v in self.where.items()}
+
+
+@dataclass
+class Value:
+    raw: Any  # bare word text, or a decoded str / list; fields decide what bare words mean
+    token: Token | None
+    bare: bool = False
+
+
+@dataclass
+class Field:
+    name: str
+    arg: str | None
+    token: Token
+
+
+def text_of(token: Token) -> str:
+    return unescape(token.value) if token.type == "STRING" else token.value
+
+
+@v_args(inline=True)
+class Build(Transformer):
+    """Parse tree -> Condition models and plan objects; problems are collected with their positions."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+        self.problems: list[Problem] = []
+
+    # positions are computed from offsets in the original text (expression text has its newlines blanked)
+    def pos(self, token: Token | None) -> Pos:
+        if token is None or token.start_pos is None:
+            return (1, 1)
+        before = self.text[:token.start_pos]
+        return before.count("\n") + 1, token.start_pos - (before.rfind("\n") + 1) + 1
+
+    def problem(self, message: str, at: Token | Pos | None) -> None:
+        line, column = at if isinstance(at, tuple) else self.pos(at)
+        self.problems.append(Problem(message, line=line, column=column,
+                                     context=caret_context(self.text, line, column)))
+
+    # --- expressions --------------------------------------------------------------------------------------------
+
+    def expression(self, cond):
+        return cond
+
+    def any_of(self, *conds):
+        return conds[0] if len(conds) == 1 else Group(type="any", conditions=list(conds))
+
+    def all_of(self, *conds):
+        return conds[0] if len(conds) == 1 else Group(type="all", conditions=list(conds))
+
+    def negate(self, _not, cond):
+        return Not(condition=cond)
+
+    def group_call(self, kind, *conds):
+        return Group(type=kind.value, conditions=list(conds))
+
+    def constant(self, token):
+        return Group(type="all" if token.value == "true" else "any", conditions=[])
+
+    def field(self, *tokens):
+        if len(tokens) == 2:
+            return Field(tokens[0].value, unescape(tokens[1].value), tokens[0])
+        return Field(text_of(tokens[0]), None, tokens[0])
+
+    def bare(self, token):
+        return Value(token.value, token, bare=True)
+
+    def quoted(self, token):
+        return Value(unescape(token.value), token)
+
+    def relative(self, now, sign=None, word=None):
+        return Value("now" if sign is None else f"now {sign.value} {word.value}", now)
+
+    def list(self, *values):
+        return Value(list(values), values[0].token if values else None)
+
+    def compare(self, fld, op, value):
+        return self.check(fld, op, op.value, value)
+
+    def compare_kw(self, fld, neg, op, value):
+        cond = self.check(fld, op, op.value, value)
+        return Not(condition=cond) if neg is not None else cond
+
+    def compare_between(self, fld, neg, op, low, high):
+        cond = self.check(fld, op, "between", Value([low, high], low.token))
+        return Not(condition=cond) if neg is not None else cond
+
+    def check(self, fld: Field, op_token: Token, op: str, value: Value):
+        """Build one comparison; a wrong field, operator or value is reported at its own token."""
+        try:
+            spec = field_spec(fld.name)
+        except UnknownField as exc:
+            self.problem(str(exc), fld.token)
+            return Group(type="all")
+
+        def raw(v: Value):
+            if isinstance(v.raw, list):
+                return [raw(x) for x in v.raw]
+            return word_value(v.raw, spec.type) if v.bare else v.raw
+
+        try:
+            return Compare(field=fld.name, op=op, value=raw(value), arg=fld.arg)
+        except ValidationError as exc:
+            message = exc.errors()[0]["msg"].removeprefix("Value error, ")
+            at = op_token if message.startswith("operator") else \
+                fld.token if message.startswith("field") else value.token or op_token
+            self.problem(message, at)
+            return Group(type="all")
+
+    # --- plan statements ----------------------------------------------------------------------------------------
+
+    def positional(self, token):
+        return ("positional", token)
+
+    def into(self, token):
+        return ("into", token)
+
+    def option(self, key, value: Built):
+        return ("option", key, value)
+
+    def opt_scalar(self, token):
+        return Built(option_value(token.value) if token.type == "WORD" else unescape(token.value),
+                     {(): self.pos(token)})
+
+    def opt_list(self, *values: Built):
+        where: dict[tuple, Pos] = {}
+        for i, v in enumerate(values):
+            where.update(v.under(i))
+        return Built([v.data for v in values], where)
+
+    def opt_map(self, *options):
+        return Built(*self.options(options))
+
+    def options(self, options, data: dict | None = None, where: dict | None = None, prefix: tuple = ()):
+        data = {} if data is None else data
+        where = {} if where is None else where
+        for _, key, value in options:
+            name = text_of(key)
+            if name in data:
+                self.problem(f"{name!r} is given twice; give each option once", key)
+            data[name] = value.data
+            where[(*prefix, name)] = self.pos(key)
+            where.update(value.under(*prefix, name))
+        return data, where
+
+    def description(self, token):
+        return ("description", Built(text_of(token), {("description",): self.pos(token)}))
+
+    def mode(self, token):
+        return ("mode", Built(text_of(token), {("mode",): self.pos(token)}))
+
+    def status(self, token):
+        return ("status", Built(text_of(token), {("status",): self.pos(token)}))
+
+    def prefer(self, *options):
+        return ("preferences", Built(*self.options(options, prefix=("preferences",))))
+
+    def source(self, name, kind, *items):
+        data: dict[str, Any] = {"name": text_of(name)}
+        where = {(): self.pos(name), ("name",): self.pos(name), ("type",): self.pos(kind)}
+        type_ = SOURCE_WORDS.get(text_of(kind))
+        if type_ is None:
+            self.problem(f"unknown source type {text_of(kind)!r}; use index, watch, set or query (or "
+                         f"{', '.join(SOURCE_TYPES)})", kind)
+            type_ = text_of(kind)
+        data["type"] = type_
+        config: dict[str, Any] = {}
+        positionals = [tok for item in items if item[0] == "positional" for tok in item[1:]]
+        for item in items:
+            if item[0] == "into":
+                data["target_set"] = text_of(item[1])
+                where[("target_set",)] = self.pos(item[1])
+        self.options([i for i in items if i[0] == "option"], config, where, ("config",))
+        if positionals:
+            key = {"selection_set": "set", "query": "query"}.get(type_, "paths")
+            where[("config", key)] = where[("config",)] = self.pos(positionals[0])
+            if key == "paths":
+                config["paths"] = [*config.get("paths", []), *(text_of(t) for t in positionals)]
+            elif len(positionals) > 1 or key in config:
+                self.problem(f"a {type_} source takes one {key} name; give other settings as key=value",
+                             positionals[1] if len(positionals) > 1 else positionals[0])
+            else:
+                config[key] = text_of(positionals[0])
+        if config:
+            data["config"] = config
+        return ("sources", Built(data, where))
+
+    def rule(self, name, when, *outcomes: Built):
+        data: dict[str, Any] = {"name": text_of(name)}
+        where = {(): self.pos(name), ("name",): self.pos(name), ("when",): self.pos(name)}
+        if when is not None:
+            data["when"] = when
+        data["outcomes"] = [o.data for o in outcomes]
+        for i, o in enumerate(outcomes):
+            where.update(o.under("outcomes", i))
+        return ("rules", Built(data, where))
+
+    def do_line(self, outcome):
+        return outcome
+
+    def members(self, *outcomes):
+        return ("members", outcomes)
+
+    def outcome(self, kind, *rest):
+        *items, when = rest
+        type_ = text_of(kind)
+        data: dict[str, Any] = {"type": type_}
+        where = {(): self.pos(kind), ("type",): self.pos(kind)}
+        if type_ not in OUTCOME_MODELS:
+            self.problem(f"unknown outcome type {type_!r}; use one of: {', '.join(OUTCOME_MODELS)}", kind)
+            return Built(data, where)
+        slots = POSITIONALS[type_]
+        positionals = [item[1] for item in items if item[0] == "positional"]
+        if type_ == "label":
+            if positionals:
+                data["classes"] = [text_of(t) for t in positionals]
+                where[("classes",)] = self.pos(positionals[0])
+        else:
+            if len(positionals) > len(slots):
+                took = f"takes {len(slots)} value(s) ({', '.join(slots)})" if slots else "takes no values"
+                self.problem(f"{'an' if type_[0] in 'aeiou' else 'a'} {type_} outcome {took}; give other "
+                             "settings as key=value",
+                             positionals[len(slots)])
+            for slot, token in zip(slots, positionals):
+                data[slot] = text_of(token)
+                where[(slot,)] = self.pos(token)
+        self.options([i for i in items if i[0] == "option"], data, where)
+        for item in items:
+            if item[0] == "members":
+                if type_ != "chained":
+                    self.problem(f"only a chained outcome takes a (...) list of outcomes, not {type_}", kind)
+                data["outcomes"] = [o.data for o in item[1]]
+                for i, o in enumerate(item[1]):
+                    where.update(o.under("outcomes", i))
+        if when is not None:
+            data["when"] = when
+            where[("when",)] = self.pos(kind)
+        return Built(data, where)
+
+    def plan(self, name, *statements):
+        data: dict[str, Any] = {"name": text_of(name)}
+        where = {(): self.pos(name), ("name",): self.pos(name)}
+        for kind, built in statements:
+            if kind in ("sources", "rules"):
+                items = data.setdefault(kind, [])
+                where.update(built.under(kind, len(items)))
+                items.append(built.data)
+            elif kind == "preferences":
+                prefs = data.setdefault("preferences", {})
+                for key in built.data:
+                    if key in prefs:
+                        self.problem(f"preference {key!r} is given twice", built.where[("preferences", key)])
+                prefs.update(built.data)
+                where.update(built.where)
+            else:
+                if kind in data:
+                    self.problem(f"{kind!r} is given twice; give it once", built.where[(kind,)])
+                data[kind] = built.data
+                where.update(built.where)
+        return Built(data, where)

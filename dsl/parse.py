@@ -1,0 +1,250 @@
+"""The front doors of the plan language: DSL text, YAML, JSON and plain objects all end in :meth:`Plan.from_object`.
+
+Condition expressions (YAML ``when:`` strings and the DSL)::
+
+    media_type = video and size > 1GB
+    extension in [.pdf, .epub] or (name glob "*.md" and not path contains /drafts/)
+    mtime > now - 7d and size between 1MB and 1.5GiB
+    exif.Model startswith Canon and similarity("a beach at sunset") >= 0.4
+    none(kind = directory, name startswith .) and extension not in [.part, .tmp]
+
+- precedence: ``or`` < ``and`` < ``not`` < comparison; parentheses group (a parenthesised group stays a group);
+  ``all(a, b)``, ``any(a, b)``, ``none(a, b)`` are groups too (``all()`` is true, ``any()`` false), as are
+  ``true`` and ``false``.
+- a comparison is ``FIELD OP VALUE``: fields are names (``size``), dotted names (``exif.Model``,
+  ``metadata.codec``), ``similarity("a phrase")`` or "quoted" names; operators ``= == != < <= > >= in contains
+  startswith endswith matches glob``, ``between X and Y``, and ``not`` before a word operator (``not in``,
+  ``not contains``, ``not between``) negates the comparison.
+- values: bare words (numbers with units ``10MB 1.5GiB 500ms 7d``, dates ``2024-01-01``, date-times
+  ``2024-01-01T12:00:00Z``, ``video``, ``.pdf``, ``image/jpeg``, paths without spaces ``/tmp/x``, globs ``*.tmp``;
+  a bare word is letters, digits and ``_ . / ~ * ? @ % + - :``), ``"double"`` or ``'single'`` quoted text (escapes
+  ``\\" \\' \\\\ \\n \\t \\r``; any other backslash is kept, so regexes read as written), ``now``, ``now - 7d``,
+  ``now + 1h`` and lists ``[a, b, c]``. A bare number is a number unless the field holds text (``name = 007``).
+
+The plan DSL (files ``*.plan``), one statement a line, ``#`` comments; inside ``( ) [ ] { }`` a statement may
+continue over several lines::
+
+    plan media-library
+    description "Thumbnail the photos, collect big videos"
+    mode continuous                                  # oneshot (default) | continuous
+    status active                                    # active (default) | paused | disabled
+    source photos watch "~/Photos" into photos recursive=true debounce_ms=500 exclude=["*.tmp", "*.part"]
+    source papers index /data/papers max_depth=3     # several paths: index /a /b
+    source favs set favourites
+    source recent query recent-files
+    rule big-videos when media_type = video and size > 1GB
+      do selection_set big-videos
+      do classifier generate_timeline maxWidth=320
+    rule papers when extension = .pdf and size <= 50MB
+      do embed papers chunk_size=800 when size > 1KB
+    rule tidy when (mtime < now - 365d
+                    and path contains /drafts/)
+      do chained stopOnError=true (selection_set old, selection_set recent remove)
+    rule everything                                  # no when: every entry
+      do label cat dog threshold=0.5
+    prefer default_sort=size
+
+- ``source NAME TYPE [VALUE...] [into SET] [key=value...]``: TYPE is ``index``, ``watch``, ``set``, ``query`` (or
+  ``filesystem.index``, ``filesystem.watch``, ``selection_set``, ``query``); the values are the paths of a
+  filesystem source, the set of a ``set`` source, the saved query of a ``query`` source; ``into`` names the
+  target set; key=value pairs are the source's config (recursive, max_depth, include_hidden, include_directories,
+  follow_symlinks, exclude, debounce_ms, path, paths).
+- ``rule NAME [when CONDITION]`` followed by its ``do`` lines; a rule without ``when`` matches every entry.
+- ``do TYPE [VALUE...] [key=value...] [(OUTCOME, OUTCOME...)] [when CONDITION]``: the values fill, in order,
+  selection_set: selectionSetName, operation (add | remove); classifier: classifierOperation; embed: collection;
+  map: strategy; label: its classes. ``chained`` takes its outcomes in parentheses (each ``TYPE ...`` without
+  ``do``).
+- ``prefer key=value...``: preferences. Option values are bare words (``true``, ``false``, ``null``, numbers and
+  other words), quoted text, lists ``[a, b]`` and maps ``{key=value, ...}``.
+
+Every error names the line and column (or the YAML / JSON path, with its line when known) and what is accepted.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from lark.exceptions import UnexpectedInput
+
+from dsl.errors import PlanSyntaxError, PlanValidationError, Problem, caret_context
+from dsl.grammar import PARSER, Build
+from dsl.model import Plan
+from dsl.syntax_errors import DSL_EXAMPLES, EXPRESSION_EXAMPLES, syntax_error
+
+log = logging.getLogger(__name__)
+
+FORMATS = ("auto", "yaml", "json", "dsl")
+SUFFIXES = {".yaml": "yaml", ".yml": "yaml", ".json": "json", ".plan": "dsl"}
+_DSL_START = re.compile(r"\A(?:\s*(?:#[^\n]*)?\n)*\s*plan[ \t]+[^\s:#]")
+
+
+def _expression_tree(text: str):
+    return PARSER.parse(text.replace("\r", " ").replace("\n", " "), start="expression")
+
+
+def _dsl_tree(text: str):
+    return PARSER.parse(text if text.endswith("\n") else text + "\n", start="plan")
+
+
+def parse_expression(text: str):
+    """A condition tree from expression text (``size > 10MB and extension = .pdf``)."""
+    if not isinstance(text, str):
+        raise PlanSyntaxError(problems=[Problem(f"a condition expression is text, got {type(text).__name__}")])
+    try:
+        tree = _expression_tree(text)
+    except UnexpectedInput as exc:
+        raise _in_expression(syntax_error(exc, text, _expression_tree, EXPRESSION_EXAMPLES, PARSER), text) from None
+    build = Build(text)
+    cond = build.transform(tree)
+    if build.problems:
+        raise _in_expression(PlanValidationError(problems=build.problems), text) from None
+    return cond
+
+
+def _in_expression(exc, text: str):
+    """Errors of expression text (usually one line inside a YAML file) read as 'column N of the expression'."""
+    p = exc.problems[0]
+    where = f"column {p.column}" if "\n" not in text.strip() else f"line {p.line}, column {p.column}"
+    exc.message = f"{p.message} (at {where} of the expression)\n{p.context}"
+    exc.args = (exc.message,)
+    return exc
+
+
+def parse_dsl(text: str, source: str | None = None) -> Plan:
+    """A plan from DSL text; syntax errors raise PlanSyntaxError, everything else PlanValidationError, each with
+    its line, column and the line with a caret."""
+    try:
+        tree = _dsl_tree(text)
+    except UnexpectedInput as exc:
+        raise syntax_error(exc, text, _dsl_tree, DSL_EXAMPLES, PARSER, source=source) from None
+    build = Build(text)
+    built = build.transform(tree)
+    if build.problems:
+        raise PlanValidationError(problems=build.problems, source=source)
+
+    def locate(path: tuple):
+        for end in range(len(path), -1, -1):
+            if path[:end] in built.where:
+                return built.where[path[:end]]
+        return None
+
+    try:
+        return Plan.from_object(built.data, source=source, locate=locate)
+    except PlanValidationError as exc:
+        raise _with_context(exc, text) from None
+
+
+# --- YAML and JSON ----------------------------------------------------------------------------------------------
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML without implicit dates: ``2024-01-01`` stays text, which conditions and preferences expect."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    k: [(tag, rx) for tag, rx in v if tag != "tag:yaml.org,2002:timestamp"]
+    for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+
+
+def _yaml_locator(text: str):
+    """``locate(path) -> (line, column)`` from the YAML node tree of ``text`` (None when it does not compose)."""
+    try:
+        root = yaml.compose(text, Loader=_Loader)
+    except yaml.YAMLError:
+        return None
+
+    def locate(path: tuple):
+        node, mark = root, root.start_mark if root is not None else None
+        for part in path:
+            if isinstance(node, yaml.MappingNode):
+                hit = next(((k, v) for k, v in node.value if k.value == part), None)
+                if hit is None:
+                    break
+                mark, node = hit[0].start_mark, hit[1]
+            elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
+                node = node.value[part]
+                mark = node.start_mark
+            else:
+                break
+        return (mark.line + 1, mark.column + 1) if mark is not None else None
+
+    return locate
+
+
+def _load_yaml(text: str, source: str | None) -> Any:
+    try:
+        return yaml.load(text, Loader=_Loader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line, column = (mark.line + 1, mark.column + 1) if mark else (None, None)
+        message = f"invalid YAML: {exc.problem or exc.context}; a plan file is a YAML mapping of name, " \
+                  f"description, mode, status, sources, rules, preferences"
+        raise PlanSyntaxError(problems=[Problem(message, line=line, column=column, context=caret_context(
+            text, line, column) if line else None)], source=source) from None
+    except yaml.YAMLError as exc:
+        raise PlanSyntaxError(problems=[Problem(f"invalid YAML: {exc}")], source=source) from None
+
+
+def _load_json(text: str, source: str | None) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        message = f"invalid JSON: {exc.msg}; a plan is a JSON object with keys name, sources, rules " \
+                  f"(or conditions + outcomes)"
+        raise PlanSyntaxError(problems=[Problem(message, line=exc.lineno, column=exc.colno, context=caret_context(
+            text, exc.lineno, exc.colno))], source=source) from None
+
+
+def _with_context(exc: PlanValidationError, text: str) -> PlanValidationError:
+    for p in exc.problems:
+        if p.line is not None and p.context is None:
+            p.context = caret_context(text, p.line, p.column or 1)
+    exc.message = exc.summary()
+    exc.args = (exc.message,)
+    return exc
+
+
+def detect_format(text: str) -> str:
+    """``json`` if the text starts with ``{``, ``dsl`` if its first statement is ``plan NAME``, else ``yaml``."""
+    stripped = text.lstrip("\ufeff \t\r\n")
+    if stripped.startswith("{"):
+        return "json"
+    return "dsl" if _DSL_START.match(text.lstrip("\ufeff")) else "yaml"
+
+
+def parse_plan_text(text: str, format: str = "auto", source: str | None = None) -> Plan:
+    """A plan from text in ``format`` (auto, yaml, json or dsl)."""
+    if format not in FORMATS:
+        raise PlanValidationError(problems=[Problem(f"unknown plan format {format!r}; use one of: "
+                                                    f"{', '.join(FORMATS)}")], source=source)
+    if format == "auto":
+        format = detect_format(text)
+    log.debug("parsing a %s plan from %s", format, source or "text")
+    if format == "dsl":
+        return parse_dsl(text, source=source)
+    data = _load_json(text, source) if format == "json" else _load_yaml(text, source)
+    try:
+        return Plan.from_object(data, source=source, locate=_yaml_locator(text))
+    except PlanValidationError as exc:
+        raise _with_context(exc, text) from None
+
+
+def parse_plan_file(path) -> Plan:
+    """A plan from a ``.yaml`` / ``.yml`` / ``.json`` / ``.plan`` (DSL) file; other suffixes are detected."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PlanValidationError(problems=[Problem(f"cannot read the plan file: {exc.strerror or exc}")],
+                                  source=str(path)) from None
+    return parse_plan_text(text, format=SUFFIXES.get(path.suffix.lower(), "auto"), source=str(path))
+
+
+def parse_plan_object(obj: Any, source: str | None = None) -> Plan:
+    """A plan from an already parsed object (plan-create's arguments, ``json.load`` output)."""
+    return Plan.from_object(obj, source=source)
