@@ -1,0 +1,185 @@
+"""dsl.evaluate: conditions over one entry, the explanation tree, and the glob translation shared with dsl.sql.
+(SQL and Python agreeing on a real store is tests/dsl/test_sql.py.)"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dsl.conditions import Compare, Group, Not
+from dsl.errors import PlanError
+from dsl.evaluate import FieldNotAvailable, condition_text, evaluate, explain, glob_regex
+
+NOW = 1718452800.0  # 2024-06-15T12:00:00Z
+DAY0 = 1704067200.0  # 2024-01-01T00:00:00Z
+
+
+@dataclass
+class DictContext:
+    """An EvalContext over plain dicts: sets by name -> entry paths, metadata by path -> {key: value}."""
+
+    now: float = NOW
+    sets: dict[str, set[str]] = field(default_factory=dict)
+    meta: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def member_of(self, entry, set_names):
+        return any(entry["path"] in self.sets.get(n, ()) for n in set_names)
+
+    def metadata(self, entry, key):
+        return self.meta.get(entry["path"], {}).get(key)
+
+
+def entry(path: str = "/p/beach.jpg", **kw) -> dict[str, Any]:
+    name = path.rsplit("/", 1)[1]
+    base = {"path": path, "parent": path.rsplit("/", 1)[0] or "/", "name": name,
+            "extension": "." + name.rsplit(".", 1)[1].lower() if "." in name else "", "kind": "file", "size": 3000,
+            "mtime": DAY0 + 3600, "ctime": DAY0 + 3600, "depth": path.count("/"), "media_type": "image",
+            "mime": "image/jpeg", "hash": None}
+    return base | kw
+
+
+def C(f: str, op: str, value: Any = None, arg: str | None = None) -> Compare:
+    return Compare(field=f, op=op, value=value, arg=arg)
+
+
+CTX = DictContext(sets={"photos": {"/p/beach.jpg"}}, meta={"/p/beach.jpg": {"width": 1920, "exif.Model": "Canon"}})
+
+
+@pytest.mark.parametrize("cond, expected", [
+    (C("size", ">", "2KB"), True),
+    (C("size", "between", ["1KB", "3KB"]), True),
+    (C("name", "glob", "*.JPG"), False),
+    (C("name", "matches", r"ea.h"), True),
+    (C("extension", "=", "JPG"), True),
+    (C("hash", "!=", "abc"), False),  # NULL: every leaf is false ...
+    (Not(condition=C("hash", "=", "abc")), True),  # ... so its negation is true
+    (C("mtime", "=", "2024-01-01"), True),
+    (C("mtime", ">", "2024-01-01"), True),
+    (C("mtime", "<=", "2024-01-01"), False),
+    (C("mtime", "=", "2024-01-01T01:00:00Z"), True),
+    (C("mtime", ">", "now - 30d"), False),
+    (C("set", "=", "photos"), True),
+    (C("set", "!=", "photos"), False),
+    (C("set", "in", ["videos", "nosuch"]), False),
+    (C("width", ">=", 1920), True),
+    (C("height", "<", 10), False),
+    (Not(condition=C("height", ">", 10)), True),
+    (C("exif.Model", "=", "Canon"), True),
+    (C("exif.Model", "=", 5), False),
+    (Group(type="none", conditions=[C("size", "<", 10), C("kind", "=", "directory")]), True),
+    (Group(type="none", conditions=[]), True),
+    (Group(type="any", conditions=[]), False),
+    (Group(type="all", conditions=[]), True),
+])
+def test_evaluate_one_entry(cond, expected):
+    assert evaluate(cond, entry(), CTX) is expected
+
+
+@pytest.mark.parametrize("cond", [C("text", "contains", "invoice"), C("label", "=", "receipt"),
+                                  C("similarity", ">=", 0.4, arg="a beach")])
+def test_fields_without_their_producer_raise_a_plan_error_naming_it(cond):
+    with pytest.raises(FieldNotAvailable, match="not installed") as info:
+        evaluate(cond, entry(), CTX)
+    assert isinstance(info.value, PlanError)
+    assert info.value.code == "FIELD_NOT_AVAILABLE" and info.value.field == cond.field
+
+
+def test_explain_gives_every_node_its_verdict_and_leaves_their_values():
+    cond = Group(type="all", conditions=[
+        C("size", ">", "1KB"),
+        Not(condition=C("mtime", ">=", "now - 7d")),
+        Group(type="any", conditions=[C("set", "in", ["photos", "videos"]), C("width", "<", 100)]),
+    ])
+    tree = explain(cond, entry(), CTX)
+    assert tree["type"] == "all" and tree["passed"] is True and len(tree["children"]) == 3
+    size, negated, either = tree["children"]
+    assert size == {"text": condition_text(cond.conditions[0]), "type": "compare", "passed": True, "field": "size",
+                    "op": ">", "expected": 1000, "seen": 3000}
+    assert negated["type"] == "not" and negated["passed"] is True
+    mtime = negated["children"][0]
+    assert mtime["passed"] is False
+    assert mtime["expected"] == "2024-06-08T12:00:00Z"  # now - 7d, resolved
+    assert mtime["seen"] == "2024-01-01T01:00:00Z"
+    member, width = either["children"]
+    assert member["seen"] == ["photos"] and member["passed"] is True
+    assert width["seen"] == 1920 and width["passed"] is False
+    assert either["passed"] is True
+
+
+def test_explain_evaluates_every_child_even_after_the_verdict_is_known():
+    tree = explain(Group(type="any", conditions=[C("size", ">", 1), C("size", ">", 10**9)]), entry(), CTX)
+    assert [c["passed"] for c in tree["children"]] == [True, False]
+
+
+def test_explain_of_a_missing_value_shows_none():
+    tree = explain(C("height", ">", 10), entry(), CTX)
+    assert tree["passed"] is False and tree["seen"] is None
+
+
+def test_explain_keeps_absolute_times_and_between_lists():
+    tree = explain(C("mtime", "between", ["2024-01-01", "now"]), entry(), CTX)
+    assert tree["expected"] == ["2024-01-01", "2024-06-15T12:00:00Z"] and tree["passed"] is True
+
+
+@pytest.mark.parametrize("cond, text", [
+    (C("size", ">", "1GiB"), "size > 1GiB"),
+    (C("duration", "<", "90s"), "duration < 90s"),
+    (C("name", "=", "a b"), 'name = "a b"'),
+    (C("mtime", ">", "now - 3d"), "mtime > now - 3d"),
+    (C("extension", "in", ["jpg", "png"]), "extension in [.jpg, .png]"),
+    (C("similarity", ">=", 0.4, arg="a beach"), 'similarity("a beach") >= 0.4'),
+    (Group(type="any", conditions=[]), "false"),
+])
+def test_condition_text_falls_back_to_a_plain_form_without_the_printer(monkeypatch, cond, text):
+    monkeypatch.setitem(sys.modules, "dsl.printer", None)  # the import fails, as before dsl.printer existed
+    assert condition_text(cond) == text
+
+
+def test_condition_text_is_the_printers_when_there_is_one():
+    printer = pytest.importorskip("dsl.printer")
+    cond = Group(type="all", conditions=[C("size", ">", "1GiB"), Not(condition=C("name", "glob", "*.tmp"))])
+    assert condition_text(cond) == printer.condition_to_text(cond)
+
+
+# --- globs: one translation for Python, SQLite and PostgreSQL ----------------------------------------------------
+
+ALPHABET = "ab/.*?-!^é\n\\"
+
+
+@given(pattern=st.text(alphabet=ALPHABET, max_size=6), name=st.text(alphabet="ab/.-!^é\n\\[]*?", max_size=6))
+def test_globs_without_classes_match_as_fnmatch_does(pattern, name):
+    regex = glob_regex(pattern)
+    assert (re.search(regex, name) is not None) == fnmatch.fnmatchcase(name, pattern)
+
+
+@given(pattern=st.text(alphabet="ab-!]" + "[", max_size=7), name=st.text(alphabet="ab-!][", max_size=3))
+def test_bracket_classes_match_as_fnmatch_does_apart_from_caret_and_reversed_ranges(pattern, name):
+    regex = glob_regex(pattern)
+    assert (regex is not None and re.search(regex, name) is not None) == fnmatch.fnmatchcase(name, pattern)
+
+
+@pytest.mark.parametrize("pattern, name, matches", [
+    ("[^a]*", "ba", True),  # ^ negates as well as ! (fnmatch would take it literally)
+    ("[^a]*", "ab", False),
+    ("[z-a]", "m", False),  # a reversed range is empty
+    ("[!z-a]", "m", True),
+    ("[a-c-e]", "-", True),
+    ("[\\]x", "\\x", True),  # a backslash in a class is itself
+    ("a\\*", "a\\b", True),  # ... and outside one too: globs have no escapes
+    ("[[]x", "[x", True),
+    ("[*]", "*", True),
+    ("[]-]", "]", True),
+    ("*", "line\nbreak", True),
+    ("?", "\n", True),
+    ("x", "x\n", False),  # anchored at the very end, not before a trailing newline
+])
+def test_glob_edge_cases(pattern, name, matches):
+    regex = glob_regex(pattern)
+    assert (regex is not None and re.search(regex, name) is not None) is matches
