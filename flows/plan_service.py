@@ -204,12 +204,12 @@ __all__ = ["PlanService", "validation_problems", "require_valid", "InvalidInput"
 PLAN_FIELDS = ("name", "description", "mode", "status", "sources", "conditions", "outcomes", "rules", "preferences")
 
 
-def plan_from_arguments(*, text: str | None = None, format: str = "auto", **fields: Any) -> Plan:
+def plan_from_arguments(*, text: str | dict | None = None, format: str = "auto", **fields: Any) -> Plan:
     """A plan from plan-create style arguments: the reference's fields (name, sources, conditions, outcomes, ...),
     or ``text`` holding the whole plan as DSL, YAML or JSON (then ``name``, if given, must agree)."""
     given = {k: v for k, v in fields.items() if v is not None}
     if text is not None:
-        plan = Plan.from_text(text, format=format)
+        plan = Plan.from_object(text) if isinstance(text, dict) else Plan.from_text(text, format=format)
         extra = [k for k in given if k != "name"]
         if extra:
             raise InvalidInput(f"give the plan either as text or as fields, not both (also got: {', '.join(extra)})",
@@ -228,8 +228,7 @@ def merge_update(current: Plan, *, text: str | None = None, format: str = "auto"
     reference's one-rule form) replace the condition / outcomes of the rule named after the plan (creating it)."""
     given = {k: v for k, v in fields.items() if v is not None}
     if text is not None:
-        return plan_from_arguments(text=text, format=format, name=current.name, **{k: v for k, v in given.items()
-                                                                                    if k == "name"})
+        return plan_from_arguments(text=text, format=format, name=current.name).with_base_dir(current.base_dir)
     if not given:
         raise InvalidInput("nothing to update: give description, mode, status, sources, conditions, outcomes, "
                            "rules, preferences or text", field="name")
@@ -248,4 +247,4 @@ def merge_update(current: Plan, *, text: str | None = None, format: str = "auto"
         if "outcomes" in given:
             main["outcomes"] = given["outcomes"]
         data["rules"] = rules
-    return Plan.from_object(data)
+    return Plan.from_object(data).with_base_dir(current.base_dir)

@@ -96,7 +96,7 @@ def absolute_path(path: str, base_dir: str | None, *, field: str) -> str:
     if os.path.isabs(expanded):
         return expanded
     if base_dir is None:
-        raise InvalidInput(f"{field}: {path!r} is relative; give an absolute path (or ~/...): relative paths are "
+        raise InvalidInput(f"{path!r} is relative; give an absolute path (or ~/...): relative paths are "
                            "only for plan files, where they are relative to the file's folder", field=field)
     return os.path.normpath(os.path.join(base_dir, expanded))
 

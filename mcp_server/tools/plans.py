@@ -27,7 +27,9 @@ Outcomes = Annotated[list[dict[str, Any]] | None, Field(
                 "{type: chained, outcomes, stopOnError}")]
 Rules = Annotated[list[dict[str, Any]] | None, Field(
     description="Several rules, each {name, when, outcomes} (instead of conditions + outcomes)")]
-Text = Annotated[str | None, Field(description="The whole plan as DSL, YAML or JSON text (instead of the fields)")]
+# dict too: the SDK hands JSON text over already parsed when a parameter is not plainly `str`
+Text = Annotated[str | dict[str, Any] | None, Field(
+    description="The whole plan as DSL, YAML or JSON text (instead of the fields)")]
 Format = Annotated[Literal["auto", "dsl", "yaml", "json"], Field(description="Format of text (auto detects)")]
 
 
@@ -251,7 +253,8 @@ def register(mcp: MCPServer, app) -> None:
     @tool(mcp, "plan-preview", READ_ONLY)
     def plan_preview(
         name: Annotated[str | None, Field(description="A saved plan's name")] = None,
-        text: Annotated[str | None, Field(description="Or a plan as DSL / YAML / JSON text, not saved")] = None,
+        text: Annotated[str | dict[str, Any] | None, Field(description="Or a plan as DSL / YAML / JSON text, not "
+                                                                       "saved")] = None,
         format: Format = "auto",
         samples: Annotated[int, Field(ge=0, le=100, description="Sample entries per rule")] = 5,
     ) -> dict[str, Any]:
@@ -264,7 +267,8 @@ def register(mcp: MCPServer, app) -> None:
     def plan_explain(
         path: Annotated[str, Field(description="An indexed file or directory")],
         name: Annotated[str | None, Field(description="A saved plan's name")] = None,
-        text: Annotated[str | None, Field(description="Or a plan as DSL / YAML / JSON text, not saved")] = None,
+        text: Annotated[str | dict[str, Any] | None, Field(description="Or a plan as DSL / YAML / JSON text, not "
+                                                                       "saved")] = None,
         format: Format = "auto",
     ) -> dict[str, Any]:
         """Why a plan does or does not act on one entry: which sources yield it, and for each rule every condition
