@@ -1,0 +1,102 @@
+"""Every plan in examples/plans parses, prints back to itself as YAML and DSL, and runs on the example corpus with
+the results its comments promise."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dsl.model import Plan
+from flows.plan_service import PlanService
+from flows.roots import Roots
+from store import sets as store_sets
+from store.engine import make_engine
+
+ROOT = Path(__file__).resolve().parent.parent
+PLANS = ROOT / "examples" / "plans"
+FILES = sorted(p for p in PLANS.iterdir() if p.suffix in (".yaml", ".yml", ".json", ".plan"))
+
+pytestmark = pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="ffmpeg is needed to generate the corpus")
+
+
+def test_there_are_example_plans_in_every_format():
+    assert {p.suffix for p in FILES} >= {".yaml", ".json", ".plan"} and len(FILES) >= 5
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_example_plan_parses_and_round_trips(path):
+    plan = Plan.from_path(path)
+    assert Plan.from_text(plan.to_yaml(), format="yaml") == plan
+    assert Plan.from_text(plan.to_dsl(), format="dsl") == plan
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory) -> Path:
+    """examples/plans beside a freshly generated corpus, as in the repository (plans name ../corpus)."""
+    base = tmp_path_factory.mktemp("examples")
+    done = subprocess.run([sys.executable, str(ROOT / "examples" / "generate_corpus.py"), str(base / "corpus")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    shutil.copytree(PLANS, base / "plans")
+    return base
+
+
+@pytest.fixture
+def service(workspace, tmp_path):
+    engine = make_engine(f"sqlite:///{tmp_path / 'assay.db'}")
+    svc = PlanService(engine, Roots.of([str(workspace / "corpus")]), use_prefect=False)
+    yield svc
+    svc.shutdown()
+    engine.dispose()
+
+
+def sets_of(engine) -> dict[str, list[str]]:
+    out = {}
+    for s in store_sets.list_sets(engine):
+        found = store_sets.describe_set(engine, name=s["name"], include_entries=True, limit=1000)
+        out[s["name"]] = sorted(Path(e["path"]).name for e in found["entries"])
+    return out
+
+
+EXPECTED = {
+    "media-library.yaml": {
+        "photos-2023": ["IMG_0412.jpg", "IMG_0413.jpg", "IMG_0420.jpg"],
+        "photos-2024": ["DSC_1001.jpg", "DSC_1002.jpg", "birthday cake.jpg"],
+        "videos": ["lecture_with_chapters.mp4", "test_pattern_short.mp4"],
+        "big-files": ["lecture_with_chapters.mp4", "old-laptop-disk-2021.img", "tone_440hz.wav"],
+    },
+    "papers.json": {
+        "papers": ["alpine_birds_field_guide.pdf", "annual_report_2023.pdf", "annual_report_2024.pdf",
+                   "sourdough_handbook.pdf"],
+    },
+    "recent-notes.plan": {
+        "recent-notes": ["meeting-2024-01-15.md", "todo.txt"],
+        "recent-pdfs": ["annual_report_2023.pdf", "annual_report_2024.pdf"],
+        "needs-review": ["alpine_birds_field_guide.pdf", "café-menü.md", "reading-list.md", "report draft (copy).txt",
+                         "report draft.txt", "sourdough_handbook.pdf", "trip-plan-alps.md"],
+    },
+    "tidy.yaml": {
+        "unfinished-downloads": ["photos-2019-backup.zip.part"],
+        "copies": ["report draft (copy).txt"],
+        "stale-drafts": ["report draft (copy).txt", "report draft.txt"],
+        "review": ["report draft (copy).txt"],
+    },
+    "inbox-watch.yaml": {},
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_example_plan_runs_on_the_example_corpus(service, workspace, name):
+    plan = Plan.from_path(workspace / "plans" / name).with_base_dir(str(workspace / "plans"))
+    service.save(plan, create=True)
+    row = service.execute(plan, wait=True)
+    assert row["status"] in ("success", "partial"), row["error_message"]
+    got = sets_of(service.engine)
+    for set_name, members in EXPECTED[name].items():
+        assert got.get(set_name) == members, set_name
+    if service.watching is not None:
+        service.watching.stop(plan.name)
