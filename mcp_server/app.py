@@ -13,6 +13,7 @@ from sqlalchemy.engine import Engine
 
 from flows.roots import Roots
 from flows.runner import JobRunner
+from flows.sources import SourceManager
 from mcp_server.config import TOOL_GROUPS, Settings, prepare_environment
 from mcp_server.tools.common import argument_error_result
 from flows.plan_service import PlanService
@@ -39,6 +40,7 @@ GROUP_MODULES = {
     "resource-sets": "resource_sets",
     "session": "session",
     "plans": "plans",
+    "sources": "sources",
 }
 assert set(GROUP_MODULES) == set(TOOL_GROUPS)
 
@@ -53,6 +55,7 @@ class AssayApp:
     runner: JobRunner
     plans: PlanService
     preferences: dict = field(default_factory=dict)  # session preferences (also persisted in the store)
+    sources: SourceManager | None = None  # live and manual sources (reference 000, "Source Management")
 
     @classmethod
     def create(cls, settings: Settings) -> "AssayApp":
@@ -73,7 +76,8 @@ class AssayApp:
 
             plans.plans_dir = PlansDirectory(settings.plans_dir, plans)
             plans.plans_dir.load_all()
-        return cls(settings=settings, engine=engine, roots=roots, runner=runner, plans=plans)
+        return cls(settings=settings, engine=engine, roots=roots, runner=runner, plans=plans,
+                   sources=SourceManager(engine, runner, roots))
 
     def start_background(self) -> None:
         """What a serving process runs beside the protocol: reloading plan files, resuming continuous plans."""
@@ -85,6 +89,8 @@ class AssayApp:
         if self.plans.plans_dir is not None:
             self.plans.plans_dir.stop()
         self.plans.shutdown()
+        if self.sources is not None:
+            self.sources.shutdown()
         self.runner.shutdown()
 
 

@@ -145,6 +145,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     app = AssayApp.create(settings)
     mcp = build_server(app)
     app.start_background()
+    app.sources.start_enabled()
     for path in args.index:
         from flows.indexing import index_path
 

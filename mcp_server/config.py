@@ -23,7 +23,7 @@ from store.errors import InvalidInput
 
 DEFAULT_DATA_DIR = "~/.assay"
 TOOL_GROUPS = ("indexing", "navigation", "file-operations", "database", "queries", "resource-navigation",
-               "resource-queries", "resource-sets", "session", "plans")
+               "resource-queries", "resource-sets", "session", "plans", "sources")
 
 
 class ConfigError(InvalidInput):
