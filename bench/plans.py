@@ -151,8 +151,9 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(args.work)
     root, spec, _ = ensure_tree(work, args.files)
     scratch = Path(tempfile.mkdtemp(prefix="plans-", dir=work))
+    (scratch / "prefect").mkdir()
     os.environ.update(PREFECT_HOME=str(scratch / "prefect"), PREFECT_SERVER_ANALYTICS_ENABLED="false",
-                      PREFECT_LOGGING_LEVEL="WARNING")
+                      PREFECT_LOGGING_LEVEL="WARNING", PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="120")
     try:
         from flows.index_flow import run_index_job
         from flows.plan_service import PlanService

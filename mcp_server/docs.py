@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 from mcp.server.mcpserver import MCPServer
 
-SECTIONS = ("tools", "resources", "settings")
+SECTIONS = ("tools", "resources", "settings", "fields", "outcomes")
 
 # Every setting: (command-line flag, environment variable, YAML key, default, meaning). tests/test_readme.py checks
 # each flag against the parser, each variable and key against load_settings.
@@ -129,8 +129,46 @@ def settings_table() -> str:
     return "\n".join(lines)
 
 
+def fields_table() -> str:
+    """Every field a plan condition can test, from the field registry (dsl.fields)."""
+    from dsl.fields import FIELDS, PREFIXES, PRODUCERS, missing_producer
+
+    lines = ["| field | type | operators | available |", "| --- | --- | --- | --- |"]
+    for spec in FIELDS.values():
+        name = f"`{spec.name}(\"phrase\")`" if spec.needs_arg else f"`{spec.name}`"
+        available = "yes" if missing_producer(spec) is None else f"once {PRODUCERS[spec.producer].split(' (')[0]} " \
+                                                                   "is installed"
+        lines.append(f"| {name} | {spec.type}: {spec.description} | {' '.join(f'`{o}`' for o in spec.operators)} | "
+                     f"{available} |")
+    for prefix, meaning in PREFIXES.items():
+        lines.append(f"| `{prefix}<key>` | {meaning} | any | once {PRODUCERS['metadata'].split(' (')[0]} is "
+                     "installed |")
+    return "\n".join(lines)
+
+
+def outcomes_table() -> str:
+    """Every outcome type of the plan language (dsl.outcomes) and whether this version runs it (flows.outcomes)."""
+    from dsl.outcomes import OUTCOME_MODELS
+    from flows.outcomes import EXECUTORS
+
+    lines = ["| outcome `type` | parameters (= default) | what it does | runs in this version |",
+             "| --- | --- | --- | --- |"]
+    for name, model in OUTCOME_MODELS.items():
+        params = []
+        for field, info in model.model_fields.items():
+            if field in ("type", "when"):
+                continue
+            default = "" if info.is_required() else f" = {_literal(info.get_default(call_default_factory=True))}"
+            params.append(f"`{field}`{default}")
+        doc = " ".join((model.__doc__ or "").split())
+        lines.append(f"| `{name}` | {', '.join(params)}; `when` | {doc} | "
+                     f"{'yes' if name in EXECUTORS else 'no (refused at validation)'} |")
+    return "\n".join(lines)
+
+
 def generate(section: str) -> str:
-    return {"tools": tools_table, "resources": resources_table, "settings": settings_table}[section]()
+    return {"tools": tools_table, "resources": resources_table, "settings": settings_table, "fields": fields_table,
+            "outcomes": outcomes_table}[section]()
 
 
 def replace_sections(text: str, sections: dict[str, str]) -> str:
