@@ -232,9 +232,6 @@ class Build(Transformer):
     def positional(self, token):
         return ("positional", token)
 
-    def into(self, token):
-        return ("into", token)
-
     def option(self, key, value: Built):
         return ("option", key, value)
 
@@ -259,8 +256,8 @@ class Build(Transformer):
             if name in data:
                 self.problem(f"{name!r} is given twice; give each option once", key)
             data[name] = value.data
-            where[(*prefix, name)] = self.pos(key)
             where.update(value.under(*prefix, name))
+            where[(*prefix, name)] = self.pos(key)
         return data, where
 
     def description(self, token):
@@ -285,11 +282,16 @@ class Build(Transformer):
             type_ = text_of(kind)
         data["type"] = type_
         config: dict[str, Any] = {}
-        positionals = [tok for item in items if item[0] == "positional" for tok in item[1:]]
-        for item in items:
-            if item[0] == "into":
-                data["target_set"] = text_of(item[1])
-                where[("target_set",)] = self.pos(item[1])
+        positionals = [item[1] for item in items if item[0] == "positional"]
+        for i, token in enumerate(positionals):
+            if token.type == "WORD" and token.value == "into":
+                if i + 1 == len(positionals):
+                    self.problem("missing set name after 'into': into SET", token)
+                else:
+                    data["target_set"] = text_of(positionals[i + 1])
+                    where[("target_set",)] = self.pos(positionals[i + 1])
+                positionals = positionals[:i] + positionals[i + 2:]
+                break
         self.options([i for i in items if i[0] == "option"], config, where, ("config",))
         if positionals:
             key = {"selection_set": "set", "query": "query"}.get(type_, "paths")

@@ -82,7 +82,7 @@ def value_text(spec: FieldSpec, op: str, value: Any) -> str:
         if math.isfinite(value):
             candidates.append(repr(value))
     elif isinstance(value, str):
-        candidates += [value, quote(value)]
+        candidates += [quote(value)] if _globby(value) else [value, quote(value)]
     for text in candidates:
         if _reads_back(spec, op, text, value):
             return text
@@ -113,10 +113,21 @@ class _Flow(dict):
 
 
 class _Dumper(yaml.SafeDumper):
-    pass
+    def increase_indent(self, flow=False, indentless=False):  # indent list items under their key
+        return super().increase_indent(flow, False)
 
 
 _Dumper.add_representer(_Flow, lambda d, data: d.represent_mapping("tag:yaml.org,2002:map", data, flow_style=True))
+_LINE_BREAKS = ("\x85", "\u2028", "\u2029")
+
+
+def _represent_str(dumper, text: str):
+    # PyYAML writes these line breaks raw inside plain and single-quoted scalars, where they read back as spaces
+    style = '"' if any(c in text for c in _LINE_BREAKS) else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
+
+
+_Dumper.add_representer(str, _represent_str)
 _Dumper.add_representer(dict, lambda d, data: d.represent_mapping("tag:yaml.org,2002:map", data, flow_style=False))
 
 
@@ -177,8 +188,13 @@ def plan_to_yaml(plan: Plan) -> str:
 # --- DSL ---------------------------------------------------------------------------------------------------------
 
 
+def _globby(text: str) -> bool:
+    """Globs read better quoted, as shells and the examples write them."""
+    return "*" in text or "?" in text
+
+
 def _word(text: str) -> str:
-    return text if is_bare(text) else quote(text)
+    return text if is_bare(text) and text != "into" else quote(text)
 
 
 def option_text(value: Any) -> str:
@@ -195,7 +211,7 @@ def option_text(value: Any) -> str:
             return text
         raise ValueError(f"cannot print the number {value!r} in the DSL (use YAML)")
     text = str(value)
-    return text if is_bare(text) and option_value(text) == text else quote(text)
+    return text if is_bare(text) and option_value(text) == text and not _globby(text) else quote(text)
 
 
 def _options(values: dict[str, Any]) -> list[str]:

@@ -51,7 +51,8 @@ DSL_EXAMPLES: dict[str, list[str]] = {
     "the plan line is 'plan NAME'; put other statements on their own lines": ["plan x y\n", "plan x when\n"],
     "unknown statement; a line starts with plan, description, mode, status, source, rule, do or prefer": [
         "plan p\nfoo\n", "plan p\nfoo bar\n", "plan p\nrule r\nfoo\n", "plan p\n\"x\"\n", "plan p\n=\n",
-        "plan p\nrule r\ndo selection_set x\nfoo\n"],
+        "plan p\nrule r\ndo selection_set x\nfoo\n",
+        "plan p\nsource s index /a\nfoo\n"],
     "missing rule name: rule NAME [when CONDITION]": ["plan p\nrule\n"],
     "after the rule name, write 'when' and a condition, or end the line": [
         "plan p\nrule r x\n", "plan p\nrule r x = y\n", "plan p\nrule r = y\n", "plan p\nrule r (\n"],
@@ -64,7 +65,6 @@ DSL_EXAMPLES: dict[str, list[str]] = {
     "prefer takes key=value settings": ["plan p\nprefer\n", "plan p\nprefer a\n", "plan p\nprefer a b=c\n"],
     "missing description text: description \"...\"": ["plan p\ndescription\n"],
     "missing value: mode oneshot|continuous, status active|paused|disabled": ["plan p\nmode\n", "plan p\nstatus\n"],
-    "missing set name after 'into'": ["plan p\nsource s index /a into\n"],
     "unclosed parenthesis: add ')'": ["plan p\nrule r\ndo chained (selection_set a\n",
                                        "plan p\nrule r\ndo chained (selection_set a,\n"],
     "'do' belongs to a rule: write 'rule NAME' on a line before it": [
@@ -78,7 +78,7 @@ for _label, _texts in EXPRESSION_EXAMPLES.items():
 NAMES = {"WORD": "a name or value", "STRING": "a quoted string", "OP": "an operator (= != < <= > >=)",
          "KWOP": "a word operator (in, contains, startswith, endswith, matches, glob)", "_NL": "end of line",
          "$END": "end of text", "SIGN": "+ or -", "SIMILARITY": 'similarity("...")',
-         "NOT": "'not'", "_AND": "'and'", "_OR": "'or'", "_WHEN": "'when'", "_INTO": "'into'"}
+         "NOT": "'not'", "_AND": "'and'", "_OR": "'or'", "_WHEN": "'when'"}
 
 
 def describe_terminals(parser, names) -> str:
