@@ -106,6 +106,7 @@ class TreeWatcher:
         self._settle = max(0.05, min(self._debounce / 2, 1.0))
         self._tick_ms = int(max(50, min(self.debounce_ms / 2, 500)))
         self._stop = threading.Event()
+        self._caught_up = threading.Event()  # set once the start's catch-up is written and reported
         self._thread: threading.Thread | None = None
         self._pending: dict[str, _Pending] = {}
         self._deleted: dict[str, float] = {}
@@ -121,6 +122,7 @@ class TreeWatcher:
         if self.running:
             return
         self._stop = threading.Event()
+        self._caught_up = threading.Event()
         self.last_error = None
         self._pending.clear()
         self._deleted.clear()
@@ -136,13 +138,13 @@ class TreeWatcher:
         return not self.running
 
     def wait_caught_up(self, timeout: float) -> bool:
-        """Wait until the start's catch-up has finished (for callers that need the index current before going on)."""
+        """Wait until the start's catch-up is written and reported (on_change has returned); False on timeout or
+        when the watcher stopped first."""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.last_catch_up is not None or not self.running:
-                return self.last_catch_up is not None
-            time.sleep(0.02)
-        return False
+        while not self._caught_up.wait(0.02):
+            if not self.running or time.monotonic() >= deadline:
+                return self._caught_up.is_set()
+        return True
 
     def _run(self) -> None:
         import watchfiles
@@ -188,9 +190,10 @@ class TreeWatcher:
                 raise RuntimeError(f"catching up on {root} failed: {job['error_message']}")
         result.duration_ms = int((time.perf_counter() - started) * 1000)
         result.finished_at = time.time()
-        self.last_catch_up = result
         self.counters.catch_ups += 1
+        self.last_catch_up = result
         self._notify(ChangeSet(entry_ids=[], removed_paths=[], full_rescan=True))
+        self._caught_up.set()
 
     def _notify(self, changes: ChangeSet) -> None:
         self.counters.change_sets += 1
