@@ -14,7 +14,6 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Sequence
 
-from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
 from dsl.outcomes import ChainedOutcome, OutcomeBase, SelectionSetOutcome
@@ -36,10 +35,11 @@ class BatchResult:
 class OutcomeExecutor:
     type: ClassVar[str]
     records_work: ClassVar[bool] = False
+    set_based: ClassVar[bool] = False  # applies to a list of entry ids in a few statements (``apply_ids``)
 
-    def apply_sql(self, conn: Connection, outcome: OutcomeBase, ids) -> BatchResult | None:
-        """Apply to the entries of ``ids`` (a one-column select of entry ids) in SQL; None if not supported."""
-        return None
+    def apply_ids(self, conn: Connection, outcome: OutcomeBase, ids: Sequence[int]) -> BatchResult:
+        """Apply to the entries ``ids`` set-based (only for ``set_based`` executors)."""
+        raise NotImplementedError
 
     def apply_rows(self, conn: Connection, outcome: OutcomeBase, rows: Sequence[Any], ctx: "RunContext") -> BatchResult:
         raise NotImplementedError
@@ -74,31 +74,23 @@ class SelectionSetExecutor(OutcomeExecutor):
     """Add matches to a set (created if missing) or remove them; idempotent, so no work records are needed."""
 
     type = "selection_set"
+    set_based = True
 
-    def apply_sql(self, conn: Connection, outcome: SelectionSetOutcome, ids) -> BatchResult:
+    def apply_ids(self, conn: Connection, outcome: SelectionSetOutcome, ids: Sequence[int]) -> BatchResult:
+        if not ids:
+            return BatchResult()
         if outcome.operation == "add":
             target = store_sets.ensure_set(conn, name=outcome.selectionSetName)
-            return BatchResult(applied=store_sets.add_members_from(conn, set_id=target["id"], entry_ids=ids))
+            added = store_sets.add_member_ids(conn, set_id=target["id"], entry_ids=ids)
+            return BatchResult(applied=added, unchanged=len(ids) - added)
         target = store_sets.get_set(conn, name=outcome.selectionSetName)
         if target is None:
-            return BatchResult()
-        return BatchResult(applied=store_sets.remove_members_from(conn, set_id=target["id"], entry_ids=ids))
+            return BatchResult(unchanged=len(ids))
+        removed = store_sets.remove_member_ids(conn, set_id=target["id"], entry_ids=ids)
+        return BatchResult(applied=removed, unchanged=len(ids) - removed)
 
     def apply_rows(self, conn: Connection, outcome: SelectionSetOutcome, rows, ctx) -> BatchResult:
-        from sqlalchemy import literal, union_all
-
-        if not rows:
-            return BatchResult()
-        ids = [r["id"] for r in rows]
-        total = BatchResult()
-        for i in range(0, len(ids), 500):
-            part = ids[i:i + 500]
-            selects = [select(literal(x).label("id")) for x in part]
-            sub = union_all(*selects) if len(selects) > 1 else selects[0]
-            result = self.apply_sql(conn, outcome, select(sub.subquery().c.id))
-            total.applied += result.applied
-        total.unchanged = len(ids) - total.applied
-        return total
+        return self.apply_ids(conn, outcome, [r["id"] for r in rows])
 
 
 class ChainedExecutor(OutcomeExecutor):

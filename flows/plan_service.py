@@ -23,12 +23,13 @@ log = logging.getLogger(__name__)
 
 class PlanService:
     def __init__(self, engine: Engine, roots: Roots, *, use_prefect: bool = True, plans_dir=None,
-                 batch_size: int = plan_exec.DEFAULT_BATCH) -> None:
+                 batch_size: int = plan_exec.DEFAULT_BATCH, id_batch_size: int | None = None) -> None:
         self.engine = engine
         self.roots = roots
         self.use_prefect = use_prefect
         self.plans_dir = plans_dir  # a flows.plan_files.PlansDirectory, or None
         self.batch_size = batch_size
+        self.id_batch_size = id_batch_size
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="assay-plan")
         self._lock = threading.Lock()
         self._futures: dict[int, Future] = {}
@@ -95,7 +96,8 @@ class PlanService:
         execution_id = store_plans.start_execution(self.engine, plan_name=plan.name, trigger=trigger)
         event = threading.Event()
         run = plan_exec.PlanRun(self.engine, plan, roots=self.roots, execution_id=execution_id,
-                                batch_size=self.batch_size, restrict_ids=restrict_ids, scan=scan,
+                                batch_size=self.batch_size, id_batch_size=self.id_batch_size,
+                                restrict_ids=restrict_ids, scan=scan,
                                 cancel_event=event, on_progress=on_progress)
         prefect = self.use_prefect if use_prefect is None else use_prefect
         with self._lock:

@@ -41,6 +41,7 @@ from store.queries import Q
 log = logging.getLogger(__name__)
 
 DEFAULT_BATCH = 2000
+ID_BATCH_FACTOR = 10
 SAMPLE = 5
 
 
@@ -175,6 +176,7 @@ class RuleState:
     residual: Any  # condition evaluated in Python, or None
     matched: int = 0
     samples: list[str] = field(default_factory=list)
+    counted_by: int | None = None  # the outcome whose batches count the matches (saves a counting pass)
 
 
 @dataclass
@@ -200,7 +202,8 @@ class PlanRun:
     """The state of one execution of ``plan``; each public method is one stage (one Prefect task run)."""
 
     def __init__(self, engine: Engine, plan: Plan, *, roots: Roots | None, execution_id: int,
-                 batch_size: int = DEFAULT_BATCH, restrict_ids=None, scan: bool = True,
+                 batch_size: int = DEFAULT_BATCH, id_batch_size: int | None = None, restrict_ids=None,
+                 scan: bool = True,
                  cancel_event: threading.Event | None = None,
                  on_progress: Callable[[dict], None] | None = None) -> None:
         self.engine = engine
@@ -208,6 +211,7 @@ class PlanRun:
         self.roots = roots
         self.execution_id = execution_id
         self.batch_size = batch_size
+        self.id_batch_size = id_batch_size or batch_size * ID_BATCH_FACTOR  # set-based outcomes handle ids, not rows
         self.restrict_ids = restrict_ids
         self.scan = scan
         self.cancel_event = cancel_event
@@ -221,14 +225,23 @@ class PlanRun:
         self._eval = cond_sql.EvalStore(engine, now=self.now)
         for rule in plan.rules:
             push, residual = cond_sql.split(rule.when)
-            self.rules.append(RuleState(rule, self._sql.clause(push), residual))
+            state = RuleState(rule, self._sql.clause(push), residual)
+            self.rules.append(state)
             for j, outcome in enumerate(rule.outcomes):
                 o_push, o_res = cond_sql.split(outcome.when) if outcome.when is not None else (None, None)
                 self.outcomes.append(OutcomeState(rule.name, j, outcome,
                                                   and_(self._sql.clause(push), self._sql.clause(o_push)),
                                                   cond_sql.both(residual, o_res)))
+                if state.counted_by is None and outcome.when is None and residual is None \
+                        and self._set_based(outcome):
+                    state.counted_by = len(self.outcomes) - 1
 
     # -- stages --
+
+    @staticmethod
+    def _set_based(outcome: OutcomeBase) -> bool:
+        executor = EXECUTORS.get(outcome.type)
+        return bool(executor and executor.set_based and not executor.records_work)
 
     def _check_cancel(self) -> None:
         if self.cancel_event is not None and self.cancel_event.is_set():
@@ -272,6 +285,9 @@ class PlanRun:
         return info
 
     def count_candidates(self) -> int:
+        if len(self.plan.sources) == 1 and self.plan.sources[0].name in self.summary["sources"]:
+            self.processed = self.summary["sources"][self.plan.sources[0].name]["entries"]
+            return self.processed
         with self.engine.connect() as conn:
             cand = candidates_clause(conn, self.plan, roots=self.roots, restrict_ids=self.restrict_ids)
             self.processed = conn.execute(select(func.count()).select_from(T).where(cand)).scalar_one()
@@ -285,7 +301,8 @@ class PlanRun:
             with self.engine.connect() as conn:
                 where = and_(candidates_clause(conn, self.plan, roots=self.roots, restrict_ids=self.restrict_ids),
                              state.push)
-                state.matched = conn.execute(select(func.count()).select_from(T).where(where)).scalar_one()
+                if state.counted_by is None:  # else the outcome's batches count the matches as they go
+                    state.matched = conn.execute(select(func.count()).select_from(T).where(where)).scalar_one()
                 state.samples = list(conn.execute(select(T.c.path).where(where).order_by(T.c.id).limit(SAMPLE))
                                      .scalars())
         else:
@@ -296,11 +313,12 @@ class PlanRun:
                         state.matched += 1
                         if len(state.samples) < SAMPLE:
                             state.samples.append(row["path"])
-        self.summary["rules"][state.rule.name] = {"matched": state.matched, "samples": state.samples,
+        self.summary["rules"][state.rule.name] = {"matched": None if state.counted_by is not None else state.matched,
+                                                  "samples": state.samples,
                                                   "outcomes": [], "duration_ms":
                                                   int((time.perf_counter() - started) * 1000)}
         self._progress(stage=f"match {state.rule.name}")
-        return {"matched": state.matched}
+        return {"matched": state.matched, "counted_by_outcome_batches": state.counted_by is not None}
 
     def outcome_batch(self, position: int, after_id: int) -> dict[str, Any]:
         """Apply outcome ``position`` (over all rules, in order) to the next batch of its matches after
@@ -312,17 +330,14 @@ class PlanRun:
         with self.engine.begin() as conn:
             where = and_(candidates_clause(conn, self.plan, roots=self.roots, restrict_ids=self.restrict_ids),
                          state.push, T.c.id > after_id)
-            if state.residual is None and not executor.records_work:
-                boundary = conn.execute(select(T.c.id).where(where).order_by(T.c.id)
-                                        .offset(self.batch_size - 1).limit(1)).scalar()
-                ids = select(T.c.id).where(where)
-                if boundary is not None:
-                    ids = ids.where(T.c.id <= boundary)
-                result = executor.apply_sql(conn, state.outcome, ids)
-                if result is not None:
-                    last = boundary if boundary is not None else -1
-                    self._account(state, result)
-                    return {"last_id": last, "done": boundary is None, "applied": result.applied}
+            if state.residual is None and executor.set_based and not executor.records_work:
+                ids = self._batch_ids(conn, state, where, after_id)
+                result = executor.apply_ids(conn, state.outcome, ids)
+                if self.rules_by_name[state.rule].counted_by == position:
+                    self.rules_by_name[state.rule].matched += len(ids)
+                self._account(state, result)
+                return {"last_id": ids[-1] if ids else -1, "done": len(ids) < self.id_batch_size,
+                        "applied": result.applied}
             rows = conn.execute(select(T).where(where).order_by(T.c.id).limit(self.batch_size)).mappings().all()
             done = len(rows) < self.batch_size
             last = rows[-1]["id"] if rows else -1
@@ -331,6 +346,14 @@ class PlanRun:
             result = self._apply_rows(conn, state, executor, rows)
         self._account(state, result)
         return {"last_id": last, "done": done, "applied": result.applied}
+
+    @property
+    def rules_by_name(self) -> dict[str, RuleState]:
+        return {s.rule.name: s for s in self.rules}
+
+    def _batch_ids(self, conn: Connection, state: OutcomeState, where, after_id: int) -> list[int]:
+        """The next batch of matching ids after ``after_id`` (keyset pagination: one pass over the table in all)."""
+        return list(conn.execute(select(T.c.id).where(where).order_by(T.c.id).limit(self.id_batch_size)).scalars())
 
     def _apply_rows(self, conn: Connection, state: OutcomeState, executor, rows) -> BatchResult:
         keys: dict[int, str] = {}
@@ -379,6 +402,8 @@ class PlanRun:
     def distinct_matched(self) -> int:
         if not self.rules:
             return 0
+        if len(self.rules) == 1:
+            return self.rules[0].matched
         if any(s.residual is not None for s in self.rules):
             return sum(s.matched for s in self.rules)
         with self.engine.connect() as conn:
@@ -392,6 +417,8 @@ class PlanRun:
                 "outcomes_applied": sum(o.applied for o in self.outcomes)}
 
     def outcome_summary(self) -> None:
+        for state in self.rules:
+            self.summary["rules"].setdefault(state.rule.name, {"outcomes": []})["matched"] = state.matched
         for o in self.outcomes:
             self.summary["rules"].setdefault(o.rule, {"outcomes": []})["outcomes"].append({
                 "type": o.outcome.type, "params": o.outcome.params(), "applied": o.applied,

@@ -150,6 +150,32 @@ def add_members_from(conn: Connection, *, set_id: int, entry_ids) -> int:
     return added
 
 
+def add_member_ids(conn: Connection, *, set_id: int, entry_ids: Sequence[int]) -> int:
+    """Add the entries ``entry_ids`` (existing entry ids) to a set; returns how many were new. One lookup of the
+    current members and one multi-row INSERT per chunk (the plan engine's hot path)."""
+    added = 0
+    stamp = now()
+    for part in _chunks(list(entry_ids)):
+        present = set(conn.execute(select(M.c.entry_id).where(M.c.set_id == set_id, M.c.entry_id.in_(part)))
+                      .scalars())
+        new = [{"set_id": set_id, "entry_id": i, "added_at": stamp} for i in dict.fromkeys(part) if i not in present]
+        if new:
+            conn.execute(M.insert(), new)
+            added += len(new)
+    if added:
+        _touch(conn, set_id)
+    return added
+
+
+def remove_member_ids(conn: Connection, *, set_id: int, entry_ids: Sequence[int]) -> int:
+    removed = 0
+    for part in _chunks(list(entry_ids)):
+        removed += conn.execute(delete(M).where(M.c.set_id == set_id, M.c.entry_id.in_(part))).rowcount or 0
+    if removed:
+        _touch(conn, set_id)
+    return removed
+
+
 def remove_members_from(conn: Connection, *, set_id: int, entry_ids) -> int:
     removed = conn.execute(delete(M).where(M.c.set_id == set_id, M.c.entry_id.in_(entry_ids))).rowcount or 0
     if removed:

@@ -144,13 +144,14 @@ def test_rerunning_on_unchanged_files_applies_nothing_again(service, engine, tre
 
 
 def test_small_batches_give_the_same_result_in_more_batches(engine, tree):
-    svc = PlanService(engine, Roots.of([str(tree)]), use_prefect=False, batch_size=2)
+    svc = PlanService(engine, Roots.of([str(tree)]), use_prefect=False, batch_size=2, id_batch_size=2)
     try:
         row = run(svc, plan(tree, outcomes=[{"type": "selection_set", "selectionSetName": "all"}]))
     finally:
         svc.shutdown()
     outcome = row["summary"]["rules"]["media"]["outcomes"][0]
     assert outcome["applied"] == 9 and outcome["batches"] == 5
+    assert row["entries_matched"] == 9 and row["summary"]["rules"]["media"]["matched"] == 9
     assert len(members(engine, "all")) == 9
 
 
@@ -251,3 +252,19 @@ def test_async_execution_returns_running_then_finishes(service, tree):
     assert started["status"] == "running" and started["plan_name"] == "media"
     done = service.wait(started["execution_id"], timeout=60)
     assert done["status"] == "success"
+
+
+@pytest.mark.parametrize("when", ["extension = .jpg", "media_type = video and size > 10KB",
+                                  "not path contains \"/Photos/\" and size < 1KB"])
+def test_conditions_evaluated_in_python_select_what_sql_selects(service, engine, tree, monkeypatch, when):
+    from flows import conditions
+
+    sql_plan = plan(tree, name="in-sql", rules=[{"name": "r", "when": when, "outcomes": [
+        {"type": "selection_set", "selectionSetName": "by-sql"}]}])
+    run(service, sql_plan)
+    monkeypatch.setattr(conditions, "split", lambda cond: (None, cond))  # nothing pushed down: all in Python
+    py_plan = plan(tree, name="in-python", rules=[{"name": "r", "when": when, "outcomes": [
+        {"type": "selection_set", "selectionSetName": "by-python"}]}])
+    row = run(service, py_plan)
+    assert members(engine, "by-python") == members(engine, "by-sql")
+    assert row["entries_matched"] == len(members(engine, "by-sql"))
