@@ -5,7 +5,6 @@ Every wait polls the store with a timeout; nothing asserts how long anything too
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from pathlib import Path
@@ -252,4 +251,3 @@ def test_wanted_filters_by_root_depth_hidden_and_globs(engine, folder):
     assert not w.wanted(str(folder / "cache"))
     assert not w.wanted(str(folder.parent / "elsewhere.txt"))
     assert not w.wanted(str(folder / "a.txt.part"))
-    assert os.path.isdir(folder)
