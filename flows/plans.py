@@ -192,6 +192,8 @@ class OutcomeState:
     errors: int = 0
     error_samples: list[str] = field(default_factory=list)
     batches: int = 0
+    last_id: int = 0
+    finished: bool = False
 
 
 class Cancelled(Exception):
@@ -335,12 +337,15 @@ class PlanRun:
                 result = executor.apply_ids(conn, state.outcome, ids)
                 if self.rules_by_name[state.rule].counted_by == position:
                     self.rules_by_name[state.rule].matched += len(ids)
+                state.last_id = ids[-1] if ids else state.last_id
+                state.finished = len(ids) < self.id_batch_size
                 self._account(state, result)
-                return {"last_id": ids[-1] if ids else -1, "done": len(ids) < self.id_batch_size,
-                        "applied": result.applied}
+                return {"last_id": ids[-1] if ids else -1, "done": state.finished, "applied": result.applied}
             rows = conn.execute(select(T).where(where).order_by(T.c.id).limit(self.batch_size)).mappings().all()
             done = len(rows) < self.batch_size
             last = rows[-1]["id"] if rows else -1
+            state.last_id = max(state.last_id, last)
+            state.finished = done
             if state.residual is not None:
                 rows = [r for r in rows if self._eval.evaluate(state.residual, r)]
             result = self._apply_rows(conn, state, executor, rows)
@@ -425,10 +430,29 @@ class PlanRun:
                 "unchanged": o.unchanged, "skipped_unchanged_entries": o.skipped, "errors": o.errors,
                 "error_samples": o.error_samples, "batches": o.batches})
 
+    def percent(self) -> float:
+        """How far the execution is: each source, rule and outcome is one step; an outcome's step advances with the
+        position of its last batch in the id space (keyset batches go through the table in id order)."""
+        steps = len(self.plan.sources) + len(self.rules) + len(self.outcomes)
+        done = len(self.summary["sources"]) + sum(1 for r in self.rules if r.rule.name in self.summary["rules"])
+        top = self._max_id()
+        for o in self.outcomes:
+            done += 1.0 if o.finished else (min(o.last_id / top, 1.0) if top and o.last_id > 0 else 0.0)
+        return round(100.0 * done / steps, 1) if steps else 100.0
+
+    _top: int | None = None
+
+    def _max_id(self) -> int:
+        if self._top is None:
+            with self.engine.connect() as conn:
+                self._top = conn.execute(select(func.max(T.c.id))).scalar() or 0
+        return self._top
+
     def _progress(self, *, stage: str) -> None:
         if self.on_progress is not None:
             try:
-                self.on_progress({"stage": stage, "outcomes_applied": sum(o.applied for o in self.outcomes)})
+                self.on_progress({"stage": stage, "percent": self.percent(),
+                                  "outcomes_applied": sum(o.applied for o in self.outcomes)})
             except Exception:  # a progress consumer must never break a run
                 log.debug("progress hook failed", exc_info=True)
 

@@ -117,7 +117,10 @@ def run(args: argparse.Namespace, make_app) -> int:
         started = time.monotonic()
 
         def progress(p: dict) -> None:
-            sys.stderr.write(f"\r{time.monotonic() - started:6.1f}s  {p['stage'][:50]:<50}  "
+            width = 30
+            filled = int(width * p["percent"] / 100)
+            sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {p['percent']:5.1f}%  "
+                             f"{time.monotonic() - started:6.1f}s  {p['stage'][:40]:<40}  "
                              f"{p['outcomes_applied']} outcomes applied")
             sys.stderr.flush()
 

@@ -144,8 +144,8 @@ def register(mcp: MCPServer, app) -> None:
             if now - last[0] >= 0.25:
                 last[0] = now
                 try:
-                    anyio.from_thread.run(ctx.report_progress, float(p.get("outcomes_applied", 0)), None,
-                                          p.get("stage"))
+                    anyio.from_thread.run(ctx.report_progress, p["percent"], 100.0,
+                                          f"{p['stage']}: {p['outcomes_applied']} outcomes applied")
                 except Exception:  # progress is best effort
                     pass
 

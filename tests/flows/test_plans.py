@@ -268,3 +268,20 @@ def test_conditions_evaluated_in_python_select_what_sql_selects(service, engine,
     row = run(service, py_plan)
     assert members(engine, "by-python") == members(engine, "by-sql")
     assert row["entries_matched"] == len(members(engine, "by-sql"))
+
+
+def test_progress_is_reported_per_stage_and_reaches_100_percent(engine, tree):
+    svc = PlanService(engine, Roots.of([str(tree)]), use_prefect=False, batch_size=2, id_batch_size=2)
+    seen: list[dict] = []
+    try:
+        p = plan(tree, rules=[{"name": "a", "outcomes": [{"type": "selection_set", "selectionSetName": "a"}]},
+                              {"name": "b", "when": "size > 1KB",
+                               "outcomes": [{"type": "selection_set", "selectionSetName": "b"}]}])
+        svc.save(p, create=True)
+        svc.execute(p, wait=True, on_progress=seen.append)
+    finally:
+        svc.shutdown()
+    percents = [s["percent"] for s in seen]
+    assert percents == sorted(percents) and percents[-1] == 100.0 and len(percents) > 5
+    assert [s["stage"] for s in seen][:3] == ["scan home", "match a", "match b"]
+    assert "selection_set a [batch 5]" in [s["stage"] for s in seen]

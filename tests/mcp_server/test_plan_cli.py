@@ -55,6 +55,7 @@ def test_run_executes_the_plan_as_a_prefect_flow_and_reports_counts(tmp_path, tr
     assert res.returncode == 0, res.stderr
     assert "success: 9 entries processed, 3 matched, 3 outcomes applied" in res.stdout
     assert "rule photos: 3 matched; selection_set 3" in res.stdout
+    assert "100.0%" in res.stderr and "[####" in res.stderr  # the progress bar
 
 
 def test_preview_and_explain_print_json(tmp_path, tree, plan_file):
