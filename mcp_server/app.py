@@ -26,7 +26,10 @@ log = logging.getLogger(__name__)
 
 INSTRUCTIONS = """assay indexes files and answers questions about them.
 Start with `index` on a folder inside the allowed roots (see session-info), then `navigate` / `inspect` it, group
-entries into resource sets (a DAG) and query them with the resource-* tools. Paths are absolute."""
+entries into resource sets (a DAG) and query them with the resource-* tools. Paths are absolute.
+To automate: write a plan (sources + rules with conditions and outcomes) with plan-create, as fields or as DSL / YAML
+text; plan-validate checks it, plan-preview shows what it would do, plan-explain says why a file matches or not,
+plan-execute runs it (continuous plans keep watching)."""
 
 # tool group -> module under mcp_server.tools that registers it
 GROUP_MODULES = {

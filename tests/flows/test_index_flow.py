@@ -39,7 +39,7 @@ def test_index_job_runs_as_a_prefect_flow_with_a_named_scan_task(engine, tree, d
     assert job["flow_run_id"]
     for _ in range(100):  # task-run states reach Prefect's API as events, a moment after the flow returns
         flow, flow_run, task_runs = prefect_runs(job["flow_run_id"])
-        if task_runs and task_runs[0].state.is_final():
+        if task_runs and task_runs[0].state is not None and task_runs[0].state.is_final():
             break
         time.sleep(0.1)
     assert flow.name == "index"
