@@ -25,6 +25,7 @@ from store import entries as store_entries
 log = logging.getLogger(__name__)
 
 ProgressFn = Callable[["IndexProgress"], None]
+ANALYZE_AFTER = 10_000  # entries walked; ANALYZE costs about 0.6 ms per 1,000 entries on SQLite
 CancelFn = Callable[[], bool]
 
 
@@ -352,6 +353,10 @@ def index_tree(engine: Engine, root: str, *, scan_id: int, follow_symlinks: bool
         if statmod.S_ISDIR(root_stat.st_mode):
             removed = _sweep(conn, root, scan_id, walk.unreadable)
         store_entries.refresh_ancestor_sizes(conn, path=root)
+        if walk.state.files + walk.state.directories >= ANALYZE_AFTER:
+            # fresh statistics for the query planner after a big write (SQLite has none until asked): plan
+            # conditions and set queries then scan instead of walking an index where that is faster
+            conn.exec_driver_sql("ANALYZE entries")
     walk.state.percent = 100.0
     if progress is not None:
         progress(walk.state)

@@ -120,10 +120,15 @@ def source_clause(conn: Connection, source: Source, *, roots: Roots | None, base
         dialect = conn.dialect.name
         parts = []
         for root in resolved_paths(source, roots, base_dir):
-            if cfg.recursive:
-                part = subtree_clause(root)
+            is_dir = os.path.isdir(root)
+            if not is_dir:  # a single file
+                part = T.c.path == root
+            elif cfg.recursive:
+                # the range alone when the folder itself is not wanted: one index range, in path order, which the
+                # batches page through (an OR with path = root would make SQLite sort instead)
+                part = subtree_clause(root, include_root=cfg.include_directories)
             else:
-                part = or_(T.c.path == root, T.c.parent == root)
+                part = T.c.parent == root
             if cfg.max_depth is not None:
                 part = and_(part, T.c.depth <= path_depth(root) + cfg.max_depth)
             if not cfg.include_hidden:
@@ -192,7 +197,7 @@ class OutcomeState:
     errors: int = 0
     error_samples: list[str] = field(default_factory=list)
     batches: int = 0
-    last_id: int = 0
+    last_path: str = ""
     finished: bool = False
 
 
@@ -305,7 +310,8 @@ class PlanRun:
                              state.push)
                 if state.counted_by is None:  # else the outcome's batches count the matches as they go
                     state.matched = conn.execute(select(func.count()).select_from(T).where(where)).scalar_one()
-                state.samples = list(conn.execute(select(T.c.path).where(where).order_by(T.c.id).limit(SAMPLE))
+                # by path: the path index yields them in order, so the scan stops after a few matches
+                state.samples = list(conn.execute(select(T.c.path).where(where).order_by(T.c.path).limit(SAMPLE))
                                      .scalars())
         else:
             state.matched = 0
@@ -322,43 +328,43 @@ class PlanRun:
         self._progress(stage=f"match {state.rule.name}")
         return {"matched": state.matched, "counted_by_outcome_batches": state.counted_by is not None}
 
-    def outcome_batch(self, position: int, after_id: int) -> dict[str, Any]:
-        """Apply outcome ``position`` (over all rules, in order) to the next batch of its matches after
-        ``after_id``; returns ``{"last_id", "done", "applied", ...}``."""
+    def outcome_batch(self, position: int, after: str) -> dict[str, Any]:
+        """Apply outcome ``position`` (over all rules, in order) to the next batch of its matches whose path sorts
+        after ``after`` (keyset pagination along the path index: each batch reads only its own part of the table);
+        returns ``{"last", "done", "applied"}``."""
         self._check_cancel()
         state = self.outcomes[position]
         executor = executor_for(state.outcome)
         state.batches += 1
         with self.engine.begin() as conn:
             where = and_(candidates_clause(conn, self.plan, roots=self.roots, restrict_ids=self.restrict_ids),
-                         state.push, T.c.id > after_id)
+                         state.push, T.c.path > after)
             if state.residual is None and executor.set_based and not executor.records_work:
-                ids = self._batch_ids(conn, state, where, after_id)
+                batch = conn.execute(select(T.c.id, T.c.path).where(where).order_by(T.c.path)
+                                     .limit(self.id_batch_size)).all()
+                ids = [row[0] for row in batch]
                 result = executor.apply_ids(conn, state.outcome, ids)
                 if self.rules_by_name[state.rule].counted_by == position:
                     self.rules_by_name[state.rule].matched += len(ids)
-                state.last_id = ids[-1] if ids else state.last_id
+                state.last_path = batch[-1][1] if batch else state.last_path
                 state.finished = len(ids) < self.id_batch_size
                 self._account(state, result)
-                return {"last_id": ids[-1] if ids else -1, "done": state.finished, "applied": result.applied}
-            rows = conn.execute(select(T).where(where).order_by(T.c.id).limit(self.batch_size)).mappings().all()
+                return {"last": state.last_path, "done": state.finished, "applied": result.applied}
+            rows = conn.execute(select(T).where(where).order_by(T.c.path).limit(self.batch_size)).mappings().all()
             done = len(rows) < self.batch_size
-            last = rows[-1]["id"] if rows else -1
-            state.last_id = max(state.last_id, last)
+            last = rows[-1]["path"] if rows else state.last_path
+            state.last_path = last
             state.finished = done
             if state.residual is not None:
                 rows = [r for r in rows if self._eval.evaluate(state.residual, r)]
             result = self._apply_rows(conn, state, executor, rows)
         self._account(state, result)
-        return {"last_id": last, "done": done, "applied": result.applied}
+        return {"last": last, "done": done, "applied": result.applied}
 
     @property
     def rules_by_name(self) -> dict[str, RuleState]:
         return {s.rule.name: s for s in self.rules}
 
-    def _batch_ids(self, conn: Connection, state: OutcomeState, where, after_id: int) -> list[int]:
-        """The next batch of matching ids after ``after_id`` (keyset pagination: one pass over the table in all)."""
-        return list(conn.execute(select(T.c.id).where(where).order_by(T.c.id).limit(self.id_batch_size)).scalars())
 
     def _apply_rows(self, conn: Connection, state: OutcomeState, executor, rows) -> BatchResult:
         keys: dict[int, str] = {}
@@ -388,17 +394,17 @@ class PlanRun:
         self._progress(stage=f"{state.outcome.type} {state.rule} [batch {state.batches}]")
 
     def _batches(self, push) -> Iterator[list]:
-        after = -1
+        after = ""
         while True:
             self._check_cancel()
             with self.engine.connect() as conn:
                 where = and_(candidates_clause(conn, self.plan, roots=self.roots, restrict_ids=self.restrict_ids),
-                             push, T.c.id > after)
-                rows = conn.execute(select(T).where(where).order_by(T.c.id).limit(self.batch_size)).mappings().all()
+                             push, T.c.path > after)
+                rows = conn.execute(select(T).where(where).order_by(T.c.path).limit(self.batch_size)).mappings().all()
             if not rows:
                 return
             yield rows
-            after = rows[-1]["id"]
+            after = rows[-1]["path"]
             if len(rows) < self.batch_size:
                 return
 
@@ -435,18 +441,19 @@ class PlanRun:
         position of its last batch in the id space (keyset batches go through the table in id order)."""
         steps = len(self.plan.sources) + len(self.rules) + len(self.outcomes)
         done = len(self.summary["sources"]) + sum(1 for r in self.rules if r.rule.name in self.summary["rules"])
-        top = self._max_id()
         for o in self.outcomes:
-            done += 1.0 if o.finished else (min(o.last_id / top, 1.0) if top and o.last_id > 0 else 0.0)
+            done += 1.0 if o.finished else (self._rank(o.last_path) if o.last_path else 0.0)
         return round(100.0 * done / steps, 1) if steps else 100.0
 
-    _top: int | None = None
+    _total: int | None = None
 
-    def _max_id(self) -> int:
-        if self._top is None:
-            with self.engine.connect() as conn:
-                self._top = conn.execute(select(func.max(T.c.id))).scalar() or 0
-        return self._top
+    def _rank(self, path: str) -> float:
+        """The share of indexed paths that sort at or before ``path`` (counted on the path index alone)."""
+        with self.engine.connect() as conn:
+            if self._total is None:
+                self._total = conn.execute(select(func.count()).select_from(T)).scalar() or 0
+            before = conn.execute(select(func.count()).select_from(T).where(T.c.path <= path)).scalar() or 0
+        return min(before / self._total, 1.0) if self._total else 0.0
 
     def _progress(self, *, stage: str) -> None:
         if self.on_progress is not None:
@@ -471,12 +478,12 @@ def run_stages(run: PlanRun, *, task: Callable[[str, Callable, tuple], Any] | No
         for i, state in enumerate(run.rules):
             call(f"match {state.rule.name}", run.match_rule, (i,))
         for position, state in enumerate(run.outcomes):
-            after, k = -1, 1
+            after, k = "", 1
             while True:
                 out = call(f"{state.outcome.type} {state.rule} [batch {k}]", run.outcome_batch, (position, after))
-                if out["done"] or out["last_id"] == -1:
+                if out["done"]:
                     break
-                after, k = out["last_id"], k + 1
+                after, k = out["last"], k + 1
             store_plans.update_execution(engine, execution_id=run.execution_id,
                                          outcomes_applied=sum(o.applied for o in run.outcomes))
         run.outcome_summary()

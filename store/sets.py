@@ -155,6 +155,17 @@ def add_member_ids(conn: Connection, *, set_id: int, entry_ids: Sequence[int]) -
     current members and one multi-row INSERT per chunk (the plan engine's hot path)."""
     added = 0
     stamp = now()
+    if conn.dialect.name == "sqlite":  # the hot path: the driver's executemany, INSERT OR IGNORE counts new rows
+        cursor = conn.connection.driver_connection.cursor()
+        try:
+            cursor.executemany("INSERT OR IGNORE INTO set_members (set_id, entry_id, added_at) VALUES (?, ?, ?)",
+                               [(set_id, i, stamp) for i in entry_ids])
+            added = cursor.rowcount
+        finally:
+            cursor.close()
+        if added:
+            _touch(conn, set_id)
+        return added
     for part in _chunks(list(entry_ids)):
         present = set(conn.execute(select(M.c.entry_id).where(M.c.set_id == set_id, M.c.entry_id.in_(part)))
                       .scalars())
