@@ -5,9 +5,10 @@ An entry is a mapping of the entries columns (``path``, ``name``, ``extension``,
 
 Semantics (the SQL compiler follows every one of them):
 
-- A leaf whose value is missing is false, whatever its operator: a NULL column (``media_type``, ``mime``, ``hash``,
-  ``parent``), no metadata row, or a value of the other kind (a number where text is compared). So
-  ``media_type != video`` is false for an entry without a media type and ``not media_type = video`` is true.
+- A leaf whose value is missing is false, whatever its operator, except ``!=``: a NULL column (``mime``, ``hash``,
+  ``parent``), no metadata row, or a value of the other kind (a number where text is compared). ``a != b`` is
+  exactly ``not a = b``, so it is true for an entry without the value (``hash != abc`` for an unhashed file).
+- ``media_type`` of an extension of no known kind (a NULL column) is ``other``.
 - A metadata value is a number or text: the number when the classifier stored one, else the text. Numbers compare
   with numbers, text with text; ``contains`` / ``startswith`` / ``endswith`` / ``matches`` / ``glob`` always compare
   text (``metadata.year contains 19`` looks for the text "19").
@@ -212,12 +213,17 @@ def _leaf(leaf: Compare, entry: Mapping[str, Any], ctx: EvalContext, *, with_see
         member = ctx.member_of(entry, names)
         seen = [n for n in names if ctx.member_of(entry, [n])] if member and with_seen else []
         return (not member if op == "!=" else member), seen
+    if op == "!=":  # "not equal" is exactly "not (equal)": true for an entry without the value
+        equal, seen = _leaf(leaf.model_copy(update={"op": "="}), entry, ctx, with_seen=with_seen)
+        return not equal, seen
     if spec.metadata_key is not None:
         seen = ctx.metadata(entry, spec.metadata_key)
         return metadata_match(op, value, seen), seen
     if spec.column is None:
         raise not_available(spec)
     seen = entry.get(spec.column)
+    if spec.name == "media_type" and seen is None:  # an extension of no known kind is "other"
+        seen = "other"
     if spec.type == "time":
         if not is_number(seen):
             return False, seen

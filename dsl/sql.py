@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Protocol
 
-from sqlalchemy import and_, false, not_, or_, true
+from sqlalchemy import and_, false, func, literal, not_, or_, true
 from sqlalchemy.sql.elements import ColumnElement
 
 from dsl.conditions import Compare, Group, Not, iter_leaves
@@ -101,12 +101,16 @@ def _leaf(leaf: Compare, ctx: SqlContext) -> Clause:
     if spec.type == "set":
         member = ctx.member_of(value if op == "in" else [value])
         return not_(member) if op == "!=" else member
+    if op == "!=":  # "not equal" is exactly "not (equal)": true for an entry without the value
+        return not_(_leaf(leaf.model_copy(update={"op": "="}), ctx))
     if spec.metadata_key is not None:
         return ctx.metadata_exists(spec.metadata_key,
                                    lambda num, text: metadata_clause(op, value, num, text, ctx.dialect))
     if spec.column is None:
         raise not_available(spec)
     col = ctx.column(spec.column)
+    if spec.name == "media_type":  # an extension of no known kind is "other"
+        col = func.coalesce(col, literal("other"))
     if spec.type == "time":
         tests, negate = time_tests(op, value, ctx.now)
         clause = and_(*(_compare(col, o, t) for o, t in tests))

@@ -58,7 +58,7 @@ CTX = DictContext(sets={"photos": {"/p/beach.jpg"}}, meta={"/p/beach.jpg": {"wid
     (C("name", "glob", "*.JPG"), False),
     (C("name", "matches", r"ea.h"), True),
     (C("extension", "=", "JPG"), True),
-    (C("hash", "!=", "abc"), False),  # NULL: every leaf is false ...
+    (C("hash", "!=", "abc"), True),  # no hash: not equal, as not (hash = abc)
     (Not(condition=C("hash", "=", "abc")), True),  # ... so its negation is true
     (C("mtime", "=", "2024-01-01"), True),
     (C("mtime", ">", "2024-01-01"), True),
