@@ -25,7 +25,7 @@ DURATION_UNITS: dict[str, float] = {
     "ms": 0.001, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "w": 604800,
     "y": 365 * 86400,
 }
-_DURATION_PRINT = [("w", 604800), ("d", 86400), ("h", 3600), ("m", 60), ("s", 1), ("ms", 0.001)]
+_DURATION_PRINT = [("d", 86400), ("h", 3600), ("m", 60), ("s", 1), ("ms", 0.001)]  # 7d stays 7d, not 1w
 
 SIZE_HELP = "a number of bytes or a number with a unit: B, KB, MB, GB, TB (powers of 1000) or KiB, MiB, GiB, TiB " \
             "(powers of 1024), e.g. 10MB or 1.5GiB"

@@ -72,6 +72,13 @@ class PlansDirectory:
             plan = Plan.from_text(text, format="dsl" if file.suffix == ".plan" else
                                   "json" if file.suffix == ".json" else "yaml", source=file.name)
             plan.with_base_dir(str(self.path))
+            existing = store_plans.find_plan(self.service.engine, name=plan.name)
+            other = existing["origin_path"] if existing else None
+            if other and other != key and Path(other).exists():
+                self._errors[key] = (f"plan name {plan.name!r} is already defined in {Path(other).name}; a plan "
+                                     "name must be unique in the plans directory (rename one of them)")
+                log.warning("plan file %s not loaded: %s", file, self._errors[key])
+                return None
             self.service.save(plan, create=None, origin_path=key, write_file=False)
         except (PlanError, AssayError) as exc:
             self._errors[key] = str(exc)

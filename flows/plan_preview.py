@@ -14,7 +14,7 @@ from sqlalchemy.engine import Connection, Engine
 from dsl.model import Plan
 from dsl.outcomes import ChainedOutcome, OutcomeBase, SelectionSetOutcome
 from flows import conditions as cond_sql
-from flows.plans import candidates_clause, source_clause
+from flows.plans import candidates_clause, is_watched, source_clause
 from flows.roots import Roots
 from store import sets as store_sets
 from store.entries import T, entry_public, require_entry
@@ -69,7 +69,8 @@ def preview_plan(engine: Engine, plan: Plan, *, roots: Roots, samples: int = 5) 
     with engine.connect() as conn:
         for source in plan.sources:
             try:
-                clause = source_clause(conn, source, roots=roots, base_dir=plan.base_dir)
+                clause = source_clause(conn, source, roots=roots, base_dir=plan.base_dir,
+                                       watched=is_watched(plan, source))
                 out["sources"].append({"name": source.name, "type": source.type, "entries": _count(conn, clause),
                                        "target_set": source.target_set})
             except Exception as exc:  # a missing set or query: say so, keep previewing
@@ -124,7 +125,8 @@ def explain_path(engine: Engine, plan: Plan, *, roots: Roots, path: str) -> dict
     with engine.connect() as conn:
         for source in plan.sources:
             try:
-                clause = source_clause(conn, source, roots=roots, base_dir=plan.base_dir)
+                clause = source_clause(conn, source, roots=roots, base_dir=plan.base_dir,
+                                       watched=is_watched(plan, source))
                 yielded = _count(conn, and_(clause, T.c.id == row["id"])) > 0
                 result["sources"].append({"name": source.name, "type": source.type, "yields_entry": yielded})
             except Exception as exc:

@@ -78,6 +78,8 @@ class PlanService:
             self.watching.stop(plan.name)
         elif self.watching.is_watching(plan.name):
             self.watching.restart(plan)  # definition may have changed
+        elif store_plans.list_executions(self.engine, plan_name=plan.name, limit=1)[1]:
+            self.watching.ensure(plan)  # active again after a pause: catch up and watch, as it did before
 
     # -- executions --
 
@@ -90,8 +92,8 @@ class PlanService:
                 on_progress: Callable[[dict], None] | None = None) -> dict[str, Any]:
         """Start an execution of ``plan``; returns its row at once (status running), or when done with ``wait``."""
         if plan.status != "active":
-            raise Conflict(f"plan {plan.name!r} is {plan.status}; plan-update with status active runs it again",
-                           field="name")
+            raise Conflict(f"plan {plan.name!r} is {plan.status}, so it does not run; plan-update with status "
+                           "active makes it runnable again", field="name")
         self.check(plan)
         execution_id = store_plans.start_execution(self.engine, plan_name=plan.name, trigger=trigger)
         event = threading.Event()
@@ -230,6 +232,9 @@ def merge_update(current: Plan, *, text: str | None = None, format: str = "auto"
     reference's one-rule form) replace the condition / outcomes of the rule named after the plan (creating it)."""
     given = {k: v for k, v in fields.items() if v is not None}
     if text is not None:
+        if given:
+            raise InvalidInput("text replaces the whole plan (its status and mode too); give either text or the "
+                               f"fields to change, not both (also got: {', '.join(given)})", field="text")
         return plan_from_arguments(text=text, format=format, name=current.name).with_base_dir(current.base_dir)
     if not given:
         raise InvalidInput("nothing to update: give description, mode, status, sources, conditions, outcomes, "
@@ -241,6 +246,11 @@ def merge_update(current: Plan, *, text: str | None = None, format: str = "auto"
     if "conditions" in given or "outcomes" in given:
         rules = list(data.get("rules") or [])
         main = next((r for r in rules if r["name"] == current.name), None)
+        if main is None and rules:
+            raise InvalidInput(
+                f"conditions and outcomes change the rule named after the plan ({current.name!r}), and this plan has "
+                f"none: its rules are {', '.join(r['name'] for r in rules)}. Give rules (the whole list) or text "
+                "instead", field="conditions" if "conditions" in given else "outcomes")
         if main is None:
             main = {"name": current.name, "outcomes": []}
             rules.insert(0, main)

@@ -19,8 +19,10 @@ log = logging.getLogger(__name__)
 
 
 def watched_sources(plan: Plan):
+    from flows.plans import is_watched
+
     for source in plan.sources:
-        if source.type == "filesystem.watch" or (plan.mode == "continuous" and source.type == "filesystem.index"):
+        if is_watched(plan, source):
             yield source
 
 
@@ -80,8 +82,11 @@ class PlanWatchers:
             if changes.full_rescan:
                 self.service.execute(plan, wait=True, trigger="watch", scan=False)
             elif changes.entry_ids:
-                self.service.execute(plan, wait=True, trigger="watch", scan=False, use_prefect=False,
-                                     restrict_ids=list(changes.entry_ids))
+                row = self.service.execute(plan, wait=True, trigger="watch", scan=False, use_prefect=False,
+                                           restrict_ids=list(changes.entry_ids))
+                if row["status"] == "partial" and not row["outcomes_applied"]:
+                    # a change the plan has nothing to do with (a deletion, a file no rule wants): not history
+                    store_plans.delete_execution(self.service.engine, execution_id=row["execution_id"])
         except Exception:  # a failed run is recorded on its execution; the watcher goes on
             log.exception("plan %s: acting on changes failed", name)
 

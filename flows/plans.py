@@ -24,7 +24,7 @@ from sqlalchemy.engine import Connection, Engine
 from dsl.conditions import Compare, iter_leaves
 from dsl.errors import PlanValidationError, Problem
 from dsl.fields import field_spec, missing_producer
-from dsl.model import Plan, Rule, Source
+from dsl.model import PARTIAL_NAMES, Plan, Rule, Source
 from dsl.outcomes import OutcomeBase, iter_outcomes
 from flows import conditions as cond_sql
 from flows.outcomes import EXECUTORS, BatchResult, RunContext, executor_for
@@ -57,9 +57,9 @@ def check_plan(plan: Plan, *, roots: Roots | None = None) -> list[Problem]:
             for j, path in enumerate(source.config.paths):
                 where = f"sources[{i}].config.paths[{j}]"
                 try:
-                    absolute = absolute_path(path, plan.base_dir, field=where)
+                    absolute = absolute_path(path, plan.base_dir, field="path")
                     if roots is not None:
-                        roots.resolve(absolute, field=where)
+                        roots.resolve(absolute, field="path")
                 except AssayError as exc:
                     problems.append(Problem(exc.message, path=where))
     for i, rule in enumerate(plan.rules):
@@ -113,8 +113,10 @@ def resolved_paths(source: Source, roots: Roots | None, base_dir: str | None = N
 # --- selecting entries --------------------------------------------------------------------------------------------
 
 
-def source_clause(conn: Connection, source: Source, *, roots: Roots | None, base_dir: str | None = None):
-    """SQL condition over the entries table for the entries ``source`` yields."""
+def source_clause(conn: Connection, source: Source, *, roots: Roots | None, base_dir: str | None = None,
+                  watched: bool = False):
+    """SQL condition over the entries table for the entries ``source`` yields; a watched source never yields
+    partial-download names (``*.part``, ...), whether the watcher or its catch-up scan indexed them."""
     cfg = source.config
     if source.type.startswith("filesystem."):
         dialect = conn.dialect.name
@@ -135,7 +137,7 @@ def source_clause(conn: Connection, source: Source, *, roots: Roots | None, base
                 part = and_(part, ~func.substr(T.c.path, len(root) + 1).contains("/.", autoescape=True))
             parts.append(part)
         clause = or_(*parts)
-        for pattern in cfg.exclude:
+        for pattern in (*cfg.exclude, *(PARTIAL_NAMES if watched else ())):
             clause = and_(clause, not_(or_(
                 match_clause(T.c.name, pattern=pattern, mode="glob", case_sensitive=True, dialect=dialect),
                 match_clause(T.c.path, pattern=pattern, mode="glob", case_sensitive=True, dialect=dialect))))
@@ -158,11 +160,16 @@ def source_clause(conn: Connection, source: Source, *, roots: Roots | None, base
 
 
 def candidates_clause(conn: Connection, plan: Plan, *, roots: Roots | None, restrict_ids=None):
-    clause = or_(*(source_clause(conn, s, roots=roots, base_dir=plan.base_dir) for s in plan.sources)) \
-        if plan.sources else false()
+    clause = or_(*(source_clause(conn, s, roots=roots, base_dir=plan.base_dir, watched=is_watched(plan, s))
+                   for s in plan.sources)) if plan.sources else false()
     if restrict_ids is not None:
         clause = and_(clause, T.c.id.in_(list(restrict_ids)))
     return clause
+
+
+def is_watched(plan: Plan, source: Source) -> bool:
+    """Whether a continuous plan (or a filesystem.watch source) keeps watching ``source``."""
+    return source.type == "filesystem.watch" or (plan.mode == "continuous" and source.type == "filesystem.index")
 
 
 def work_key(row, rule: str, outcome: OutcomeBase) -> str:
@@ -278,7 +285,8 @@ class PlanRun:
                 jobs.append({"jobId": job["id"], "root": root, "files": job["files"], "removed": job["removed"]})
             info["index_jobs"] = jobs
         with self.engine.begin() as conn:
-            clause = source_clause(conn, source, roots=self.roots, base_dir=self.plan.base_dir)
+            clause = source_clause(conn, source, roots=self.roots, base_dir=self.plan.base_dir,
+                                   watched=is_watched(self.plan, source))
             if self.restrict_ids is not None:
                 clause = and_(clause, T.c.id.in_(list(self.restrict_ids)))
             info["entries"] = conn.execute(select(func.count()).select_from(T).where(clause)).scalar_one()

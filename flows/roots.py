@@ -61,7 +61,7 @@ class Roots:
             shown = path if resolved == normal else f"{path} (resolves to {resolved})"
             raise PathNotAllowed(
                 f"{field} {shown} is outside the allowed roots: {self.describe()}. "
-                "Start the server with --root DIR (or ASSAY_ROOTS) to allow another directory.",
+                "Give the server (or the assay command) --root DIR, or set ASSAY_ROOTS, to allow another directory.",
                 field=field,
             )
         return resolved

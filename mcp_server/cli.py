@@ -22,8 +22,8 @@ EPILOG = """examples:
   assay index ~/Photos                          # index once, with a progress bar
   assay serve --config assay.yaml               # settings from YAML (server.port, server.cors_origins, ...)
   assay serve --plans-dir plans/                # plan files in git: loaded, reloaded on change, written back
-  assay plan validate examples/plans/*          # every problem with its line and column
-  assay plan run examples/plans/media.yaml      # run a plan once as a Prefect flow, with progress
+  assay plan validate examples/plans/* --root examples/corpus     # every problem with its place
+  assay plan run examples/plans/tidy.yaml --root examples/corpus  # run once as a Prefect flow, with progress
 
 environment: ASSAY_DATA_DIR, ASSAY_DATABASE_URL, ASSAY_ROOTS (os.pathsep-separated), CORS_ORIGINS (comma-separated),
 ASSAY_TOOL_GROUPS (comma-separated). Command-line options override the environment, which overrides --config."""

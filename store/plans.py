@@ -176,6 +176,12 @@ def list_executions(engine: Engine, *, plan_name: str | None = None, status: str
         return [execution_public(dict(r)) for r in rows], total
 
 
+def delete_execution(engine: Engine, *, execution_id: int) -> None:
+    with engine.begin() as conn:
+        conn.execute(delete(R).where(R.c.execution_id == execution_id))
+        conn.execute(delete(X).where(X.c.id == execution_id))
+
+
 def reap_running(engine: Engine) -> int:
     """Executions left running by a server that stopped are marked as errors (at server start)."""
     with engine.begin() as conn:

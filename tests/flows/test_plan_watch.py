@@ -77,6 +77,10 @@ def test_a_continuous_plan_acts_on_new_files_renames_and_deletes(engine, tree, i
         wait_for(lambda: members(engine, "notes") == ["download.txt", "old.txt", "renamed.txt"])
         (inbox / "old.txt").unlink()
         wait_for(lambda: members(engine, "notes") == ["download.txt", "renamed.txt"])
+        from store import plans as store_plans
+
+        rows, _ = store_plans.list_executions(engine, plan_name="inbox", limit=100)
+        assert rows and not [r for r in rows if r["trigger"] == "watch" and r["status"] == "partial"]
     finally:
         svc.shutdown()
 
@@ -90,17 +94,19 @@ def test_pausing_stops_the_watch_and_a_restart_catches_up(engine, tree, inbox):
         assert svc.watching.is_watching("inbox")
         svc.save(plan.model_copy(update={"status": "paused"}), create=False)
         assert not svc.watching.is_watching("inbox")
-        svc.save(plan, create=False)  # active again, but not re-executed: still not watching
-        assert not svc.watching.is_watching("inbox")
-        svc.execute(plan, wait=True)
+        (inbox / "while-paused.txt").write_text("written while paused")
+        svc.save(plan, create=False)  # active again: it catches up and watches, as before the pause
         assert svc.watching.is_watching("inbox")
+        wait_for(lambda: "while-paused.txt" in members(engine, "notes"))
     finally:
         svc.shutdown()  # the server stops
     (inbox / "while-away.txt").write_text("written while nobody watched")
+    (inbox / "unfinished.txt.part").write_text("a download that was not finished")
     restarted = make_service(engine, tree)
     try:
         restarted.resume()  # as the server does at start
         assert restarted.watching.is_watching("inbox")
         wait_for(lambda: "while-away.txt" in members(engine, "notes"))
+        assert "unfinished.txt.part" not in members(engine, "inbox")  # the catch-up indexed it; the plan skips it
     finally:
         restarted.shutdown()

@@ -194,3 +194,14 @@ async def test_plan_resources_list_plans_and_executions(client, app, tree):
     assert history["executions"][0]["execution_id"] == done["execution_id"]
     everything = await read_json(client, "synthesis://plan-executions")
     assert everything["total"] == 1
+
+
+async def test_update_refuses_text_with_fields_and_conditions_without_a_main_rule(client, tree):
+    await call(client, "plan-create", {"name": "two", "sources": [
+        {"name": "home", "type": "filesystem.index", "config": {"path": str(tree)}}],
+        "rules": [{"name": "a", "when": "size > 1KB"}, {"name": "b", "when": "size < 1KB"}]})
+    with pytest.raises(ToolFailed, match="give either text or the fields to change, not both"):
+        await call(client, "plan-update", {"name": "two", "description": "x",
+                                           "text": f"plan two\nsource home index {tree}\n"})
+    with pytest.raises(ToolFailed, match="this plan has none: its rules are a, b"):
+        await call(client, "plan-update", {"name": "two", "conditions": "size > 1MB"})

@@ -91,3 +91,15 @@ def test_editing_a_file_reloads_its_plan_and_fixing_a_bad_one_loads_it(dir_app, 
     assert dir_app.plans.plans_dir.errors() == []
     photos.unlink()
     wait_for(lambda: store_plans.find_plan(dir_app.engine, name="photos") is None)
+
+
+def test_a_second_file_with_a_taken_plan_name_is_reported_not_loaded(dir_app, plans_dir):
+    before = store_plans.get_plan(dir_app.engine, name="photos")
+    (plans_dir / "copy.yaml").write_text((plans_dir / "photos.yaml").read_text().replace(".jpg", ".png"))
+    wait_for(lambda: any(e["file"].endswith("copy.yaml") for e in dir_app.plans.plans_dir.errors()))
+    error = next(e for e in dir_app.plans.plans_dir.errors() if e["file"].endswith("copy.yaml"))
+    assert "plan name 'photos' is already defined in photos.yaml" in error["error"]
+    assert store_plans.get_plan(dir_app.engine, name="photos")["definition"] == before["definition"]
+    (plans_dir / "copy.yaml").unlink()
+    time.sleep(1.0)  # give the watcher time to act on the deletion (it must not delete the plan)
+    assert store_plans.find_plan(dir_app.engine, name="photos") is not None
