@@ -83,7 +83,12 @@ class AssayApp:
                    sources=SourceManager(engine, runner, roots))
 
     def start_background(self) -> None:
-        """What a serving process runs beside the protocol: reloading plan files, resuming continuous plans."""
+        """What a serving process runs beside the protocol: starting Prefect, reloading plan files, resuming
+        continuous plans."""
+        if self.settings.use_prefect:
+            from flows.prefect_support import warm_up
+
+            warm_up()
         if self.plans.plans_dir is not None:
             self.plans.plans_dir.start()
         self.plans.resume()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 import time
 
@@ -144,6 +145,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
                          use_prefect=False if args.no_prefect else None, plans_dir=args.plans_dir)
     app = AssayApp.create(settings)
     mcp = build_server(app)
+
+    def stop(signum, _frame):  # SIGTERM ends the server as Ctrl-C does: watchers stopped, Prefect's server too
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
     app.start_background()
     app.sources.start_enabled()
     for path in args.index:
