@@ -248,3 +248,35 @@ def parse_plan_file(path) -> Plan:
 def parse_plan_object(obj: Any, source: str | None = None) -> Plan:
     """A plan from an already parsed object (plan-create's arguments, ``json.load`` output)."""
     return Plan.from_object(obj, source=source)
+
+
+def locate_problems(problems: list[Problem], text: str, format: str = "auto") -> list[Problem]:
+    """Add line, column and a caret to problems found after parsing (``rules[0].outcomes[1]``: an outcome type
+    that is not installed, a path outside the roots) from the plan's text; problems already located are kept."""
+    if format == "auto":
+        format = detect_format(text)
+    try:
+        if format == "dsl":
+            build = Build(text)
+            where = build.transform(_dsl_tree(text)).where
+
+            def locate(path: tuple):
+                for end in range(len(path), -1, -1):
+                    if path[:end] in where:
+                        return where[path[:end]]
+                return None
+        else:
+            locate = _yaml_locator(text)
+    except Exception:  # the text parsed once already; if it does not now, keep the problems as they are
+        return problems
+    if locate is None:
+        return problems
+    for p in problems:
+        if p.line is not None or not p.path:
+            continue
+        parts = tuple(int(x) if x.isdigit() else x for x in re.findall(r"[^.\[\]]+", p.path))
+        pos = locate(parts)
+        if pos:
+            p.line, p.column = pos
+            p.context = caret_context(text, p.line, p.column or 1)
+    return problems

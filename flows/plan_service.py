@@ -181,15 +181,21 @@ class PlanService:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
 
-def validation_problems(make: Callable[[], Plan], roots: Roots) -> tuple[Plan | None, list[Problem]]:
-    """Parse and check, collecting every problem instead of stopping at the first kind."""
+def validation_problems(make: Callable[[], Plan], roots: Roots, *, text: str | None = None,
+                        format: str = "auto") -> tuple[Plan | None, list[Problem]]:
+    """Parse, then check what this installation can run; problems found after parsing get their line and column
+    from ``text`` when the plan came as text."""
     from dsl.errors import PlanError
+    from dsl.parse import locate_problems
 
     try:
         plan = make()
     except PlanError as exc:
         return None, exc.problems or [Problem(exc.message)]
-    return plan, plan_exec.check_plan(plan, roots=roots)
+    problems = plan_exec.check_plan(plan, roots=roots)
+    if problems and isinstance(text, str):
+        problems = locate_problems(problems, text, format)
+    return plan, problems
 
 
 def require_valid(make: Callable[[], Plan], roots: Roots) -> Plan:

@@ -81,8 +81,13 @@ def run(args: argparse.Namespace, make_app) -> int:
         try:
             from flows.plan_service import validation_problems
 
+            from pathlib import Path
+
             for spec in args.plans:
-                plan, problems = validation_problems(lambda: _read_plan(spec, app), app.roots)
+                path = Path(spec).expanduser()
+                text = path.read_text() if path.is_file() else None
+                fmt = {".plan": "dsl", ".json": "json"}.get(path.suffix, "yaml") if text is not None else "auto"
+                plan, problems = validation_problems(lambda: _read_plan(spec, app), app.roots, text=text, format=fmt)
                 if problems:
                     status = 1
                     print(f"{spec}: {len(problems)} problem(s)")

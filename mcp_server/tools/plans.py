@@ -93,11 +93,23 @@ def _info(row: dict[str, Any], *, last: dict[str, Any] | None = None) -> dict[st
     return out
 
 
+def _save(service, plan: Plan, *, create: bool, text, format: str) -> dict[str, Any]:
+    """Save (checked); problems found by the check get their line and column from the plan's text, if any."""
+    from dsl.errors import PlanValidationError
+    from dsl.parse import locate_problems
+
+    try:
+        return service.save(plan, create=create)
+    except PlanValidationError as exc:
+        if isinstance(text, str):
+            locate_problems(exc.problems, text, format)
+            exc.message = exc.summary()
+            exc.args = (exc.message,)
+        raise
+
+
 def register(mcp: MCPServer, app) -> None:
     service = app.plans
-
-    def plan_arguments(**kw: Any) -> dict[str, Any]:
-        return {k: v for k, v in kw.items()}
 
     @tool(mcp, "plan-create", WRITES)
     def plan_create(
@@ -120,7 +132,7 @@ def register(mcp: MCPServer, app) -> None:
         plan = plan_from_arguments(text=text, format=format, name=name, description=description, mode=mode,
                                    sources=sources, conditions=conditions, outcomes=outcomes, rules=rules,
                                    preferences=preferences)
-        row = service.save(plan, create=True)
+        row = _save(service, plan, create=True, text=text, format=format)
         return PlanDetail(**_info(row), text=plan.to_yaml())
 
     @tool(mcp, "plan-execute", WRITES)
@@ -207,7 +219,7 @@ def register(mcp: MCPServer, app) -> None:
         plan = merge_update(current, text=text, format=format, description=description, mode=mode, status=status,
                             sources=sources, conditions=conditions, outcomes=outcomes, rules=rules,
                             preferences=preferences)
-        row = service.save(plan, create=False)
+        row = _save(service, plan, create=False, text=text, format=format)
         return PlanDetail(**_info(row), text=plan.to_yaml())
 
     @tool(mcp, "plan-delete", DESTRUCTIVE)
@@ -235,7 +247,8 @@ def register(mcp: MCPServer, app) -> None:
         canonical form, as YAML and as DSL."""
         plan, problems = validation_problems(lambda: plan_from_arguments(
             text=text, format=format, name=name, description=description, mode=mode, sources=sources,
-            conditions=conditions, outcomes=outcomes, rules=rules, preferences=preferences), app.roots)
+            conditions=conditions, outcomes=outcomes, rules=rules, preferences=preferences), app.roots,
+            text=text, format=format)
         if problems:
             return ValidateResponse(valid=False, problems=[p.as_dict() | {"where": p.where} for p in problems])
         return ValidateResponse(valid=True, problems=[], plan=plan.to_object(), yaml=plan.to_yaml(),

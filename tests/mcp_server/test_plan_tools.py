@@ -205,3 +205,12 @@ async def test_update_refuses_text_with_fields_and_conditions_without_a_main_rul
                                            "text": f"plan two\nsource home index {tree}\n"})
     with pytest.raises(ToolFailed, match="this plan has none: its rules are a, b"):
         await call(client, "plan-update", {"name": "two", "conditions": "size > 1MB"})
+
+
+async def test_problems_found_after_parsing_dsl_text_carry_their_line(client, tree):
+    text = f"plan p\nsource home index {tree}\nrule r when size > 1MB\n  do classifier\n"
+    res = await call(client, "plan-validate", {"text": text})
+    assert res["valid"] is False
+    assert res["problems"][0]["line"] == 4 and "'classifier' is not installed" in res["problems"][0]["message"]
+    with pytest.raises(ToolFailed, match="line 4, column"):
+        await call(client, "plan-create", {"text": text})
