@@ -54,7 +54,7 @@ class IndexResult:
     duration_ms: int = 0
 
 
-def _kind(mode: int) -> str:
+def kind_of(mode: int) -> str:
     if statmod.S_ISDIR(mode):
         return "directory"
     if statmod.S_ISREG(mode):
@@ -301,7 +301,7 @@ class _Walk:
         except OSError as exc:
             self.issue(path, f"cannot stat: {exc.strerror or exc}")
             return
-        kind = _kind(st.st_mode)
+        kind = kind_of(st.st_mode)
         if kind == "directory":
             if self.follow:
                 key = (st.st_dev, st.st_ino)
@@ -340,7 +340,7 @@ def index_tree(engine: Engine, root: str, *, scan_id: int, follow_symlinks: bool
         if statmod.S_ISDIR(root_stat.st_mode):
             walk.run(root_stat)
         else:
-            kind = _kind(root_stat.st_mode)
+            kind = kind_of(root_stat.st_mode)
             walk.state.files += kind == "file"
             walk.state.total_size += root_stat.st_size if kind == "file" else 0
             walk.emit(root, os.path.dirname(root), os.path.basename(root), kind,

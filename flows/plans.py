@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterator
 from sqlalchemy import and_, false, func, not_, or_, select, true
 from sqlalchemy.engine import Connection, Engine
 
-from dsl.conditions import Compare, iter_leaves
+from dsl.conditions import iter_leaves
 from dsl.errors import PlanValidationError, Problem
 from dsl.fields import field_spec, missing_producer
 from dsl.model import PARTIAL_NAMES, Plan, Rule, Source

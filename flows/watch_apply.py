@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import os
 import posixpath
-import stat as statmod
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
@@ -17,7 +16,7 @@ from typing import Callable, Iterable, Sequence
 from sqlalchemy import select
 from sqlalchemy.engine import Connection, Engine
 
-from flows.indexer import index_tree
+from flows.indexer import index_tree, kind_of
 from store import entries as store_entries
 from store.entries import T
 
@@ -35,16 +34,6 @@ class Outcome:
     removed: int = 0
     moved: int = 0
     overflow: bool = False
-
-
-def kind_of(mode: int) -> str:
-    if statmod.S_ISDIR(mode):
-        return "directory"
-    if statmod.S_ISREG(mode):
-        return "file"
-    if statmod.S_ISLNK(mode):
-        return "symlink"
-    return "other"
 
 
 def _chunks(items: Sequence, size: int = _CHUNK) -> Iterable[Sequence]:

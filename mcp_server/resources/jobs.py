@@ -8,33 +8,21 @@ index tool returns). An unknown id is resource-not-found; a malformed one says w
 
 from __future__ import annotations
 
-import functools
-import json
-from typing import Any, Callable
+from typing import Any
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from sqlalchemy.engine import Engine
 
+from mcp_server.resources.common import json_resource
 from store import jobs as store_jobs
-from store.errors import AssayError, InvalidInput, NotFound
+from store.errors import InvalidInput
 
 JSON = "application/json"
 BASE = "synthesis://jobs"
 LIST_LIMIT = 100
 
 
-def _json(fn: Callable[..., Any]) -> Callable[..., str]:
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> str:
-        try:
-            return json.dumps(fn(*args, **kwargs))
-        except NotFound as exc:
-            raise ResourceNotFoundError(str(exc)) from exc
-        except AssayError as exc:
-            raise ResourceError(str(exc)) from exc
-
-    return wrapper
+_json = json_resource
 
 
 def jobs_listing(engine: Engine, *, status: str | None = None, limit: int = LIST_LIMIT) -> dict[str, Any]:

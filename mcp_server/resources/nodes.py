@@ -11,21 +11,19 @@ this parameter because ours confines the resolved path instead (NUL bytes are st
 
 from __future__ import annotations
 
-import functools
-import json
-from typing import Any, Callable
+from typing import Any
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.server.mcpserver.resources.templates import ResourceSecurity
 from sqlalchemy import func, or_, select
 from sqlalchemy.engine import Engine
 
 from flows.navigation import inspect_entry, node_uri
 from flows.roots import Roots
+from mcp_server.resources.common import json_resource
 from store import entries as store_entries
 from store.entries import T, entry_public, subtree_clause
-from store.errors import AssayError, InvalidInput, NotFound
+from store.errors import InvalidInput
 
 JSON = "application/json"
 BASE = "synthesis://nodes"
@@ -36,17 +34,7 @@ METADATA_SUFFIX = "/metadata"
 PATH_SECURITY = ResourceSecurity(reject_path_traversal=False, reject_absolute_paths=False)
 
 
-def _json(fn: Callable[..., Any]) -> Callable[..., str]:
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> str:
-        try:
-            return json.dumps(fn(*args, **kwargs))
-        except NotFound as exc:
-            raise ResourceNotFoundError(str(exc)) from exc
-        except AssayError as exc:
-            raise ResourceError(str(exc)) from exc
-
-    return wrapper
+_json = json_resource
 
 
 def _int_param(value: str | None, *, field: str, default: int, low: int, high: int | None = None) -> int:

@@ -2,32 +2,18 @@
 
 from __future__ import annotations
 
-import functools
-import json
-from typing import Any, Callable
+from typing import Any
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 
-from dsl.errors import PlanError
+from mcp_server.resources.common import json_resource
 from store import plans as store_plans
-from store.errors import AssayError, NotFound
 
 JSON = "application/json"
 LIMIT = 100
 
 
-def _json(fn: Callable[..., Any]) -> Callable[..., str]:
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> str:
-        try:
-            return json.dumps(fn(*args, **kwargs))
-        except NotFound as exc:
-            raise ResourceNotFoundError(str(exc)) from exc
-        except (AssayError, PlanError) as exc:
-            raise ResourceError(str(exc)) from exc
-
-    return wrapper
+_json = json_resource
 
 
 def register(mcp: MCPServer, app) -> None:

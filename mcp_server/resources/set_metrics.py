@@ -6,32 +6,17 @@ an unknown metric a resource error listing the accepted ones.
 
 from __future__ import annotations
 
-import functools
-import json
-from typing import Any, Callable
-
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 
+from mcp_server.resources.common import json_resource
 from store import set_queries
-from store.errors import AssayError, NotFound
 
 JSON = "application/json"
 BASE = "synthesis://resource-sets"
 STATS_TOP = 10
 
 
-def _json(fn: Callable[..., Any]) -> Callable[..., str]:
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> str:
-        try:
-            return json.dumps(fn(*args, **kwargs))
-        except NotFound as exc:
-            raise ResourceNotFoundError(str(exc)) from exc
-        except AssayError as exc:
-            raise ResourceError(str(exc)) from exc
-
-    return wrapper
+_json = json_resource
 
 
 def register(mcp: MCPServer, app) -> None:

@@ -6,15 +6,13 @@
 
 from __future__ import annotations
 
-import functools
-import json
-from typing import Any, Callable
+from typing import Any
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 
+from mcp_server.resources.common import json_resource
 from store import sets as store_sets
-from store.errors import AssayError, InvalidInput, NotFound
+from store.errors import InvalidInput
 
 JSON = "application/json"
 BASE = "synthesis://resource-sets"
@@ -22,19 +20,7 @@ ENTRIES_DEFAULT_LIMIT = 1000
 ENTRIES_MAX_LIMIT = 10000
 
 
-def _json(fn: Callable[..., Any]) -> Callable[..., str]:
-    """Serialise the result; turn our errors into resource errors that keep their message."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> str:
-        try:
-            return json.dumps(fn(*args, **kwargs))
-        except NotFound as exc:
-            raise ResourceNotFoundError(str(exc)) from exc
-        except AssayError as exc:
-            raise ResourceError(str(exc)) from exc
-
-    return wrapper
+_json = json_resource
 
 
 def _int_param(value: str | None, *, field: str, default: int, low: int, high: int | None = None) -> int:

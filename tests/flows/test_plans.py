@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,6 @@ from flows import outcomes as flow_outcomes
 from flows.plan_service import PlanService
 from flows.plans import check_plan
 from flows.roots import Roots
-from flows.runner import JobRunner
 from store import plans as store_plans
 from store import queries as store_queries
 from store import sets as store_sets
