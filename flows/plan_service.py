@@ -206,7 +206,6 @@ def require_valid(make: Callable[[], Plan], roots: Roots) -> Plan:
     return plan
 
 
-__all__ = ["PlanService", "validation_problems", "require_valid", "InvalidInput"]
 
 
 # --- plans from tool arguments ------------------------------------------------------------------------------------

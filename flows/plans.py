@@ -235,12 +235,14 @@ class PlanRun:
         self.processed = 0
         self.rules: list[RuleState] = []
         self.outcomes: list[OutcomeState] = []
+        self.rules_by_name: dict[str, RuleState] = {}
         self._sql = cond_sql.SqlStore(engine, now=self.now)
         self._eval = cond_sql.EvalStore(engine, now=self.now)
         for rule in plan.rules:
             push, residual = cond_sql.split(rule.when)
             state = RuleState(rule, self._sql.clause(push), residual)
             self.rules.append(state)
+            self.rules_by_name[rule.name] = state
             for j, outcome in enumerate(rule.outcomes):
                 o_push, o_res = cond_sql.split(outcome.when) if outcome.when is not None else (None, None)
                 self.outcomes.append(OutcomeState(rule.name, j, outcome,
@@ -352,8 +354,9 @@ class PlanRun:
                                      .limit(self.id_batch_size)).all()
                 ids = [row[0] for row in batch]
                 result = executor.apply_ids(conn, state.outcome, ids)
-                if self.rules_by_name[state.rule].counted_by == position:
-                    self.rules_by_name[state.rule].matched += len(ids)
+                rule = self.rules_by_name[state.rule]
+                if rule.counted_by == position:
+                    rule.matched += len(ids)
                 state.last_path = batch[-1][1] if batch else state.last_path
                 state.finished = len(ids) < self.id_batch_size
                 self._account(state, result)
@@ -368,10 +371,6 @@ class PlanRun:
             result = self._apply_rows(conn, state, executor, rows)
         self._account(state, result)
         return {"last": last, "done": done, "applied": result.applied}
-
-    @property
-    def rules_by_name(self) -> dict[str, RuleState]:
-        return {s.rule.name: s for s in self.rules}
 
 
     def _apply_rows(self, conn: Connection, state: OutcomeState, executor, rows) -> BatchResult:

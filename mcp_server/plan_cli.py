@@ -1,5 +1,6 @@
 """`assay plan validate|run|preview|explain|show|schema`: plans from files (YAML, JSON, DSL) or the store, on the
-command line. Part of the CLI, so it prints; everything it does is a call into flows/ and dsl/."""
+command line. Part of the CLI: its results go to stdout through ``_out`` (never reached under `assay serve`, whose
+stdout is the MCP protocol); everything it does is a call into flows/ and dsl/."""
 
 from __future__ import annotations
 
@@ -7,6 +8,11 @@ import argparse
 import json
 import sys
 import time
+
+def _out(text: str) -> None:
+    """A line of the command's result on stdout (progress and errors go to stderr)."""
+    sys.stdout.write(text + "\n")
+
 
 PLAN_HELP = "a plan file (.yaml, .yml, .json, .plan DSL), - for standard input, or the name of a stored plan"
 
@@ -73,7 +79,7 @@ def run(args: argparse.Namespace, make_app) -> int:
     if cmd == "schema":
         from dsl.schema import plan_json_schema
 
-        print(json.dumps(plan_json_schema(), indent=2))
+        _out(json.dumps(plan_json_schema(), indent=2))
         return 0
     if cmd == "validate":
         app = make_app()
@@ -90,11 +96,11 @@ def run(args: argparse.Namespace, make_app) -> int:
                 plan, problems = validation_problems(lambda: _read_plan(spec, app), app.roots, text=text, format=fmt)
                 if problems:
                     status = 1
-                    print(f"{spec}: {len(problems)} problem(s)")
+                    _out(f"{spec}: {len(problems)} problem(s)")
                     for problem in problems:
-                        print("  " + problem.render().replace("\n", "\n  "))
+                        _out("  " + problem.render().replace("\n", "\n  "))
                 else:
-                    print(f"{spec}: ok (plan {plan.name}: {len(plan.sources)} source(s), {len(plan.rules)} rule(s))")
+                    _out(f"{spec}: ok (plan {plan.name}: {len(plan.sources)} source(s), {len(plan.rules)} rule(s))")
         finally:
             app.close()
         return status
@@ -108,10 +114,10 @@ def run(args: argparse.Namespace, make_app) -> int:
     try:
         plan = _read_plan(args.plan, app)
         if cmd == "preview":
-            print(json.dumps(app.plans.preview(plan, samples=args.samples), indent=2))
+            _out(json.dumps(app.plans.preview(plan, samples=args.samples), indent=2))
             return 0
         if cmd == "explain":
-            print(json.dumps(app.plans.explain(plan, args.path), indent=2))
+            _out(json.dumps(app.plans.explain(plan, args.path), indent=2))
             return 0
         # run
         app.plans.check(plan)
@@ -131,17 +137,17 @@ def run(args: argparse.Namespace, make_app) -> int:
 
         row = app.plans.execute(plan, wait=True, trigger="cli", on_progress=progress)
         sys.stderr.write("\n")
-        print(f"{row['status']}: {row['entries_processed']} entries processed, {row['entries_matched']} matched, "
+        _out(f"{row['status']}: {row['entries_processed']} entries processed, {row['entries_matched']} matched, "
               f"{row['outcomes_applied']} outcomes applied, in {row['duration_ms']} ms "
               f"(plan {plan.name}, execution {row['execution_id']})")
         for name, rule in (row.get("summary") or {}).get("rules", {}).items():
             outs = ", ".join(f"{o['type']} {o['applied']}" for o in rule.get("outcomes", []))
-            print(f"  rule {name}: {rule.get('matched')} matched" + (f"; {outs}" if outs else ""))
+            _out(f"  rule {name}: {rule.get('matched')} matched" + (f"; {outs}" if outs else ""))
         if row.get("error_message"):
-            print(f"  {row['error_message']}")
+            _out(f"  {row['error_message']}")
         return 0 if row["status"] in ("success", "partial") else 1
     except PlanError as exc:
-        print(f"assay: {exc}", file=sys.stderr)
+        sys.stderr.write(f"assay: {exc}\n")
         return 2
     finally:
         app.close()

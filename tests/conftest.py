@@ -117,6 +117,20 @@ async def read_json(client, uri: str):
     return json.loads(result.contents[0].text)
 
 
+def wait_for(predicate, timeout: float = 20.0, what: str = "condition"):
+    """Poll ``predicate`` until it returns something true (returned), or fail after ``timeout`` seconds; for
+    watchers and other background work. Never a timing assertion: the timeout only bounds a hang."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
 def index_sync(app, path: Path | str) -> dict:
     """Index synchronously through the plain function (no MCP), for tests that need a populated store."""
     from flows.indexing import index_path

@@ -3,6 +3,7 @@ plan-delete) and the ones agents need to write plans well: plan-validate, plan-p
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Annotated, Any, Literal
 
@@ -191,10 +192,8 @@ def register(mcp: MCPServer, app) -> None:
             executions, total = store_plans.list_executions(app.engine, plan_name=name, limit=execution_limit)
             detail["executions"] = executions
             detail["execution_total"] = total
-        import json as _json
-
         detail["text"] = {"yaml": plan.to_yaml, "dsl": plan.to_dsl,
-                          "json": lambda: _json.dumps(plan.to_object(), indent=2)}[format]()
+                          "json": lambda: json.dumps(plan.to_object(), indent=2)}[format]()
         return PlanDetail(**detail)
 
     @tool(mcp, "plan-update", IDEMPOTENT_WRITE)

@@ -3,7 +3,6 @@ renames, stop when paused, and catch up after a restart."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -13,15 +12,8 @@ from flows.plan_service import PlanService
 from flows.plan_watch import PlanWatchers
 from flows.roots import Roots
 from store import sets as store_sets
+from tests.conftest import wait_for
 
-
-def wait_for(predicate, timeout: float = 20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    raise AssertionError("condition not reached in time")
 
 
 def members(engine, name: str) -> list[str]:

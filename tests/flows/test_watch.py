@@ -16,18 +16,10 @@ from flows.watch import PARTIAL_NAMES, ChangeSet, TreeWatcher
 from store import sets as store_sets
 from store.entries import get_entry
 from store.models import SetMember
+from tests.conftest import wait_for
 
 TIMEOUT = 20.0
 
-
-def wait_for(predicate, timeout: float = TIMEOUT, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture

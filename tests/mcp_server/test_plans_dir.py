@@ -10,17 +10,8 @@ import pytest
 from mcp_server.app import AssayApp, build_server
 from mcp_server.config import Settings
 from store import plans as store_plans
-from tests.conftest import call
+from tests.conftest import call, wait_for
 
-
-def wait_for(predicate, timeout: float = 15.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("condition not reached in time")
 
 
 @pytest.fixture
