@@ -180,9 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.update(PREFECT_HOME=str(scratch / "prefect"), PREFECT_SERVER_ANALYTICS_ENABLED="false",
                       PREFECT_LOGGING_LEVEL="WARNING", PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="120")
     try:
-        from flows.index_flow import run_index_job
-        from flows.plan_service import PlanService
-        from flows.plan_watch import PlanWatchers
+        from flows.index.flow import run_index_job
+        from flows.plans.service import PlanService
+        from flows.plans.watch import PlanWatchers
         from flows.roots import Roots
         from store import jobs as store_jobs
         from store.engine import make_engine

@@ -254,7 +254,7 @@ def prepare_set(db_url: str) -> int:
 
 
 def in_process_latency(db_url: str, root: Path, nav: list[dict], search: list[dict]) -> dict[str, list[float]]:
-    from flows.navigation import navigate_dir
+    from flows.index.navigation import navigate_dir
     from flows.roots import Roots
     from store import set_queries
     from store.engine import get_engine
@@ -436,7 +436,7 @@ def latency_rows(n_entries: int, set_entries: int, mcp: dict, local: dict) -> li
          f"goal < {GOAL_NAVIGATE_P50_MS:g} ms", f"{nav50 * 1000 / GOAL_NAVIGATE_P50_MS:.2f}× goal",
          yes_no(nav50 * 1000 < GOAL_NAVIGATE_P50_MS)),
         ("navigate p95 over MCP HTTP", ms(nav95), f"trivial call p95 {ms(percentile(mcp['ping'], 95))}", "—", "—"),
-        ("navigate p50 / p95 in-process (flows.navigation.navigate_dir)", f"{ms(loc50)} / {ms(loc95)}",
+        ("navigate p50 / p95 in-process (flows.index.navigation.navigate_dir)", f"{ms(loc50)} / {ms(loc95)}",
          "MCP p50", f"{loc50 / nav50:.2f} of MCP p50", "—"),
         (f"resource-search p50 over MCP HTTP, set of {set_entries:,} entries ({len(mcp['search'])} calls)",
          ms(s50), "in-process p50", f"{s50 / ls50:.2f}× in-process", "—"),

@@ -2,7 +2,7 @@
 
 Each type is one model here, registered by name; ``selection_set`` and ``chained`` are executed by this version
 (their executors live in ``flows.outcomes``), ``classifier``, ``embed``, ``label`` and ``map`` parse now and are
-refused at validation until their modules are installed (see ``flows.plans.check_plan``). The reference's JSON form
+refused at validation until their modules are installed (see ``flows.plans.engine.check_plan``). The reference's JSON form
 (``{type: selection_set, selectionSetName, operation}``, ``{type: classifier, classifierOperation, maxWidth, ...}``,
 ``{type: chained, outcomes, stopOnError}``) is accepted exactly.
 """

@@ -8,7 +8,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from sqlalchemy.engine import Engine
 
-from flows.index_flow import ProgressHook, index_flow, register_job_hooks, run_index_job
+from flows.index.flow import ProgressHook, index_flow, register_job_hooks, run_index_job
 from flows.prefect_support import flow_settings
 from store import jobs as store_jobs
 

@@ -11,13 +11,15 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import ValidationError
 from sqlalchemy.engine import Engine
 
+from flows.capabilities import load_capabilities
 from flows.roots import Roots
 from flows.runner import JobRunner
-from flows.sources import SourceManager
+from flows.index.sources import SourceManager
 from mcp_server.config import TOOL_GROUPS, Settings, prepare_environment
+from mcp_server.tools import GROUP_MODULES
 from mcp_server.tools.common import argument_error_result
-from flows.plan_service import PlanService
-from flows.plan_watch import PlanWatchers
+from flows.plans.service import PlanService
+from flows.plans.watch import PlanWatchers
 from store import jobs as store_jobs
 from store import plans as store_plans
 from store.engine import get_engine
@@ -31,21 +33,6 @@ To automate: write a plan (sources + rules with conditions and outcomes) with pl
 text; plan-validate checks it, plan-preview shows what it would do, plan-explain says why a file matches or not,
 plan-execute runs it (continuous plans keep watching)."""
 
-# tool group -> module under mcp_server.tools that registers it
-GROUP_MODULES = {
-    "indexing": "indexing",
-    "navigation": "navigation",
-    "file-operations": "file_operations",
-    "database": "database",
-    "queries": "queries",
-    "resource-navigation": "resource_navigation",
-    "resource-queries": "resource_queries",
-    "resource-sets": "resource_sets",
-    "session": "session",
-    "plans": "plans",
-    "sources": "sources",
-}
-assert set(GROUP_MODULES) == set(TOOL_GROUPS)
 
 
 @dataclass
@@ -63,6 +50,7 @@ class AssayApp:
     @classmethod
     def create(cls, settings: Settings) -> "AssayApp":
         prepare_environment(settings)
+        load_capabilities()
         engine = get_engine(settings.db_url)
         reaped = store_jobs.reap_orphans(engine)
         if reaped:
@@ -75,7 +63,7 @@ class AssayApp:
         plans = PlanService(engine, roots, use_prefect=settings.use_prefect)
         plans.watching = PlanWatchers(plans)
         if settings.plans_dir is not None:
-            from flows.plan_files import PlansDirectory
+            from flows.plans.files import PlansDirectory
 
             plans.plans_dir = PlansDirectory(settings.plans_dir, plans)
             plans.plans_dir.load_all()

@@ -109,7 +109,7 @@ def _progress_bar(stream=sys.stderr):
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from flows.indexing import index_path
+    from flows.index.service import index_path
     from mcp_server.app import AssayApp
 
     settings = _settings(args, use_prefect=not args.no_prefect)
@@ -153,7 +153,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     app.start_background()
     app.sources.start_enabled()
     for path in args.index:
-        from flows.indexing import index_path
+        from flows.index.service import index_path
 
         result = index_path(app.runner, root=app.roots.resolve(os.path.abspath(path), field="--index"),
                             async_=True, max_age=0)

@@ -19,11 +19,11 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from mcp_server.tools import GROUP_MODULES
 from store.errors import InvalidInput
 
 DEFAULT_DATA_DIR = "~/.assay"
-TOOL_GROUPS = ("indexing", "navigation", "file-operations", "database", "queries", "resource-navigation",
-               "resource-queries", "resource-sets", "session", "plans", "sources")
+TOOL_GROUPS = tuple(GROUP_MODULES)
 
 
 class ConfigError(InvalidInput):

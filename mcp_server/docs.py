@@ -149,7 +149,9 @@ def fields_table() -> str:
 def outcomes_table() -> str:
     """Every outcome type of the plan language (dsl.outcomes) and whether this version runs it (flows.outcomes)."""
     from dsl.outcomes import OUTCOME_MODELS
-    from flows.outcomes import EXECUTORS
+    from flows.outcomes import installed_executors
+
+    executors = installed_executors()
 
     lines = ["| outcome `type` | parameters (= default) | what it does | runs in this version |",
              "| --- | --- | --- | --- |"]
@@ -162,7 +164,7 @@ def outcomes_table() -> str:
             params.append(f"`{field}`{default}")
         doc = " ".join((model.__doc__ or "").split())
         lines.append(f"| `{name}` | {', '.join(params)}; `when` | {doc} | "
-                     f"{'yes' if name in EXECUTORS else 'no (refused at validation)'} |")
+                     f"{'yes' if name in executors else 'no (refused at validation)'} |")
     return "\n".join(lines)
 
 

@@ -85,7 +85,7 @@ def run(args: argparse.Namespace, make_app) -> int:
         app = make_app()
         status = 0
         try:
-            from flows.plan_service import validation_problems
+            from flows.plans.service import validation_problems
 
             from pathlib import Path
 

@@ -133,7 +133,7 @@ def wait_for(predicate, timeout: float = 20.0, what: str = "condition"):
 
 def index_sync(app, path: Path | str) -> dict:
     """Index synchronously through the plain function (no MCP), for tests that need a populated store."""
-    from flows.indexing import index_path
+    from flows.index.service import index_path
 
     return index_path(app.runner, root=str(path), async_=False, max_age=0)
 

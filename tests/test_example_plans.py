@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from dsl.model import Plan
-from flows.plan_service import PlanService
+from flows.plans.service import PlanService
 from flows.roots import Roots
 from store import sets as store_sets
 from store.engine import make_engine

@@ -3,7 +3,7 @@
 ``synthesis://nodes`` (and ``synthesis://nodes?limit=N&offset=M``) lists entries inside the configured roots by path,
 one page at a time (default 100, at most 1000) with the total and the URI of the next page: the table is never read
 whole. ``synthesis://nodes/{+path}`` is one entry in inspect's shape; inspect's ``resourceUri`` reads back here
-(flows.navigation.node_uri quotes the absolute path, the template hands us the decoded path without its leading
+(flows.index.navigation.node_uri quotes the absolute path, the template hands us the decoded path without its leading
 "/"). ``.../metadata`` after an indexed entry's path lists that entry's generated metadata (inspect's
 ``metadataUri``). Every path goes through the roots: the SDK's own absolute-path / ``..`` rejection is turned off for
 this parameter because ours confines the resolved path instead (NUL bytes are still refused by the SDK).
@@ -18,7 +18,7 @@ from mcp.server.mcpserver.resources.templates import ResourceSecurity
 from sqlalchemy import func, or_, select
 from sqlalchemy.engine import Engine
 
-from flows.navigation import inspect_entry, node_uri
+from flows.index.navigation import inspect_entry, node_uri
 from flows.roots import Roots
 from mcp_server.resources.common import json_resource
 from store import entries as store_entries

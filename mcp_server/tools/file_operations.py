@@ -1,4 +1,4 @@
-"""File operation tools: rename-files, delete-files, move-files (thin wrappers over flows.fileops)."""
+"""File operation tools: rename-files, delete-files, move-files (thin wrappers over flows.fileops.operations)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from flows.fileops import delete_files, move_files, rename_files
+from flows.fileops.operations import delete_files, move_files, rename_files
 from mcp_server.tools.common import DESTRUCTIVE, WRITES, StrList, as_object_list, tool
 
 

@@ -10,8 +10,8 @@ import anyio.from_thread
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import BaseModel, ConfigDict, Field
 
-from flows.indexer import IndexProgress
-from flows.indexing import index_path
+from flows.index.indexer import IndexProgress
+from flows.index.service import index_path
 from store import jobs as store_jobs
 from mcp_server.tools.common import IDEMPOTENT_WRITE, READ_ONLY, WRITES, tool
 

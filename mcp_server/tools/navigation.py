@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel, ConfigDict, Field
 
-from flows.navigation import inspect_entry, navigate_dir
+from flows.index.navigation import inspect_entry, navigate_dir
 from mcp_server.tools.common import READ_ONLY, tool
 
 

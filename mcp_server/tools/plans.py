@@ -12,7 +12,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from pydantic import BaseModel, ConfigDict, Field
 
 from dsl.model import Plan
-from flows.plan_service import merge_update, plan_from_arguments, validation_problems
+from flows.plans.service import merge_update, plan_from_arguments, validation_problems
 from mcp_server.tools.common import DESTRUCTIVE, IDEMPOTENT_WRITE, READ_ONLY, WRITES, tool
 from store import plans as store_plans
 

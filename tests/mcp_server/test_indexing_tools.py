@@ -80,7 +80,7 @@ async def test_cancel_job_on_finished_job_says_so(client, tree):
 async def test_cancel_job_stops_a_running_walk_and_keeps_the_store_consistent(client, app, tree, monkeypatch):
     import threading
 
-    import flows.indexer as indexer_mod
+    import flows.index.indexer as indexer_mod
 
     big = tree / "big"
     for d in range(6):

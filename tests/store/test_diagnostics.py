@@ -8,7 +8,7 @@ import time
 import pytest
 from sqlalchemy import delete, insert, text, update
 
-from flows.indexer import index_tree
+from flows.index.indexer import index_tree
 from store import diagnostics
 from store.engine import make_engine
 from store.entries import T

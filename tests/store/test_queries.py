@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from flows.indexer import index_tree
+from flows.index.indexer import index_tree
 from store import queries
 from store.engine import make_engine
 from store.errors import AlreadyExists, InvalidInput, NotFound

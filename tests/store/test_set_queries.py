@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import insert, select
 
-from flows.indexer import index_tree
+from flows.index.indexer import index_tree
 from store import set_queries as q
 from store.engine import make_engine
 from store.entries import T

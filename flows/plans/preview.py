@@ -13,8 +13,8 @@ from sqlalchemy.engine import Connection, Engine
 
 from dsl.model import Plan
 from dsl.outcomes import ChainedOutcome, OutcomeBase, SelectionSetOutcome
-from flows import conditions as cond_sql
-from flows.plans import candidates_clause, is_watched, source_clause
+from flows.plans import conditions as cond_sql
+from flows.plans.engine import candidates_clause, is_watched, source_clause
 from flows.roots import Roots
 from store import sets as store_sets
 from store.entries import T, entry_public, require_entry

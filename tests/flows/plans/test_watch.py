@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from dsl.model import Plan
-from flows.plan_service import PlanService
-from flows.plan_watch import PlanWatchers
+from flows.plans.service import PlanService
+from flows.plans.watch import PlanWatchers
 from flows.roots import Roots
 from store import sets as store_sets
 from tests.conftest import wait_for

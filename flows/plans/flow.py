@@ -1,7 +1,7 @@
 """A plan execution as one Prefect flow run named after the plan, its stages as named task runs:
 ``scan <source>``, ``match <rule>``, ``<outcome> <rule> [batch k]``; a markdown artifact summarises the run.
 
-The stages are :class:`flows.plans.PlanRun` methods; the flow passes only small values (the execution id and a stage's
+The stages are :class:`flows.plans.engine.PlanRun` methods; the flow passes only small values (the execution id and a stage's
 arguments) and finds the run in a process-local registry, so nothing needs to serialise.
 """
 
@@ -11,7 +11,7 @@ import re
 import threading
 from typing import Any
 
-from flows.plans import PlanRun, run_stages
+from flows.plans.engine import PlanRun, run_stages
 
 _runs: dict[int, PlanRun] = {}
 _lock = threading.Lock()

@@ -23,7 +23,7 @@ from typing import Any, Iterable, Literal
 from sqlalchemy import delete, exists, func, select, update
 from sqlalchemy.engine import Connection, Engine
 
-from flows import diskops
+from flows.fileops import disk as diskops
 from flows.roots import Roots
 from store.entries import (T, delete_subtree, make_row, move_subtree, refresh_ancestor_sizes, subtree_clause,
                            upsert_entries)

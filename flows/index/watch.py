@@ -37,8 +37,8 @@ from typing import Callable
 from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 
-from flows import watch_apply
-from flows.index_flow import run_index_job
+from flows.index import watch_apply
+from flows.index.flow import run_index_job
 from store import jobs as store_jobs
 
 log = logging.getLogger(__name__)

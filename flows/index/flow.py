@@ -13,7 +13,7 @@ from typing import Callable
 
 from sqlalchemy.engine import Engine
 
-from flows.indexer import Cancelled, IndexProgress, IndexResult, index_tree
+from flows.index.indexer import Cancelled, IndexProgress, IndexResult, index_tree
 from store import jobs as store_jobs
 from store.engine import get_engine
 

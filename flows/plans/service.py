@@ -13,7 +13,7 @@ from sqlalchemy.engine import Engine
 
 from dsl.errors import PlanValidationError, Problem
 from dsl.model import Plan
-from flows import plans as plan_exec
+from flows.plans import engine as plan_exec
 from flows.roots import Roots
 from store import plans as store_plans
 from store.errors import Conflict, InvalidInput
@@ -27,7 +27,7 @@ class PlanService:
         self.engine = engine
         self.roots = roots
         self.use_prefect = use_prefect
-        self.plans_dir = plans_dir  # a flows.plan_files.PlansDirectory, or None
+        self.plans_dir = plans_dir  # a flows.plans.files.PlansDirectory, or None
         self.batch_size = batch_size
         self.id_batch_size = id_batch_size
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="assay-plan")
@@ -35,7 +35,7 @@ class PlanService:
         self._futures: dict[int, Future] = {}
         self._cancel: dict[int, threading.Event] = {}
         self._plan_locks: dict[str, threading.Lock] = {}
-        self.watching = None  # a flows.plan_watch.PlanWatchers, set by the app when watching is available
+        self.watching = None  # a flows.plans.watch.PlanWatchers, set by the app when watching is available
 
     # -- definitions --
 
@@ -109,7 +109,7 @@ class PlanService:
             try:
                 with self._plan_lock(plan.name):  # executions of one plan never overlap
                     if prefect:
-                        from flows.plan_flow import run_as_flow
+                        from flows.plans.flow import run_as_flow
 
                         try:
                             run_as_flow(run)
@@ -155,13 +155,13 @@ class PlanService:
     # -- previews --
 
     def preview(self, plan: Plan, *, samples: int = 5) -> dict[str, Any]:
-        from flows.plan_preview import preview_plan
+        from flows.plans.preview import preview_plan
 
         self.check(plan)
         return preview_plan(self.engine, plan, roots=self.roots, samples=samples)
 
     def explain(self, plan: Plan, path: str) -> dict[str, Any]:
-        from flows.plan_preview import explain_path
+        from flows.plans.preview import explain_path
 
         self.check(plan)
         return explain_path(self.engine, plan, roots=self.roots, path=path)

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import insert
 
-import flows.diskops as diskops
-from flows.fileops import delete_files, move_files, rename_files
-from flows.indexer import index_tree
+import flows.fileops.disk as diskops
+from flows.fileops.operations import delete_files, move_files, rename_files
+from flows.index.indexer import index_tree
 from store import entries
 from store.errors import InvalidInput
 from store.models import ResourceSet, SetMember

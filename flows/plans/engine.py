@@ -1,7 +1,7 @@
 """Running plans: sources select candidate entries, each rule's condition picks matches, outcomes act on them.
 
 Plain functions and one class, :class:`PlanRun`, whose methods are the stages a Prefect flow calls as named tasks
-(``flows.plan_flow``): ``scan <source>``, ``match <rule>``, ``<outcome> <rule> [batch k]``. Everything streams: the
+(``flows.plans.flow``): ``scan <source>``, ``match <rule>``, ``<outcome> <rule> [batch k]``. Everything streams: the
 candidates of all sources are one SQL condition over the entries table (a union without duplicates), a rule's
 condition is pushed down to SQL where its fields are stored, the rest is evaluated in Python over batches read by id
 (keyset pagination), and outcomes act on a batch at a time, set-based where they can.
@@ -26,8 +26,8 @@ from dsl.errors import PlanValidationError, Problem
 from dsl.fields import field_spec, missing_producer
 from dsl.model import PARTIAL_NAMES, Plan, Rule, Source
 from dsl.outcomes import OutcomeBase, iter_outcomes
-from flows import conditions as cond_sql
-from flows.outcomes import EXECUTORS, BatchResult, RunContext, executor_for
+from flows.plans import conditions as cond_sql
+from flows.outcomes import BatchResult, RunContext, executor_for, installed_executors
 from flows.roots import Roots
 from store import jobs as store_jobs
 from store import plans as store_plans
@@ -67,10 +67,10 @@ def check_plan(plan: Plan, *, roots: Roots | None = None) -> list[Problem]:
         for j, outcome in enumerate(rule.outcomes):
             for k, item in enumerate(iter_outcomes([outcome])):
                 where = f"rules[{i}].outcomes[{j}]" + ("" if k == 0 else f" (chained step {k})")
-                if item.type not in EXECUTORS:
+                if item.type not in installed_executors():
                     problems.append(Problem(
                         f"outcome type {item.type!r} is not installed in this version of assay; installed: "
-                        f"{', '.join(EXECUTORS)}", path=where))
+                        f"{', '.join(installed_executors())}", path=where))
                 if item.when is not None:
                     _check_condition(item.when, where + ".when", problems)
     return problems
@@ -256,7 +256,7 @@ class PlanRun:
 
     @staticmethod
     def _set_based(outcome: OutcomeBase) -> bool:
-        executor = EXECUTORS.get(outcome.type)
+        executor = installed_executors().get(outcome.type)
         return bool(executor and executor.set_based and not executor.records_work)
 
     def _check_cancel(self) -> None:
@@ -269,7 +269,7 @@ class PlanRun:
         source = self.plan.sources[index]
         info: dict[str, Any] = {"type": source.type}
         if self.scan and source.type.startswith("filesystem.") and self.restrict_ids is None:
-            from flows.index_flow import run_index_job
+            from flows.index.flow import run_index_job
 
             jobs = []
             for root in resolved_paths(source, self.roots, self.plan.base_dir):

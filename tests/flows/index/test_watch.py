@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from flows.watch import PARTIAL_NAMES, ChangeSet, TreeWatcher
+from flows.index.watch import PARTIAL_NAMES, ChangeSet, TreeWatcher
 from store import sets as store_sets
 from store.entries import get_entry
 from store.models import SetMember

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-import flows.indexer as indexer_mod
-from flows.index_flow import run_index_job
-from flows.indexer import Cancelled, index_tree
+import flows.index.indexer as indexer_mod
+from flows.index.flow import run_index_job
+from flows.index.indexer import Cancelled, index_tree
 from store import entries, jobs
 
 

@@ -18,7 +18,7 @@ from sqlalchemy.engine import Engine
 
 from flows.roots import Roots
 from flows.runner import JobRunner
-from flows.watch import ChangeSet, TreeWatcher, count_under
+from flows.index.watch import ChangeSet, TreeWatcher, count_under
 from store import sources as store_sources
 from store.errors import AssayError, InvalidInput, NotFound
 

@@ -1,4 +1,4 @@
-"""Continuous plans: a watcher per filesystem source keeps the index current (``flows.watch.TreeWatcher``:
+"""Continuous plans: a watcher per filesystem source keeps the index current (``flows.index.watch.TreeWatcher``:
 debounced, settled files only, partial-download names ignored, deletes and renames handled, catching up at start on
 what changed while nobody watched), and every batch of changed entries runs the plan's rules on just those entries.
 
@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 
 
 def watched_sources(plan: Plan):
-    from flows.plans import is_watched
+    from flows.plans.engine import is_watched
 
     for source in plan.sources:
         if is_watched(plan, source):
@@ -53,8 +53,8 @@ class PlanWatchers:
         self.ensure(plan)
 
     def _start(self, plan: Plan) -> None:
-        from flows.plans import resolved_paths
-        from flows.watch import TreeWatcher
+        from flows.plans.engine import resolved_paths
+        from flows.index.watch import TreeWatcher
 
         watchers = []
         for source in watched_sources(plan):

@@ -6,7 +6,7 @@ import os
 import time
 from typing import Any
 
-from flows.index_flow import ProgressHook
+from flows.index.flow import ProgressHook
 from flows.runner import JobRunner
 from store import jobs as store_jobs
 from store.errors import InvalidInput, NotFound

@@ -16,7 +16,7 @@ from typing import Callable, Iterable, Sequence
 from sqlalchemy import select
 from sqlalchemy.engine import Connection, Engine
 
-from flows.indexer import index_tree, kind_of
+from flows.index.indexer import index_tree, kind_of
 from store import entries as store_entries
 from store.entries import T
 

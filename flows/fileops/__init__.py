@@ -1,0 +1,1 @@
+"""File operations: rename, move and delete on disk (``disk``) with the store kept in step (``operations``)."""

@@ -1,0 +1,68 @@
+"""The outcomes of the plans capability: ``selection_set`` (add matches to a set, or remove them) and ``chained``
+(several outcomes in order), registered with the outcome registry (``flows.outcomes``)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Sequence
+
+from sqlalchemy.engine import Connection
+
+from dsl.outcomes import ChainedOutcome, SelectionSetOutcome
+from flows.outcomes import BatchResult, OutcomeExecutor, executor_for, register_executor
+from store import sets as store_sets
+
+log = logging.getLogger(__name__)
+
+
+class SelectionSetExecutor(OutcomeExecutor):
+    """Add matches to a set (created if missing) or remove them; idempotent, so no work records are needed."""
+
+    type = "selection_set"
+    set_based = True
+
+    def apply_ids(self, conn: Connection, outcome: SelectionSetOutcome, ids: Sequence[int]) -> BatchResult:
+        if not ids:
+            return BatchResult()
+        if outcome.operation == "add":
+            target = store_sets.ensure_set(conn, name=outcome.selectionSetName)
+            added = store_sets.add_member_ids(conn, set_id=target["id"], entry_ids=ids)
+            return BatchResult(applied=added, unchanged=len(ids) - added)
+        target = store_sets.get_set(conn, name=outcome.selectionSetName)
+        if target is None:
+            return BatchResult(unchanged=len(ids))
+        removed = store_sets.remove_member_ids(conn, set_id=target["id"], entry_ids=ids)
+        return BatchResult(applied=removed, unchanged=len(ids) - removed)
+
+    def apply_rows(self, conn: Connection, outcome: SelectionSetOutcome, rows, ctx) -> BatchResult:
+        return self.apply_ids(conn, outcome, [r["id"] for r in rows])
+
+
+class ChainedExecutor(OutcomeExecutor):
+    """Apply several outcomes in order; with stopOnError an entry that failed one skips the rest."""
+
+    type = "chained"
+
+    def apply_rows(self, conn: Connection, outcome: ChainedOutcome, rows, ctx) -> BatchResult:
+        total = BatchResult()
+        remaining = list(rows)
+        for child in outcome.outcomes:
+            chosen = [r for r in remaining if child.when is None or ctx.evaluate(child.when, r)]
+            executor = executor_for(child)
+            try:
+                with conn.begin_nested():
+                    result = executor.apply_rows(conn, child, chosen, ctx)
+            except Exception as exc:  # the whole batch failed this step
+                log.warning("chained outcome %s failed: %s", child.type, exc)
+                result = BatchResult(errors=[(r["id"], f"{child.type}: {exc}") for r in chosen],
+                                     failed_ids={r["id"] for r in chosen})
+            total.applied += result.applied
+            total.errors.extend(result.errors)
+            total.failed_ids |= result.failed_ids
+            if outcome.stopOnError and result.failed_ids:
+                remaining = [r for r in remaining if r["id"] not in result.failed_ids]
+        return total
+
+
+register_executor(SelectionSetExecutor())
+register_executor(ChainedExecutor())
