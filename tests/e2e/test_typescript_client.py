@@ -1,0 +1,319 @@
+"""assay through the official TypeScript MCP SDK client (1.x: `initialize`, protocol 2025-11-25), the client behind
+the MCP Inspector and most desktop, IDE and web clients, over stdio and Streamable HTTP.
+
+One node run (tests/e2e/ts/client.mjs) drives two real servers, each on its own small tree: it lists the tools,
+calls every tool with good arguments and with bad ones, reads every listed resource and the templates, asks for
+completions and progress, and writes a report that the tests below judge. The TypeScript client validates every
+structuredContent against the tool's outputSchema, even on an error result, and turns a mismatch into a protocol
+error (-32602) that hides our message from the agent; the script checks each one again with the SDK's Ajv.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import make_tree
+from tests.e2e.conftest import REFERENCE_TOOLS, REPO, _stop, free_port, serve_args, server_env
+
+pytestmark = pytest.mark.e2e
+
+TS_DIR = REPO / "tests" / "e2e" / "ts"
+SDK_PACKAGE = TS_DIR / "node_modules" / "@modelcontextprotocol" / "sdk" / "package.json"
+INITIALIZE_VERSIONS = {"2025-11-25", "2025-06-18"}
+DSL = "plan tidy\nsource home index {root} into home\nrule jpgs when extension = .jpg\n  do selection_set jpgs\n"
+# what an argument error must not show an agent: pydantic's class and union-member names, Python's words for JSON's
+INTERNAL_WORDS = re.compile(r"instance of|PathOp|\.str\b|\.int\b|\.float\b|\.bool\b|dictionary|function-|"
+                            r"validation error for|Arguments\b|model_type|pydantic|Traceback")
+
+
+def good_calls(t: Path) -> list[dict]:
+    """A call of every tool that must succeed, in an order that makes each one meaningful."""
+    p = lambda *parts: str(t.joinpath(*parts))  # noqa: E731
+    calls = [
+        ("session-info", {}), ("session-set-preferences", {"preferences": {"default_sort": "name"}}),
+        ("index", {"root": p(), "async": False}, {"save": "indexed", "progress": True}),
+        ("job-progress", {"jobId": "{{indexed.jobId}}"}), ("list-jobs", {"limit": 5}),
+        ("navigate", {"path": p("Photos"), "sort": "size", "desc": True}),
+        ("inspect", {"path": p("Photos", "photo.jpg")}), ("db-diagnose", {}),
+        ("query-create", {"name": "big", "query": {"kind": "file", "min_size": 1000}}),
+        ("query-execute", {"name": "big"}), ("query-list", {}), ("query-get", {"name": "big"}),
+        ("query-update", {"name": "big", "description": "files of 1 kB or more"}),
+        ("resource-set-create", {"name": "photos", "description": "photos"}), ("resource-set-create", {"name": "media"}),
+        ("resource-set-add-child", {"parent": "media", "child": "photos"}),
+        ("resource-set-modify", {"name": "photos", "operation": "add",
+                                 "paths": [p("Photos", "photo.jpg"), p("Photos", "vacation", "beach.jpg")]}),
+        ("resource-set-modify", {"name": "media", "operation": "add", "paths": p("Videos", "movie.mp4")}),
+        ("resource-set-list", {}), ("resource-set-get", {"name": "photos", "include_entries": True}),
+        ("resource-children", {"name": "media"}), ("resource-parent", {"name": "photos"}),
+        ("resource-sum", {"name": "media", "metric": "size"}),
+        ("resource-time-range", {"name": "media", "field": "mtime"}),
+        ("resource-metric-range", {"name": "media", "metric": "size", "min": 1000}),
+        ("resource-is", {"name": "media", "field": "extension", "value": ".jpg"}),
+        ("resource-fuzzy-match", {"name": "media", "field": "name", "pattern": "photo"}),
+        ("resource-search", {"name": "media", "include_children": True, "extension": ".jpg"}),
+        ("plan-validate", {"text": DSL.format(root=p())}), ("plan-create", {"text": DSL.format(root=p())}),
+        ("plan-preview", {"name": "tidy"}), ("plan-explain", {"name": "tidy", "path": p("Photos", "photo.jpg")}),
+        ("plan-execute", {"name": "tidy", "wait": True}, {"progress": True}), ("plan-list", {}),
+        ("plan-get", {"name": "tidy", "format": "dsl"}), ("plan-update", {"name": "tidy", "description": "jpgs"}),
+        ("source-create", {"name": "docs-scan", "type": "manual", "path": p("docs"), "enabled": False}),
+        ("source-get", {"name": "docs-scan"}), ("source-list", {}), ("source-stats", {"name": "docs-scan"}),
+        ("source-start", {"name": "docs-scan"}), ("source-stop", {"name": "docs-scan"}),
+        ("index", {"root": p("Videos"), "async": True, "force": True}, {"save": "second"}),
+        ("cancel-job", {"jobId": "{{second.jobId}}"}),
+        ("rename-files", {"renames": [{"from": p("docs", "readme.md"), "to": p("docs", "README.md")}]}),
+        ("move-files", {"moves": [{"from": p("Videos", "clip.mov"), "to": p("docs", "clip.mov")}]}),
+        ("delete-files", {"paths": [p("docs", "deep", "a", "b", "c.txt")]}),
+    ]
+    return [{"kind": "call", "id": f"good {i} {c[0]}", "tool": c[0], "args": c[1], **(c[2] if len(c) > 2 else {})}
+            for i, c in enumerate(calls)]
+
+
+def deletions() -> list[dict]:
+    calls = [("resource-set-remove-child", {"parent": "media", "child": "photos"}),
+             ("resource-set-delete", {"name": "photos"}), ("query-delete", {"name": "big"}),
+             ("plan-delete", {"name": "tidy"}), ("source-delete", {"name": "docs-scan"})]
+    return [{"kind": "call", "id": f"good end {tool}", "tool": tool, "args": args} for tool, args in calls]
+
+
+def bad_calls(t: Path, good: list[dict]) -> list[dict]:
+    """Calls that must be refused as tool errors, each with a word its text must hold: one unknown parameter for
+    every tool, and the mistakes an agent makes (wrong type, value outside the choices, unknown name, outside the
+    roots)."""
+    p = lambda *parts: str(t.joinpath(*parts))  # noqa: E731
+    specific = [
+        ("index", {"root": "/etc"}, "PATH_TRAVERSAL_DETECTED"), ("index", {"root": p(), "async": "yes"}, "async"),
+        ("job-progress", {"jobId": "abc"}, "not a job id"), ("job-progress", {"jobId": [1]}, "jobId"),
+        ("list-jobs", {"limit": 0}, "limit"), ("list-jobs", {"minProgress": "abc"}, "minProgress"),
+        ("cancel-job", {"jobId": "999999"}, "NOT_FOUND"),
+        ("navigate", {"path": p("Photos"), "sort": "colour"}, "'name', 'size' or 'mtime'"),
+        ("navigate", {"path": p("Photos"), "limit": "ten"}, "limit"), ("navigate", {"path": "/etc"}, "outside"),
+        ("inspect", {}, "parameter 'path' is required"), ("inspect", {"path": p("ghost.txt")}, "NOT_FOUND"),
+        ("rename-files", {"renames": ["x"]}, "renames"),
+        ("move-files", {"moves": [{"from": "/etc/passwd", "to": p("x")}]}, "outside"),
+        ("delete-files", {"paths": "/etc/passwd"}, "outside"),
+        ("query-create", {"name": "q", "query": "not an object"}, "query"),
+        ("query-execute", {"name": "ghost"}, "NOT_FOUND"), ("query-get", {"name": "ghost"}, "NOT_FOUND"),
+        ("query-update", {"name": "ghost", "description": "x"}, "NOT_FOUND"),
+        ("query-delete", {"name": "ghost"}, "NOT_FOUND"),
+        ("resource-children", {"name": "ghost"}, "NOT_FOUND"), ("resource-parent", {"name": "ghost"}, "NOT_FOUND"),
+        ("resource-sum", {"name": "media", "metric": "weight"}, "metric"),
+        ("resource-time-range", {"name": "ghost", "field": "mtime"}, "NOT_FOUND"),
+        ("resource-metric-range", {"name": "media", "metric": "size", "min": "big"}, "min"),
+        ("resource-is", {"name": "media", "field": "kind", "value": [1]}, "value"),
+        ("resource-fuzzy-match", {"name": "media", "field": "name", "pattern": "(", "mode": "regex"}, "pattern"),
+        ("resource-search", {"name": "media", "min_size": -1}, "min_size"),
+        ("resource-set-create", {"name": "photos"}, "ALREADY_EXISTS"),
+        ("resource-set-get", {"name": "ghost"}, "NOT_FOUND"),
+        ("resource-set-modify", {"name": "photos", "operation": "toggle", "paths": [p("Photos")]}, "operation"),
+        ("resource-set-delete", {"name": "ghost"}, "NOT_FOUND"),
+        ("resource-set-add-child", {"parent": "photos", "child": "media"}, "cycle"),
+        ("resource-set-remove-child", {"parent": "ghost", "child": "photos"}, "NOT_FOUND"),
+        ("session-set-preferences", {"preferences": {"colour": "red"}}, "colour"),
+        ("plan-create", {"text": "plan broken\nrule r when sise > 1MB"}, "INVALID_PLAN"),
+        ("plan-validate", {"format": "toml"}, "format"), ("plan-preview", {"name": "ghost"}, "NOT_FOUND"),
+        ("plan-explain", {"name": "tidy", "path": "/etc/passwd"}, "outside"),
+        ("plan-execute", {"name": "ghost"}, "NOT_FOUND"), ("plan-get", {"name": "ghost"}, "NOT_FOUND"),
+        ("plan-update", {"name": "ghost", "description": "x"}, "NOT_FOUND"),
+        ("plan-delete", {"name": "ghost"}, "NOT_FOUND"),
+        ("source-create", {"name": "s", "type": "sometimes", "path": p()}, "type"),
+        ("source-start", {"name": "ghost"}, "NOT_FOUND"), ("source-stop", {"name": "ghost"}, "NOT_FOUND"),
+        ("source-get", {"name": "ghost"}, "NOT_FOUND"), ("source-delete", {"name": "ghost"}, "NOT_FOUND"),
+        ("source-stats", {"name": "ghost"}, "NOT_FOUND"),
+    ]
+    steps = [{"kind": "call", "id": f"bad {i} {tool}", "tool": tool, "args": args, "expect": word}
+             for i, (tool, args, word) in enumerate(specific)]
+    first_good = {}
+    for step in good:
+        first_good.setdefault(step["tool"], step["args"])
+    steps += [{"kind": "call", "id": f"bad unknown parameter {tool}", "tool": tool,
+               "args": {**args, "notAParameter": 1}, "expect": "unknown parameter(s) 'notAParameter'"}
+              for tool, args in first_good.items()]
+    return steps
+
+
+def reads(t: Path) -> list[dict]:
+    """Resource reads: (uri, None) must succeed; (uri, words) must be refused as invalid params naming the words."""
+    node = "synthesis://nodes" + str(t)
+    (t / "docs" / "new.txt").write_text("written after the index")  # on disk, inside the roots, not indexed
+    uris = [
+        ("synthesis://nodes?limit=2", None), (node + "/Photos/photo.jpg", None),
+        (node + "/Photos/photo.jpg/metadata", None), ("synthesis://resource-sets/photos", None),
+        ("synthesis://resource-sets/photos/entries?limit=1", None), ("synthesis://resource-sets/media/children", None),
+        ("synthesis://resource-sets/photos/parents", None), ("synthesis://resource-sets/media/stats", None),
+        ("synthesis://resource-sets/media/metrics/size", None), ("synthesis://jobs/{{indexed.jobId}}", None),
+        ("synthesis://plans/tidy", None), ("synthesis://plans/tidy/executions", None),
+        ("synthesis://nodes?limit=ten", ["limit"]), ("synthesis://nodes/etc/passwd", ["outside the allowed roots"]),
+        (node + "/docs/new.txt", ["not in the index", "index"]), (node + "/docs/ghost.txt", ["does not exist"]),
+        ("synthesis://resource-sets/ghost", ["ghost"]), ("synthesis://resource-sets/ghost/entries", ["ghost"]),
+        ("synthesis://resource-sets/media/metrics/weight", ["weight", "size"]),
+        ("synthesis://jobs/abc", ["not a job id"]), ("synthesis://jobs/999999", ["999999"]),
+        ("synthesis://plans/ghost", ["ghost"]),
+    ]
+    return [{"kind": "read", "id": f"read {i}", "uri": uri, "expect": words} for i, (uri, words) in enumerate(uris)]
+
+
+def completions(t: Path) -> list[dict]:
+    rel = str(t).lstrip("/")
+    asks = [("synthesis://resource-sets/{name}", "name", "ph", ["photos"]),
+            ("synthesis://resource-sets/{name}/metrics/{metric}", "metric", "s", ["size", "symlinks"]),
+            ("synthesis://plans/{name}", "name", "ti", ["tidy"]),
+            ("synthesis://nodes/{+path}", "path", rel + "/Ph", [rel + "/Photos"])]
+    return [{"kind": "complete", "id": f"complete {uri} {value}", "ref": {"type": "ref/resource", "uri": uri},
+             "argument": {"name": name, "value": value}, "expect": want} for uri, name, value, want in asks]
+
+
+def session_steps(t: Path) -> list[dict]:
+    good = good_calls(t)
+    return good + bad_calls(t, good) + reads(t) + completions(t) + deletions()
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory) -> dict:
+    if shutil.which("node") is None or not SDK_PACKAGE.exists():
+        pytest.fail("Node.js and tests/e2e/ts/node_modules are needed: run ./scripts/setup")
+    base = tmp_path_factory.mktemp("ts-client")
+    stdio_tree = make_tree(base / "stdio" / "home" / "user")
+    http_tree = make_tree(base / "http" / "home" / "user")
+    port = free_port()
+    http_log = base / "http.log"
+    with open(http_log, "wb") as out:
+        server = subprocess.Popen(serve_args(http_tree, prefect=False, extra=["--transport", "http", "--port", str(port)]),
+                                  stdout=out, stderr=subprocess.STDOUT, env=server_env(base / "http", prefect=False),
+                                  cwd=REPO, start_new_session=True)
+    try:
+        stdio = {"label": "stdio", "transport": "stdio", "command": sys.executable,
+                 "args": serve_args(stdio_tree, prefect=False)[1:], "env": server_env(base / "stdio", prefect=False),
+                 "cwd": str(REPO), "steps": session_steps(stdio_tree)}
+        http = {"label": "http", "transport": "http", "url": f"http://127.0.0.1:{port}/mcp",
+                "steps": session_steps(http_tree)}
+        plan, out = base / "plan.json", base / "report.json"
+        plan.write_text(json.dumps({"sessions": [stdio, http]}))
+        _wait_listening(server, port, http_log)
+        run = subprocess.run(["node", str(TS_DIR / "client.mjs"), str(plan), str(out)], cwd=TS_DIR,
+                             capture_output=True, text=True, timeout=600)
+        assert run.returncode == 0, f"node failed:\n{run.stdout}\n{run.stderr[-4000:]}"
+        result = json.loads(out.read_text())
+    finally:
+        _stop(server)
+    for session in result["sessions"]:
+        assert "fatal" not in session, f"{session['label']}: {session['fatal']}\n{http_log.read_text()[-3000:]}"
+        wanted = {"stdio": stdio, "http": http}[session["label"]]["steps"]
+        session["wanted"] = {s["id"]: s for s in wanted}
+    return result
+
+
+def _wait_listening(proc, port: int, log: Path) -> None:
+    import socket
+    import time
+
+    deadline = time.monotonic() + 90
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"assay serve exited with {proc.returncode}:\n{log.read_text()}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"assay serve did not listen on {port}:\n{log.read_text()}") from None
+            time.sleep(0.1)
+
+
+def steps_of(report: dict, kind: str, prefix: str = ""):
+    for session in report["sessions"]:
+        for step in session["steps"]:
+            if step["kind"] == kind and step["id"].startswith(prefix):
+                yield session, step
+
+
+def test_the_sdk_version_is_the_pinned_one():
+    pinned = json.loads((TS_DIR / "package.json").read_text())["dependencies"]["@modelcontextprotocol/sdk"]
+    assert re.fullmatch(r"1\.\d+\.\d+", pinned)
+    assert json.loads(SDK_PACKAGE.read_text())["version"] == pinned
+
+
+def test_the_typescript_client_initializes_over_stdio_and_http(report):
+    assert [s["label"] for s in report["sessions"]] == ["stdio", "http"]
+    for session in report["sessions"]:
+        assert session["protocolVersion"] in INITIALIZE_VERSIONS, session["protocolVersion"]
+        assert REFERENCE_TOOLS <= {t["name"] for t in session["tools"]}
+        assert "completions" in session["serverCapabilities"]
+
+
+def test_every_listed_tool_is_called_with_good_and_with_bad_arguments(report):
+    for session in report["sessions"]:
+        listed = {t["name"] for t in session["tools"]}
+        good = {s["tool"] for s in session["steps"] if s["kind"] == "call" and s["id"].startswith("good")}
+        bad = {s["tool"] for s in session["steps"] if s["kind"] == "call" and s["id"].startswith("bad")}
+        assert listed - good == set(), "tools without a good call in this test: add one"
+        assert listed - bad == set(), "tools without a bad call in this test: add one"
+
+
+def test_no_tool_call_is_a_protocol_error(report):
+    failures = [(session["label"], step["id"], step["protocolError"])
+                for session, step in steps_of(report, "call") if "protocolError" in step]
+    assert failures == []
+
+
+def test_good_calls_succeed_and_their_structured_content_matches_the_output_schema(report):
+    for session, step in steps_of(report, "call", "good"):
+        assert step.get("isError") is False, (session["label"], step["id"], step.get("content"))
+        schema = next(t["outputSchema"] for t in session["tools"] if t["name"] == step["tool"])
+        assert schema is not None, f"{step['tool']} publishes no outputSchema"
+        assert step["structuredContent"] is not None, step["id"]
+        assert step["schemaValid"] is True, (step["id"], step["schemaErrors"])
+
+
+def test_bad_calls_are_tool_errors_with_the_code_and_the_whole_message_in_the_text(report):
+    for session, step in steps_of(report, "call", "bad"):
+        where = (session["label"], step["id"], step.get("content"), step.get("protocolError"))
+        assert step.get("isError") is True, where
+        assert step["structuredContent"] is None, where  # nothing the output schema could reject
+        message, detail = step["content"][0]["text"], json.loads(step["content"][1]["text"])
+        assert re.match(r"[A-Z][A-Z_]+: \S", message), where
+        assert session["wanted"][step["id"]]["expect"] in message, where
+        assert not INTERNAL_WORDS.search(message), where
+        error = detail["error"]
+        assert error["code"] in (-32602, -32603) and error["message"] in ("Invalid params", "Internal error")
+        assert message == f"{error['data']['type']}: {error['data']['reason']}", where
+
+
+def test_resources_read_and_bad_input_is_an_invalid_params_error_that_says_why(report):
+    listed = list(steps_of(report, "read", "listed"))
+    assert {s["uri"] for _, s in listed} >= {"synthesis://nodes", "synthesis://resource-sets", "synthesis://jobs",
+                                             "synthesis://plans", "synthesis://plan-executions"}
+    for session, step in listed + list(steps_of(report, "read", "read")):
+        words = session["wanted"][step["id"]]["expect"] if step["id"].startswith("read") else None
+        where = (session["label"], step["uri"], step.get("protocolError"))
+        if words is None:
+            assert "protocolError" not in step, where
+            json.loads(step["contents"][0]["text"])
+            continue
+        assert step["protocolError"]["code"] == -32602, where  # never -32603, the code of a crash
+        for word in words:
+            assert word in step["protocolError"]["message"], where
+        if "not in the index" not in words:
+            assert "not in the index" not in step["protocolError"]["message"], where
+
+
+def test_completions_through_the_typescript_client(report):
+    for session, step in steps_of(report, "complete"):
+        want = session["wanted"][step["id"]]["expect"]
+        assert "protocolError" not in step, (session["label"], step["id"], step.get("protocolError"))
+        assert step["completion"]["values"] == want, (session["label"], step["id"])
+
+
+def test_synchronous_index_and_plan_execute_report_monotonic_progress(report):
+    for session, step in steps_of(report, "call", "good"):
+        if "progress" not in step:
+            continue
+        values = [p["progress"] for p in step["progress"]]
+        assert values, (session["label"], step["id"], "no progress notification")
+        assert values == sorted(values) and values[-1] == step["progress"][-1]["total"] == 100
