@@ -7,7 +7,7 @@ import logging
 from dataclasses import dataclass, field
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from pydantic import ValidationError
 from sqlalchemy.engine import Engine
 
@@ -17,7 +17,7 @@ from flows.runner import JobRunner
 from flows.index.sources import SourceManager
 from mcp_server.config import TOOL_GROUPS, Settings, prepare_environment
 from mcp_server.tools import GROUP_MODULES
-from mcp_server.tools.common import argument_error_result
+from mcp_server.tools.common import argument_error_result, crash_result
 from flows.plans.service import PlanService
 from flows.plans.watch import PlanWatchers
 from store import jobs as store_jobs
@@ -91,11 +91,15 @@ class AssayApp:
 
 
 class AssayServer(MCPServer):
-    """MCPServer whose argument-validation failures read like our other errors (see tools.common)."""
+    """MCPServer whose argument-validation failures and crashes are tool errors of the one shape every client reads
+    (see tools.common.refusal)."""
 
     async def call_tool(self, name, arguments, context=None):
         try:
             return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError:
+            log.exception("tool %s raised an unexpected exception", name)
+            return crash_result(name)
         except ToolError as exc:
             if isinstance(exc.__cause__, ValidationError):
                 return argument_error_result(name, exc.__cause__)

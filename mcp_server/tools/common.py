@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from typing import Annotated, Any
 
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotations
-from pydantic import BeforeValidator, Field, ValidationError, WithJsonSchema
+from pydantic import BeforeValidator, Field, ValidationError, WithJsonSchema, field_validator
+from pydantic_core import PydanticCustomError
 
 from dsl.errors import PlanError
 from store.errors import AssayError, FileOperationError
@@ -46,9 +48,30 @@ Limit = Annotated[int, Field(ge=1, le=10000, description="Maximum entries to ret
 Offset = Annotated[int, Field(ge=0, description="Pagination offset (0 or more)")]
 
 
+def _error_payload(code: int, type_: str, reason: str, field: Any = None, **extra: Any) -> dict[str, Any]:
+    data = {"field": field, "reason": reason, "type": type_, **extra}
+    return {"error": {"code": code, "message": "Internal error" if code == INTERNAL_ERROR else "Invalid params",
+                      "data": data}}
+
+
+def refusal(type_: str, reason: str, *, code: int = INVALID_PARAMS, field: Any = None,
+            **extra: Any) -> CallToolResult:
+    """A tool error every spec-following client passes to the model: ``isError``, the code and the whole message as
+    the first text item (``NOT_FOUND: resource-set 'x' does not exist ...``), and reference 000's error object as
+    JSON in a second text item (``{"error": {"code", "message", "data": {"field", "reason", "type"}}}``).
+
+    There is no structured content: a client validates structured content against the tool's output schema, the
+    TypeScript SDK even on an error result, and our error object does not fit any tool's result schema; it would
+    turn our message into a protocol error the model never sees.
+    """
+    payload = _error_payload(code, type_, reason, field, **extra)
+    return CallToolResult(content=[TextContent(type="text", text=f"{type_}: {reason}"),
+                                   TextContent(type="text", text=json.dumps(payload, ensure_ascii=False))],
+                          is_error=True)
+
+
 def error_result(tool_name: str, exc: AssayError | PlanError) -> CallToolResult:
-    """A tool error the model can read (isError, the full message as text) that also carries reference 000's error
-    object as structured content: ``{"error": {"code", "message", "data": {"field", "reason", "type"}}}``.
+    """One of our errors as a tool error (see ``refusal``).
 
     (The SDK hides the text of any exception that is not a ToolError, as a crash; ours are deliberate and carry
     what was wrong, where, and what would be accepted. A tool error rather than a JSON-RPC error, so that a model
@@ -56,12 +79,16 @@ def error_result(tool_name: str, exc: AssayError | PlanError) -> CallToolResult:
     """
     logger.info("tool %s refused: %s", tool_name, exc)
     code = INTERNAL_ERROR if isinstance(exc, FileOperationError) else INVALID_PARAMS
-    error = {"code": code, "message": "Internal error" if code == INTERNAL_ERROR else "Invalid params",
-             "data": {"field": exc.field, "reason": exc.message, "type": exc.code}}
+    extra = {}
     if isinstance(exc, PlanError) and exc.problems:
-        error["data"]["problems"] = [p.as_dict() for p in exc.problems]
-    return CallToolResult(content=[TextContent(type="text", text=str(exc))], structured_content={"error": error},
-                          is_error=True)
+        extra["problems"] = [p.as_dict() for p in exc.problems]
+    return refusal(exc.code, str(exc).removeprefix(f"{exc.code}: "), code=code, field=exc.field, **extra)
+
+
+def crash_result(tool_name: str) -> CallToolResult:
+    """A tool that failed in a way we did not foresee: the same shape, nothing of the crash but that it happened."""
+    return refusal("INTERNAL_ERROR", f"{tool_name} failed unexpectedly; the server's log has the details",
+                   code=INTERNAL_ERROR)
 
 
 def _describe(value: Any) -> str:
@@ -69,27 +96,61 @@ def _describe(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def argument_error_result(tool_name: str, exc: ValidationError) -> CallToolResult:
-    """Arguments that do not fit a tool's schema, said plainly: each parameter, what was wrong, what was sent."""
-    problems, fields = [], []
-    for err in exc.errors():
-        field = ".".join(str(part) for part in err["loc"]) or None
-        message = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "missing":
-            problems.append(f"parameter {field!r} is required")
-        elif field is None:
-            problems.append(message)
+# pydantic's words for a wrong JSON type, said as JSON says them (never "dictionary", never a class name)
+_EXPECTED = {
+    "string_type": "a string", "string_sub_type": "a string", "int_type": "a whole number",
+    "int_parsing": "a whole number", "int_from_float": "a whole number", "float_type": "a number",
+    "float_parsing": "a number", "bool_type": "true or false", "bool_parsing": "true or false",
+    "list_type": "an array", "tuple_type": "an array", "set_type": "an array", "dict_type": "an object",
+    "model_type": "an object", "model_attributes_type": "an object", "dataclass_type": "an object",
+    "none_required": "null", "json_scalar": None,
+}
+# pydantic names the member of a union (or a wrapped validator) in an error's location: "value.str",
+# "moves.0.PathOp", "paths.function-before[_as_list(), list[str]]"; these are not parameters
+_TYPE_TAG = re.compile(r"[a-z]+(?:-[a-z]+)*\[.*\]|str|int|float|bool|none|list|dict|bytes|literal|tuple|set|any|json")
+
+
+def _parameter_path(loc: tuple) -> str | None:
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif _TYPE_TAG.fullmatch(part) or part[:1].isupper():
+            continue
         else:
-            problems.append(f"parameter {field!r}: {message[0].lower() + message[1:]} (got {_describe(err['input'])})")
-        if field:
-            fields.append(field)
+            path += ("." if path else "") + part
+    return path or None
+
+
+def _problem(field: str | None, errors: list[dict]) -> str:
+    """One sentence for one parameter, from every error pydantic reported on it (several for a union)."""
+    if any(e["type"] == "missing" for e in errors):
+        return f"parameter {field!r} is required"
+    specific = [e for e in errors if e["type"] not in _EXPECTED]
+    if specific or any(e["type"] == "json_scalar" for e in errors):
+        chosen = specific or [e for e in errors if e["type"] == "json_scalar"]
+        messages = list(dict.fromkeys(e["msg"].removeprefix("Value error, ") for e in chosen))
+        message = "; ".join(m[0].lower() + m[1:] for m in messages)
+    else:
+        wanted = list(dict.fromkeys(_EXPECTED[e["type"]] for e in errors))
+        message = "input should be " + (" or ".join(wanted) if len(wanted) < 3
+                                        else ", ".join(wanted[:-1]) + " or " + wanted[-1])
+    if field is None:
+        return message
+    return f"parameter {field!r}: {message} (got {_describe(errors[0]['input'])})"
+
+
+def argument_error_result(tool_name: str, exc: ValidationError) -> CallToolResult:
+    """Arguments that do not fit a tool's schema, said plainly: each parameter, what was wrong, what was sent; in
+    JSON's words (object, array, whole number), never pydantic's type or class names."""
+    grouped: dict[str | None, list[dict]] = {}
+    for err in exc.errors():
+        grouped.setdefault(_parameter_path(err["loc"]), []).append(err)
+    problems = [_problem(field, errors) for field, errors in grouped.items()]
+    fields = [field for field in grouped if field]
     reason = f"{tool_name}: {'; '.join(problems)}"
     logger.info("tool %s rejected arguments: %s", tool_name, fields)
-    error = {"code": INVALID_PARAMS, "message": "Invalid params",
-             "data": {"field": fields[0] if len(fields) == 1 else (fields or None), "reason": reason,
-                      "type": "INVALID_PARAMS"}}
-    return CallToolResult(content=[TextContent(type="text", text=f"INVALID_PARAMS: {reason}")],
-                          structured_content={"error": error}, is_error=True)
+    return refusal("INVALID_PARAMS", reason, field=fields[0] if len(fields) == 1 else (fields or None))
 
 
 def tool(mcp, name: str, annotations: ToolAnnotations):
@@ -144,6 +205,59 @@ def _reject_unknown_arguments(registered) -> None:
                                  f"accepted: {', '.join(accepted) or 'none'}")
         return data
 
-    meta.arg_model = create_model(base.__name__, __base__=base,
-                                  __validators__={"reject_unknown": model_validator(mode="before")(reject)})
+    validators = {"reject_unknown": model_validator(mode="before")(reject)}
+    properties = registered.parameters.get("properties", {})
+    for field_name, alias in zip(base.model_fields, accepted):
+        kinds = _json_kinds(properties.get(alias, {}))
+        if "string" not in kinds and kinds & {"boolean", "integer", "number"}:
+            validators[f"json_scalar_{field_name}"] = field_validator(field_name, mode="before")(
+                _json_scalar_validator(kinds))
+    meta.arg_model = create_model(base.__name__, __base__=base, __validators__=validators)
     registered.parameters["additionalProperties"] = False
+
+
+def _json_kinds(schema: dict) -> set[str]:
+    """The JSON types a parameter's schema accepts (its own ``type`` and those of its ``anyOf`` members)."""
+    kinds = set()
+    for part in [schema, *schema.get("anyOf", [])]:
+        kind = part.get("type")
+        kinds.update(kind if isinstance(kind, list) else [kind] if kind else [])
+    return kinds
+
+
+_JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+_MAX_NUMBER_TEXT = 100
+
+
+def _json_scalar_validator(kinds: set[str]):
+    """The one rule for numbers and booleans, in every tool: a JSON value of the type, or a string spelling one
+    exactly as JSON does ("10", "-2.5", "1e3", "true", "false"); nothing else ("yes", "1" or 1 for a boolean, true
+    for a number, "10 MB"). pydantic alone would take "yes", "on" and 1 as true, and true as the number 1."""
+    numeric = bool(kinds & {"integer", "number"})
+    boolean = "boolean" in kinds
+    wanted = " or ".join(w for w, on in (("true or false", boolean),
+                                           ("a whole number" if "number" not in kinds else "a number", numeric),
+                                           ("null", "null" in kinds)) if on)
+
+    spelt = " or ".join(w for w, on in (('"true" / "false"', boolean), ('"10"', numeric)) if on)
+
+    def refuse(value: Any) -> PydanticCustomError:
+        return PydanticCustomError("json_scalar", "input should be {wanted} (a string is accepted only as JSON "
+                                   "writes the value: {spelt})", {"wanted": wanted, "spelt": spelt})
+
+    def check(value: Any) -> Any:
+        if isinstance(value, bool):
+            if not boolean:
+                raise refuse(value)
+        elif isinstance(value, (int, float)):
+            if not numeric:
+                raise refuse(value)
+        elif isinstance(value, str):
+            if boolean and value in ("true", "false"):
+                return value == "true"
+            if numeric and len(value) <= _MAX_NUMBER_TEXT and _JSON_NUMBER.fullmatch(value):
+                return json.loads(value)
+            raise refuse(value)
+        return value
+
+    return check

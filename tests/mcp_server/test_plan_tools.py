@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.conftest import ToolFailed, call, index_sync, read_json
@@ -86,7 +88,7 @@ async def test_create_refuses_an_unknown_condition_key_naming_it_and_its_place(c
     text = result.content[0].text
     assert "PLAN_VALIDATION_ERROR" in text and "conditions: unknown key(s) 'minSise'" in text
     assert "accepted: minSize, maxSize" in text
-    problems = result.structured_content["error"]["data"]["problems"]
+    problems = json.loads(result.content[1].text)["error"]["data"]["problems"]
     assert problems[0]["path"] == "conditions"
     with pytest.raises(ToolFailed, match="plan 'index-media' not found"):
         await call(client, "plan-get", {"name": "index-media"})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import anyio
@@ -165,7 +166,7 @@ async def test_unknown_names_are_tool_errors_listing_the_sources(client, tree, t
     result = await client.call_tool(tool, {"name": "ghost"})
     assert result.is_error
     assert "NOT_FOUND: source 'ghost' not found; existing sources: archive-scan" in result.content[0].text
-    assert result.structured_content["error"]["data"]["field"] == "name"
+    assert json.loads(result.content[1].text)["error"]["data"]["field"] == "name"
 
 
 async def test_tools_follow_the_reference_parameters_and_carry_annotations(client):
