@@ -17,6 +17,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Tag,
 
 from dsl import units
 from dsl.fields import KINDS, MEDIA_TYPES, FieldSpec, UnknownField, field_spec
+from dsl.regex import check_regex
 
 OP_ALIASES = {"==": "=", "<>": "!=", "~": "matches", "=~": "matches", "starts_with": "startswith",
               "ends_with": "endswith", "like": "glob"}
@@ -111,11 +112,7 @@ def _one(spec: FieldSpec, op: str, value: Any) -> Any:
         value = value.strip().lower()
         return value if value.startswith(".") or not value else "." + value
     if op == "matches":
-        try:
-            re.compile(value)
-        except re.error as exc:
-            raise ValueError(f"{value!r} is not a valid regular expression ({exc}); escape special characters "
-                             r"with a backslash, e.g. report_\d{4}\.pdf") from None
+        check_regex(value)  # RE2: a RegexError is a ValueError whose message names the RE2 rule
     if spec.type == "set" and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", value):
         raise ValueError(f"{value!r} is not a resource-set name (letters, digits, - _ .)")
     return value

@@ -13,8 +13,8 @@ Semantics (the SQL compiler follows every one of them):
   with numbers, text with text; ``contains`` / ``startswith`` / ``endswith`` / ``matches`` / ``glob`` always compare
   text (``metadata.year contains 19`` looks for the text "19").
 - Text comparisons are case-sensitive; ordering of text (metadata only) is by code point. ``matches`` is a regular
-  expression searched anywhere (``re.search``); ``glob`` matches the whole value, ``*`` any run of characters
-  including ``/``, ``?`` one character, ``[abc]`` / ``[a-z]`` a class, ``[!abc]`` or ``[^abc]`` its complement.
+  expression in RE2 syntax (:mod:`dsl.regex`) searched anywhere; ``glob`` matches the whole value, ``*`` any run
+  of characters including ``/``, ``?`` one character, ``[abc]`` / ``[a-z]`` a class, ``[!abc]`` or ``[^abc]`` its complement.
 - Times resolve against ``now``. A date-only value (``2024-01-01``, midnight UTC) means the whole UTC day for ``=``
   and ``!=`` and as the upper bound of ``between``; ``<``, ``<=``, ``>``, ``>=`` compare with its first instant.
 - ``set = photos`` is membership of photos, ``set in [a, b]`` of any of them, ``set != photos`` not of photos.
@@ -33,6 +33,7 @@ from dsl import units
 from dsl.conditions import Compare, Group, Not
 from dsl.errors import PlanError
 from dsl.fields import FieldSpec, field_spec, missing_producer
+from dsl.regex import regex_search
 
 
 class FieldNotAvailable(PlanError):
@@ -78,7 +79,7 @@ def _escape(ch: str) -> str:
 
 @lru_cache(maxsize=512)
 def glob_regex(pattern: str) -> str | None:
-    """The shell glob as an anchored regular expression that Python and PostgreSQL read the same way, or None when
+    """The shell glob as an anchored regular expression that RE2 and PostgreSQL read the same way, or None when
     nothing can match (a class made only of reversed ranges such as ``[z-a]``).
 
     ``*`` is any run (including ``/``), ``?`` one character, ``[abc]`` / ``[a-z]`` a class, ``[!abc]`` / ``[^abc]``
@@ -114,8 +115,9 @@ def glob_regex(pattern: str) -> str | None:
                 return None
         else:
             out.append(_escape(ch))
-    # (?s): "." matches a newline (Python; PostgreSQL's default); \A and \Z anchor at the very ends in both
-    return "(?s)\\A" + "".join(out) + "\\Z"
+    # (?s): "." matches a newline (RE2; PostgreSQL's default); ^ and $ anchor at the very ends in both (neither is
+    # in multi-line mode, and unlike Python's re, $ does not match before a final newline)
+    return "(?s)^" + "".join(out) + "$"
 
 
 def _class_items(body: str) -> list[str]:
@@ -259,10 +261,10 @@ def value_match(op: str, value: Any, seen: Any, kind: str) -> bool:
     if op == "endswith":
         return seen.endswith(value)
     if op == "matches":
-        return re.search(value, seen) is not None
+        return regex_search(value, seen)
     if op == "glob":
         regex = glob_regex(value)
-        return regex is not None and re.search(regex, seen) is not None
+        return regex is not None and regex_search(regex, seen)
     return COMPARE[op](seen, value)
 
 

@@ -6,9 +6,10 @@ NULL): a nullable column is tested ``col IS NOT NULL AND ...`` and metadata thro
 field registry, never from the plan text. Tables come from a :class:`SqlContext`, so ``dsl`` needs nothing of
 ``store``.
 
-Backends: SQLite (``regexp_match`` is Python's ``re.search``, so ``matches`` is exactly Python's) and PostgreSQL
-(``~``: a POSIX regular expression, which agrees with Python for ordinary patterns; globs are translated to the
-subset both read alike). ``contains`` / ``startswith`` / ``endswith`` are LIKE with ``%`` and ``_`` escaped; they are
+Backends: SQLite (``regexp_match`` is the store's REGEXP function, RE2's search, so ``matches`` is exactly
+:mod:`dsl.evaluate`'s) and PostgreSQL (``~``: an ARE regular expression, which agrees with RE2 for ordinary patterns;
+patterns are checked with RE2 when the condition is built, and PostgreSQL runs them under its statement time limit;
+globs are translated to the subset both read alike). ``contains`` / ``startswith`` / ``endswith`` are LIKE with ``%`` and ``_`` escaped; they are
 case-sensitive on SQLite because the store's engine sets ``PRAGMA case_sensitive_like``.
 """
 

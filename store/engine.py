@@ -1,9 +1,19 @@
-"""Engine set-up: SQLite in WAL mode by default, any SQLAlchemy URL (PostgreSQL) otherwise."""
+"""Engine set-up: SQLite in WAL mode by default, any SQLAlchemy URL (PostgreSQL) otherwise.
+
+Every statement runs under a time limit (``ASSAY_STATEMENT_TIMEOUT`` seconds, default 30; 0 turns it off), so no
+query a caller shapes can hold the store for long: SQLite checks a per-statement deadline from a progress handler
+while the statement computes its first row (its sorting, counting and filtering); PostgreSQL gets
+``statement_timeout``. A statement stopped this way raises :class:`~store.errors.QueryTimeout` (QUERY_TIMEOUT).
+The indexer's and the plan engine's bulk writes go through the driver's ``executemany`` in short batches, outside
+the limit. SQLite's ``REGEXP`` is RE2 (:mod:`dsl.regex`), not Python's ``re``: linear time, no backtracking.
+"""
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -12,9 +22,16 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, SQLModel, create_engine
 
+from dsl.regex import sqlite_regexp
 from store import models  # noqa: F401  (registers every table on SQLModel.metadata)
+from store.errors import InvalidInput, QueryTimeout
 
 log = logging.getLogger(__name__)
+
+STATEMENT_TIMEOUT_ENV = "ASSAY_STATEMENT_TIMEOUT"
+DEFAULT_STATEMENT_TIMEOUT = 30.0  # seconds: far above any single statement of an index or plan run
+_PROGRESS_STEPS = 20_000  # SQLite virtual-machine steps between two deadline checks (well under a millisecond)
+_DEADLINE = "assay_deadline"  # key of the per-connection deadline holder in the pool record's info
 
 _engines: dict[str, Engine] = {}
 _lock = threading.Lock()
@@ -24,7 +41,30 @@ def sqlite_url(path: Path) -> str:
     return f"sqlite:///{path}"
 
 
+def statement_timeout_from_env(env: dict[str, str] | None = None) -> float | None:
+    """The statement time limit in seconds from ``ASSAY_STATEMENT_TIMEOUT`` (default 30; 0 means none)."""
+    raw = (os.environ if env is None else env).get(STATEMENT_TIMEOUT_ENV, "").strip()
+    if not raw:
+        return DEFAULT_STATEMENT_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        raise InvalidInput(f"{STATEMENT_TIMEOUT_ENV} must be a number of seconds (0 for no limit), got {raw!r}",
+                           field=STATEMENT_TIMEOUT_ENV) from None
+    if value < 0:
+        raise InvalidInput(f"{STATEMENT_TIMEOUT_ENV} must be 0 or more seconds, got {raw!r}",
+                           field=STATEMENT_TIMEOUT_ENV)
+    return value or None
+
+
+def _timeout_message(seconds: float) -> str:
+    return (f"the query ran longer than the statement time limit ({seconds:g} s) and was stopped; narrow it "
+            f"(a set, a path prefix, fewer or simpler patterns) or raise {STATEMENT_TIMEOUT_ENV}")
+
+
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
+    # RE2 in place of the Python re.search SQLAlchemy registers: a pattern cannot backtrack for ever holding the GIL
+    dbapi_conn.create_function("regexp", 2, sqlite_regexp, deterministic=True)
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA synchronous=NORMAL")
@@ -36,15 +76,66 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur.close()
 
 
-def make_engine(url: str) -> Engine:
-    """A new engine for ``url`` with the schema created; prefer :func:`get_engine`, which shares one per URL."""
+def _sqlite_time_limit(engine: Engine, seconds: float) -> None:
+    """A deadline per statement, checked by a progress handler: SQLite stops the statement ("interrupted") once
+    the deadline has passed, and the error is raised again as QueryTimeout."""
+
+    def on_connect(dbapi_conn, record) -> None:
+        holder = record.info[_DEADLINE] = [None]
+        dbapi_conn.set_progress_handler(
+            lambda: 1 if holder[0] is not None and time.monotonic() > holder[0] else 0, _PROGRESS_STEPS)
+
+    def before(conn, _cursor, _statement, _params, _context, executemany) -> None:
+        holder = conn.info.get(_DEADLINE)
+        if holder is not None:
+            holder[0] = None if executemany else time.monotonic() + seconds
+
+    def after(conn, *_args) -> None:
+        holder = conn.info.get(_DEADLINE)
+        if holder is not None:
+            holder[0] = None
+
+    def on_error(context) -> None:
+        holder = context.connection.info.get(_DEADLINE) if context.connection is not None else None
+        expired = holder is not None and holder[0] is not None and time.monotonic() > holder[0]
+        if holder is not None:
+            holder[0] = None
+        if expired and "interrupted" in str(context.original_exception):
+            raise QueryTimeout(_timeout_message(seconds)) from context.original_exception
+
+    event.listen(engine, "connect", on_connect)
+    event.listen(engine, "before_cursor_execute", before)
+    event.listen(engine, "after_cursor_execute", after)
+    event.listen(engine, "handle_error", on_error)
+
+
+def _postgres_time_limit(engine: Engine, seconds: float) -> None:
+    def on_error(context) -> None:
+        if getattr(context.original_exception, "sqlstate", None) == "57014":  # query_canceled: statement_timeout
+            raise QueryTimeout(_timeout_message(seconds)) from context.original_exception
+
+    event.listen(engine, "handle_error", on_error)
+
+
+def make_engine(url: str, *, statement_timeout: float | None | str = "env") -> Engine:
+    """A new engine for ``url`` with the schema created; prefer :func:`get_engine`, which shares one per URL.
+
+    ``statement_timeout``: seconds a statement may run (None: no limit; by default ``ASSAY_STATEMENT_TIMEOUT``)."""
+    seconds = statement_timeout_from_env() if statement_timeout == "env" else statement_timeout
     if url.startswith("sqlite"):
         if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
             Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
         event.listen(engine, "connect", _sqlite_pragmas)
+        if seconds:
+            _sqlite_time_limit(engine, seconds)
     else:
-        engine = create_engine(url, pool_pre_ping=True)
+        connect_args = {}
+        if seconds and url.startswith("postgresql"):
+            connect_args["options"] = f"-c statement_timeout={int(seconds * 1000)}"
+        engine = create_engine(url, pool_pre_ping=True, connect_args=connect_args)
+        if seconds and url.startswith("postgresql"):
+            _postgres_time_limit(engine, seconds)
     SQLModel.metadata.create_all(engine)
     log.debug("store ready at %s", engine.url.render_as_string(hide_password=True))
     return engine

@@ -55,6 +55,12 @@ class FileOperationError(AssayError):
     code = "FILE_OPERATION_FAILED"
 
 
+class QueryTimeout(AssayError):
+    """A statement on the store ran past the statement time limit and was stopped."""
+
+    code = "QUERY_TIMEOUT"
+
+
 def check_choice(value: Any, allowed, *, field: str, what: str) -> str:
     """``value`` if it is one of ``allowed``, else InvalidInput naming the parameter and listing what is accepted."""
     allowed = list(allowed)

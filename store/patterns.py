@@ -1,23 +1,24 @@
 """Pattern matching for resource-fuzzy-match: five modes, each compiled to SQL for SQLite and PostgreSQL.
 
 Shell globs are translated once into SQLite GLOB syntax and into an anchored regular expression, so both stores agree
-on what a glob matches (`[!a]` negates, an unclosed `[` is a literal). Regular expressions are checked in Python first
-so a bad one is named before any SQL runs.
+on what a glob matches (`[!a]` negates, an unclosed `[` is a literal). Regular expressions use RE2 syntax
+(:mod:`dsl.regex`: linear time, no backreferences or lookaround): checked with RE2 first, so a bad one is named before
+any SQL runs, then run by RE2 on SQLite (the engine's REGEXP) and by PostgreSQL's ``~`` under the statement time limit.
 """
 
 from __future__ import annotations
 
-import re
-
 from sqlalchemy import func
 
+from dsl.regex import RegexError, check_regex
 from store.errors import InvalidInput, check_choice
 
 MATCH_MODES: dict[str, str] = {
     "contains": "the field contains the pattern (LIKE %pattern%, % and _ taken literally)",
     "prefix": "the field starts with the pattern (LIKE pattern%)",
     "suffix": "the field ends with the pattern (LIKE %pattern)",
-    "regex": "the pattern is a regular expression searched anywhere in the field",
+    "regex": "the pattern is a regular expression (RE2 syntax: no backreferences or lookaround) searched anywhere in "
+             "the field",
     "glob": "the whole field matches a shell glob: * any run of characters (including /), ? one, [abc] a class",
 }
 
@@ -82,10 +83,9 @@ def glob_to_regex(pattern: str) -> str:
 
 def _check_regex(pattern: str, *, case_sensitive: bool) -> None:
     try:
-        re.compile(pattern, 0 if case_sensitive else re.IGNORECASE)
-    except re.error as exc:
-        raise InvalidInput(f"pattern {pattern!r} is not a valid regular expression ({exc}); escape special "
-                           r"characters with a backslash, e.g. report_\d{4}\.pdf", field="pattern") from None
+        check_regex(pattern, ignore_case=not case_sensitive)
+    except RegexError as exc:
+        raise InvalidInput(f"pattern {exc}", field="pattern") from None
 
 
 def match_clause(column, *, pattern: str, mode: str, case_sensitive: bool, dialect: str):
@@ -106,6 +106,6 @@ def match_clause(column, *, pattern: str, mode: str, case_sensitive: bool, diale
     else:
         _check_regex(pattern, case_sensitive=case_sensitive)
         regex = pattern
-    if dialect == "sqlite":  # SQLAlchemy's REGEXP function is Python's re.search, which takes inline flags only
+    if dialect == "sqlite":  # the engine's REGEXP function is RE2's search, which takes inline flags only
         return column.regexp_match(regex if case_sensitive else "(?i)" + regex)
     return column.regexp_match(regex, flags=None if case_sensitive else "i")

@@ -44,3 +44,36 @@ def test_postgresql_gets_regex_operators_not_sqlite_functions():
         assert "~*" in sql and "GLOB" not in sql and "REGEXP" not in sql
     sensitive = match_clause(T.c.path, pattern="*.jpg", mode="glob", case_sensitive=True, dialect="postgresql")
     assert " ~ " in str(sensitive.compile(dialect=postgresql.dialect()))
+
+
+# --- regular expressions are RE2: linear time, Python-like syntax without backtracking constructs ------------------
+
+
+@pytest.mark.parametrize("pattern, named", [
+    (r"(a)\1", "backreferences are not supported"),
+    (r"report(?=\.pdf)", "lookahead and lookbehind are not supported"),
+    (r"(?<!x)y", "lookahead and lookbehind are not supported"),
+    (r"a++", "possessive quantifiers are not supported"),
+    (r"end\Z", "use \\z (or $)"),
+])
+def test_regex_constructs_re2_lacks_are_refused_saying_why_and_that_re2_syntax_is_used(pattern, named):
+    from store.errors import InvalidInput
+
+    with pytest.raises(InvalidInput) as caught:
+        match_clause(T.c.name, pattern=pattern, mode="regex", case_sensitive=True, dialect="sqlite")
+    assert named in caught.value.message and "RE2 syntax" in caught.value.message
+    assert caught.value.field == "pattern"
+
+
+def test_store_regexp_function_is_re2_and_answers_a_catastrophic_pattern(engine):
+    """Python's re backtracks 2**34 times here (minutes, holding the GIL); RE2 answers at once."""
+    from sqlalchemy import literal, select
+
+    with engine.connect() as conn:
+        evil = conn.execute(select(match_clause(
+            literal("a" * 34 + "!"), pattern="^(a+)+$", mode="regex", case_sensitive=True,
+            dialect="sqlite"))).scalar_one()
+        plain = conn.execute(select(match_clause(
+            literal("Report_2024.PDF"), pattern=r"report_\d{4}\.pdf", mode="regex",
+            case_sensitive=False, dialect="sqlite"))).scalar_one()
+    assert (evil, plain) == (0, 1)
