@@ -27,7 +27,10 @@ _MEDIA = {
 }
 MEDIA_TYPES: dict[str, str] = {ext: kind for kind, exts in _MEDIA.items() for ext in exts.split()}
 ENTRY_COLUMNS = ("path", "parent", "name", "extension", "kind", "size", "mtime", "ctime", "depth", "inode",
-                 "media_type", "mime", "scan_id", "indexed_at")
+                 "media_type", "mime", "scan_id", "indexed_at", "scan_error")
+# What a re-scan compares to decide whether an entry changed (identity, size, times, completeness): an entry whose
+# stored state equals what the walk sees is not written at all.
+STATE_COLUMNS = ("kind", "size", "mtime", "ctime", "inode", "scan_error")
 
 
 def split_extension(name: str) -> str:
@@ -69,7 +72,7 @@ def types_for(extension: str) -> tuple[str | None, str | None]:
 
 
 def row_tuple(path: str, parent: str | None, name: str, kind: str, size: int, mtime: float, ctime: float,
-              inode: int | None, scan_id: int | None, indexed_at: float) -> tuple:
+              inode: int | None, scan_id: int | None, indexed_at: float, scan_error: str | None = None) -> tuple:
     """One entry as a tuple in ENTRY_COLUMNS order (the indexer's hot path builds these, not dicts)."""
     if kind == "file":
         dot = name.rfind(".")
@@ -78,15 +81,16 @@ def row_tuple(path: str, parent: str | None, name: str, kind: str, size: int, mt
     else:
         ext, media, mime = "", None, None
     depth = 0 if path == "/" else path.count("/")
-    return (path, parent, name, ext, kind, size, mtime, ctime, depth, inode, media, mime, scan_id, indexed_at)
+    return (path, parent, name, ext, kind, size, mtime, ctime, depth, inode, media, mime, scan_id, indexed_at,
+            scan_error)
 
 
 def make_row(path: str, *, kind: str, size: int, mtime: float, ctime: float, inode: int | None, scan_id: int | None,
-             indexed_at: float) -> dict[str, Any]:
+             indexed_at: float, scan_error: str | None = None) -> dict[str, Any]:
     name = posixpath.basename(path) or path
     parent = posixpath.dirname(path) if path != "/" else None
     return dict(zip(ENTRY_COLUMNS, row_tuple(path, parent, name, kind, size, mtime, ctime, inode, scan_id,
-                                              indexed_at)))
+                                              indexed_at, scan_error)))
 
 
 def upsert_entries(conn: Connection, rows: Sequence[dict[str, Any] | tuple]) -> None:
@@ -110,7 +114,8 @@ def upsert_entries(conn: Connection, rows: Sequence[dict[str, Any] | tuple]) -> 
     ins = (postgresql if conn.dialect.name == "postgresql" else sqlite).insert(T)
     x = ins.excluded
     same_kind = T.c.kind == x.kind
-    updated = {c: getattr(x, c) for c in ("kind", "size", "mtime", "ctime", "inode", "scan_id", "indexed_at")}
+    updated = {c: getattr(x, c) for c in ("kind", "size", "mtime", "ctime", "inode", "scan_id", "indexed_at",
+                                          "scan_error")}
     updated["extension"] = case((same_kind, T.c.extension), else_=x.extension)
     updated["media_type"] = case((same_kind, func.coalesce(T.c.media_type, x.media_type)), else_=x.media_type)
     updated["mime"] = case((same_kind, func.coalesce(T.c.mime, x.mime)), else_=x.mime)
@@ -126,12 +131,57 @@ _SQLITE_UPSERT = (
     f"INSERT INTO entries ({', '.join(ENTRY_COLUMNS)}) VALUES ({', '.join('?' * len(ENTRY_COLUMNS))}) "
     "ON CONFLICT(path) DO UPDATE SET kind=excluded.kind, size=excluded.size, mtime=excluded.mtime, "
     "ctime=excluded.ctime, inode=excluded.inode, scan_id=excluded.scan_id, indexed_at=excluded.indexed_at, "
+    "scan_error=excluded.scan_error, "
     f"extension=CASE WHEN {_SAME_KIND} THEN entries.extension ELSE excluded.extension END, "
     f"media_type=CASE WHEN {_SAME_KIND} THEN COALESCE(entries.media_type, excluded.media_type) "
     "ELSE excluded.media_type END, "
     f"mime=CASE WHEN {_SAME_KIND} THEN COALESCE(entries.mime, excluded.mime) ELSE excluded.mime END"
 )
 SQLITE_UPSERT = _SQLITE_UPSERT
+# A path and everything under it; the parameters come from subtree_bounds (a range, so the path index is used).
+SQLITE_DELETE_SUBTREE = "DELETE FROM entries WHERE path = ? OR (path > ? AND path < ?)"
+SQLITE_DELETE_BELOW = "DELETE FROM entries WHERE path > ? AND path < ?"
+_SQLITE_CHILD_STATES = f"SELECT name, {', '.join(STATE_COLUMNS)} FROM entries WHERE parent = ?"
+
+
+def subtree_bounds(path: str) -> tuple[str, str]:
+    """(low, high): the paths strictly under ``path`` are those with low < p < high ("0" follows "/")."""
+    base = path.rstrip("/")
+    return base + "/", base + "0"
+
+
+def delete_gone(conn: Connection, gone: Sequence[tuple[str, bool]]) -> int:
+    """Delete each ``(path, with_path)``: everything under the path, and the path itself when ``with_path``.
+    Returns the number of entries removed (set memberships and artifacts go with them by cascade)."""
+    removed = 0
+    for path, with_path in gone:
+        removed += conn.execute(delete(T).where(subtree_clause(path, include_root=with_path))).rowcount or 0
+    return removed
+
+
+def child_states(conn: Connection, *, parent: str) -> dict[str, tuple]:
+    """``name -> (kind, size, mtime, ctime, inode, scan_error)`` of the stored entries directly inside ``parent``:
+    what a re-scan compares each directory's listing with."""
+    if conn.dialect.name == "sqlite":
+        cursor = conn.connection.driver_connection.cursor()
+        try:
+            return {row[0]: row[1:] for row in cursor.execute(_SQLITE_CHILD_STATES, (parent,))}
+        finally:
+            cursor.close()
+    cols = [T.c.name, *(T.c[c] for c in STATE_COLUMNS)]
+    return {row[0]: tuple(row[1:]) for row in conn.execute(select(*cols).where(T.c.parent == parent))}
+
+
+def entry_state(conn: Connection, *, path: str) -> tuple | None:
+    row = conn.execute(select(*(T.c[c] for c in STATE_COLUMNS)).where(T.c.path == path)).first()
+    return tuple(row) if row is not None else None
+
+
+def recompute_directory_size(conn: Connection, *, path: str) -> None:
+    """Set a directory's size to the sum of its stored children (after a walk stopped inside it)."""
+    child = T.alias("child")
+    total = select(func.coalesce(func.sum(child.c.size), 0)).where(child.c.parent == path).scalar_subquery()
+    conn.execute(update(T).where(T.c.path == path, T.c.kind == "directory").values(size=total))
 
 
 def delete_unseen(conn: Connection, *, root: str, scan_id: int) -> int:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import time
 
-from sqlalchemy import BigInteger, Column, Float, ForeignKey, Index, Integer, LargeBinary, Text, UniqueConstraint, text
+from sqlalchemy import (BigInteger, Column, Float, ForeignKey, Index, Integer, LargeBinary, Text, UniqueConstraint, event,
+                        inspect, text)
 from sqlmodel import Field, SQLModel
 
 
@@ -49,8 +50,28 @@ class Entry(SQLModel, table=True):
     media_type: str | None = Field(default=None, index=True)  # image | video | audio | document | text | other
     mime: str | None = None
     hash: str | None = Field(default=None)  # content hash, filled by classifiers
-    scan_id: int | None = None  # the index job that last saw this entry (sweeps filter it inside a path range)
+    scan_id: int | None = None  # the index job that last wrote this entry (unchanged entries are not rewritten)
     indexed_at: float = Field(default_factory=now, sa_column=Column(Float, nullable=False))
+    # why a directory's listing is not complete: "unreadable: Permission denied", "incomplete: index job 7 was
+    # cancelled ...", "not scanned: ..."; None for an entry scanned completely (added by migration 1)
+    scan_error: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+
+
+# Columns added after a store may already exist: create_all makes new tables but never adds a column, so each
+# missing one is added with ALTER TABLE right after create_all (nullable, no default: instant on SQLite and
+# PostgreSQL). A data dir made by an older version keeps working.
+ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("entries", "scan_error", "TEXT"),
+)
+
+
+@event.listens_for(SQLModel.metadata, "after_create")
+def _add_missing_columns(metadata, connection, **_kw) -> None:
+    insp = inspect(connection)
+    tables = set(insp.get_table_names())
+    for table, column, sql_type in ADDED_COLUMNS:
+        if table in tables and column not in {c["name"] for c in insp.get_columns(table)}:
+            connection.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {column} {sql_type}")
 
 
 # --- resource sets: a DAG of named sets of entries -----------------------------------------------------------------

@@ -3,9 +3,12 @@
 Why a process: binding a row's parameters needs the GIL, so a writer *thread* and the walking thread take turns on
 one core however many cores there are. A child process writes while the walker walks, each on its own core.
 
-Protocol on stdin, each frame a 4-byte big-endian length and a pickle: first ``{"sql": ..., "pragmas": [...]}``,
-then batches (lists of row tuples), each written and committed in one transaction; a zero length ends the stream.
-On a database error the child writes the error to stderr and exits 1; the parent sees the broken pipe and raises it.
+Protocol on stdin, each frame a 4-byte big-endian length and a pickle: first ``{"sql": ..., "delete": ...,
+"delete_below": ..., "pragmas": [...]}``, then batches ``(rows, gone)``: ``gone`` lists ``(path, with_path)`` to
+delete (the subtree under ``path``, and ``path`` itself when ``with_path``), ``rows`` are row tuples to upsert; each
+batch is applied in that order and committed in one transaction. A zero length ends the stream; the child then
+prints ``written removed`` (row counts) on stdout. On a database error the child writes the error to stderr and
+exits 1; the parent sees the broken pipe and raises it.
 This module imports nothing but the standard library, so the child starts in a few tens of milliseconds.
 """
 
@@ -32,15 +35,20 @@ def _read_exact(stream, n: int) -> bytes:
     return data
 
 
-def serve(database: str, stream) -> int:
-    """Write every batch read from ``stream`` into ``database``; returns the number of rows written."""
+def bounds(path: str) -> tuple[str, str]:
+    base = path.rstrip("/")
+    return base + "/", base + "0"
+
+
+def serve(database: str, stream) -> tuple[int, int]:
+    """Apply every batch read from ``stream`` to ``database``; returns (rows written, entries removed)."""
     (length,) = HEADER.unpack(_read_exact(stream, HEADER.size))
     setup = pickle.loads(_read_exact(stream, length))
     conn = sqlite3.connect(database, isolation_level=None, timeout=30)
     for pragma in setup.get("pragmas", []):
         conn.execute(f"PRAGMA {pragma}")
-    sql = setup["sql"]
-    written = 0
+    sql, delete, delete_below = setup["sql"], setup.get("delete"), setup.get("delete_below")
+    written = removed = 0
     while True:
         header = stream.read(HEADER.size)
         if not header:
@@ -48,25 +56,30 @@ def serve(database: str, stream) -> int:
         (length,) = HEADER.unpack(header)
         if length == 0:
             break
-        batch = pickle.loads(_read_exact(stream, length))
+        rows, gone = pickle.loads(_read_exact(stream, length))
         conn.execute("BEGIN")
         try:
-            conn.executemany(sql, batch)
+            for path, with_path in gone:
+                low, high = bounds(path)
+                cur = conn.execute(delete, (path, low, high)) if with_path else conn.execute(delete_below, (low, high))
+                removed += max(cur.rowcount, 0)
+            conn.executemany(sql, rows)
         except BaseException:
             conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
-        written += len(batch)
+        written += len(rows)
     conn.close()
-    return written
+    return written, removed
 
 
 def main() -> int:
     try:
-        serve(sys.argv[1], sys.stdin.buffer)
+        written, removed = serve(sys.argv[1], sys.stdin.buffer)
     except Exception as exc:  # reported to the parent through stderr
         sys.stderr.write(f"{type(exc).__name__}: {exc}\n")
         return 1
+    sys.stdout.write(f"{written} {removed}\n")
     return 0
 
 

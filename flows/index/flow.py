@@ -52,9 +52,16 @@ def run_index_job(engine: Engine, *, job_id: int, root: str, follow_symlinks: bo
     try:
         result: IndexResult = index_tree(engine, root, scan_id=job_id, follow_symlinks=follow_symlinks,
                                          batch_size=batch_size, progress=progress, should_cancel=should_cancel)
-    except Cancelled:
+    except Cancelled as stop:
+        done = stop.result
+        if done is not None:  # the counters of what the walk did, so they agree with what it stored
+            store_jobs.record_issues(engine, job_id=job_id, issues=done.issues)
+            counts = _counts(done)
+        else:
+            counts = {}
         store_jobs.finish_job(engine, job_id=job_id, status="cancelled",
-                              error_message="cancelled on request; entries written so far were kept, none removed")
+                              error_message="cancelled on request; what the walk wrote was kept, and the folders "
+                                            "it had not finished are marked incomplete", **counts)
         log.info("index job %s cancelled", job_id)
         return store_jobs.get_job(engine, job_id=job_id)
     except FileNotFoundError:
@@ -65,10 +72,13 @@ def run_index_job(engine: Engine, *, job_id: int, root: str, follow_symlinks: bo
         store_jobs.finish_job(engine, job_id=job_id, status="failed", error_message=f"{type(exc).__name__}: {exc}")
         raise
     store_jobs.record_issues(engine, job_id=job_id, issues=result.issues)
-    store_jobs.finish_job(engine, job_id=job_id, status="completed", progress=100.0, files=result.files,
-                          directories=result.directories, total_size=result.total_size, removed=result.removed,
-                          error_count=len(result.issues), current_path=None)
+    store_jobs.finish_job(engine, job_id=job_id, status="completed", current_path=None, **_counts(result))
     return store_jobs.get_job(engine, job_id=job_id)
+
+
+def _counts(result: IndexResult) -> dict:
+    return {"progress": result.percent, "files": result.files, "directories": result.directories,
+            "total_size": result.total_size, "removed": result.removed, "error_count": result.issue_count}
 
 
 # --- the Prefect flow ---------------------------------------------------------------------------------------------

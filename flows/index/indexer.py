@@ -1,9 +1,18 @@
-"""The indexer: a streaming, stack-based scandir walk that writes entries in batches.
+"""The indexer: a streaming, stack-based scandir walk that writes what changed, in batches.
 
 Memory is bounded by the walk's frontier (the directories discovered but not yet finished) and one batch of rows,
 never by the size of the tree. Directories are emitted after their contents (post-order), so each directory's size
-is the sum of its subtree without a second pass. Entries the walk did not see are swept at the end; the sweep is
-skipped when the walk is cancelled or fails, so a stopped walk never deletes what it did not get to.
+is the sum of its subtree without a second pass.
+
+On a store that already holds the tree, each directory's listing is compared with its stored children (one indexed
+query per directory): an entry whose kind, size, mtime, ctime, inode and completeness are unchanged is not written
+at all; a stored child missing from a complete listing is deleted with its subtree, there and then. So a re-index
+of an unchanged tree writes nothing, and the store is consistent at every batch.
+
+A directory whose listing is not complete says why in its ``scan_error``: ``unreadable: ...`` (its known contents
+are kept), ``incomplete: ...`` (the walk was cancelled inside it; its size is then the sum of what is stored under
+it) or ``not scanned: ...`` (discovered, never entered). A cancelled walk writes those frontier folders before it
+stops, so everything it wrote is navigable and every directory's size is the sum of its stored children.
 """
 
 from __future__ import annotations
@@ -25,20 +34,23 @@ from store import entries as store_entries
 log = logging.getLogger(__name__)
 
 ProgressFn = Callable[["IndexProgress"], None]
-ANALYZE_AFTER = 10_000  # entries walked; ANALYZE costs about 0.6 ms per 1,000 entries on SQLite
+ANALYZE_AFTER = 10_000  # entries written; ANALYZE costs about 0.6 ms per 1,000 entries on SQLite
 CancelFn = Callable[[], bool]
-
-
-class Cancelled(Exception):
-    """The walk stopped because cancellation was requested."""
+_VANISHED = object()  # a directory's error marker: it disappeared between its listing and its walk
+_S_ISDIR, _S_ISREG, _S_ISLNK = statmod.S_ISDIR, statmod.S_ISREG, statmod.S_ISLNK
 
 
 @dataclass
 class IndexProgress:
+    """Counters of a walk. ``percent`` is entries finished over entries known (listed so far, or stored under the
+    root before the walk, whichever is larger): the same measure on a first scan and a re-scan, and it never goes
+    down."""
+
     files: int = 0
     directories: int = 0
     total_size: int = 0
     written: int = 0
+    removed: int = 0
     current_path: str | None = None
     percent: float = 0.0
 
@@ -50,18 +62,36 @@ class IndexResult:
     directories: int = 0
     total_size: int = 0
     removed: int = 0
+    written: int = 0
     issues: list[tuple[str, str]] = field(default_factory=list)
+    issue_count: int = 0
     duration_ms: int = 0
+    percent: float = 100.0
+
+
+class Cancelled(Exception):
+    """The walk stopped because cancellation was requested; ``result`` holds what it did up to then."""
+
+    def __init__(self, result: IndexResult | None = None) -> None:
+        super().__init__("the walk was cancelled")
+        self.result = result
 
 
 def kind_of(mode: int) -> str:
-    if statmod.S_ISDIR(mode):
+    if _S_ISDIR(mode):
         return "directory"
-    if statmod.S_ISREG(mode):
+    if _S_ISREG(mode):
         return "file"
-    if statmod.S_ISLNK(mode):
+    if _S_ISLNK(mode):
         return "symlink"
     return "other"
+
+
+def _apply(conn, frame: tuple[list, list]) -> int:
+    rows, gone = frame
+    removed = store_entries.delete_gone(conn, gone) if gone else 0
+    store_entries.upsert_entries(conn, rows)
+    return removed
 
 
 class _ThreadWriter:
@@ -71,6 +101,7 @@ class _ThreadWriter:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.written = 0
+        self.removed = 0
         self.error: BaseException | None = None
         self._queue: queue.Queue = queue.Queue(maxsize=2)
         self._thread = threading.Thread(target=self._loop, name="assay-index-writer", daemon=True)
@@ -78,22 +109,22 @@ class _ThreadWriter:
 
     def _loop(self) -> None:
         while True:
-            batch = self._queue.get()
-            if batch is None:
+            frame = self._queue.get()
+            if frame is None:
                 return
             if self.error is not None:
                 continue  # drain without writing, so the walker never blocks on a dead writer
             try:
                 with self.engine.begin() as conn:
-                    store_entries.upsert_entries(conn, batch)
-                self.written += len(batch)
+                    self.removed += _apply(conn, frame)
+                self.written += len(frame[0])
             except BaseException as exc:  # handed to the walker thread, which raises it
                 self.error = exc
 
-    def put(self, batch: list) -> None:
+    def put(self, frame: tuple[list, list]) -> None:
         if self.error is not None:
             raise self.error
-        self._queue.put(batch)
+        self._queue.put(frame)
 
     def close(self) -> None:
         """Wait until every queued batch is written; raise the writer's error if there was one."""
@@ -117,14 +148,17 @@ class _ProcessWriter:
         from store import sqlite_writer
 
         self.written = 0  # rows handed over; the child commits each batch as it arrives
+        self.removed = 0  # known when the child has finished
         self._frame = sqlite_writer.write_frame
         self._stderr = tempfile.TemporaryFile()
         project = os.path.dirname(os.path.dirname(os.path.abspath(store.__file__)))
         env = {**os.environ, "PYTHONPATH": project + os.pathsep + os.environ.get("PYTHONPATH", "")}
         self._proc = subprocess.Popen([sys.executable, "-m", "store.sqlite_writer", database],
-                                      stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self._stderr, env=env)
-        self._send({"sql": store_entries.SQLITE_UPSERT,
-                    "pragmas": ["synchronous=NORMAL", "busy_timeout=30000", "cache_size=-65536"]})
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=env)
+        self._send({"sql": store_entries.SQLITE_UPSERT, "delete": store_entries.SQLITE_DELETE_SUBTREE,
+                    "delete_below": store_entries.SQLITE_DELETE_BELOW,
+                    "pragmas": ["synchronous=NORMAL", "busy_timeout=30000", "cache_size=-65536",
+                                "foreign_keys=ON"]})  # deletes cascade to set memberships and artifacts
 
     def _send(self, obj) -> None:
         try:
@@ -137,9 +171,9 @@ class _ProcessWriter:
         self._stderr.seek(0)
         return self._stderr.read().decode(errors="replace").strip() or f"exit status {self._proc.returncode}"
 
-    def put(self, batch: list) -> None:
-        self._send(batch)
-        self.written += len(batch)
+    def put(self, frame: tuple[list, list]) -> None:
+        self._send(frame)
+        self.written += len(frame[0])
 
     def close(self) -> None:
         """Send the end frame and wait until the child has committed everything it received."""
@@ -148,11 +182,16 @@ class _ProcessWriter:
             self._proc.stdin.close()
         except (BrokenPipeError, OSError):
             pass
+        out = self._proc.stdout.read()
+        self._proc.stdout.close()
         code = self._proc.wait()
         text = self._error_text() if code else ""
         self._stderr.close()
         if code:
             raise RuntimeError(f"the index writer process failed: {text}")
+        parts = out.split()
+        if len(parts) == 2:
+            self.removed = int(parts[1])
 
 
 class _Writer:
@@ -163,24 +202,29 @@ class _Writer:
         self.engine = engine
         self.impl: _ThreadWriter | _ProcessWriter | None = None
         self._written = 0
+        self._removed = 0
 
     @property
     def written(self) -> int:
         return self.impl.written if self.impl is not None else self._written
 
-    def put(self, batch: list, *, final: bool = False) -> None:
+    @property
+    def removed(self) -> int:
+        return self.impl.removed if self.impl is not None else self._removed
+
+    def put(self, frame: tuple[list, list], *, final: bool = False) -> None:
         if self.impl is None:
             if final:
                 with self.engine.begin() as conn:
-                    store_entries.upsert_entries(conn, batch)
-                self._written += len(batch)
+                    self._removed += _apply(conn, frame)
+                self._written += len(frame[0])
                 return
             database = self.engine.url.database if self.engine.dialect.name == "sqlite" else None
             if database and database != ":memory:" and os.environ.get("ASSAY_INDEX_WRITER") != "thread":
                 self.impl = _ProcessWriter(database)
             else:
                 self.impl = _ThreadWriter(self.engine)
-        self.impl.put(batch)
+        self.impl.put(frame)
 
     def close(self) -> None:
         if self.impl is not None:
@@ -198,15 +242,21 @@ class _Walk:
         self.progress_fn = progress
         self.should_cancel = should_cancel
         self.expected = expected
+        self.compare = expected > 0  # a store without the tree has nothing to compare with (a first index)
         self.max_issues = max_issues
         self.now = time.time()
-        self.batch: list[tuple] = []
+        self.rows: list[tuple] = []
+        self.gone: list[tuple[str, bool]] = []
         self.writer = _Writer(engine)
         self.state = IndexProgress()
         self.issues: list[tuple[str, str]] = []
         self.issue_count = 0
-        self.unreadable: list[str] = []
-        self.dirs_seen = 1
+        self.listed = 1  # entries known: the root and every name listed so far
+        self.done = 0  # entries finished: files and others when listed, directories when their subtree is done
+        self.next_tick = batch_size
+        self.stack: list[tuple[bool, str]] = []  # (entering?, directory)
+        self.frames: dict[str, list] = {}  # directory -> [size so far, stat, name, stored state, error]
+        self.reader = None  # a connection for reading stored children, open while the walk runs
 
     def issue(self, path: str, reason: str) -> None:
         self.issue_count += 1
@@ -214,169 +264,265 @@ class _Walk:
             self.issues.append((path, reason))
         log.info("index: skipped %s: %s", path, reason)
 
-    def emit(self, path: str, parent: str | None, name: str, kind: str, size: int, st: os.stat_result) -> None:
-        self.batch.append(store_entries.row_tuple(path, parent, name, kind, size, st.st_mtime, st.st_ctime,
-                                                  st.st_ino, self.scan_id, self.now))
-        if len(self.batch) >= self.batch_size:
+    def emit(self, path: str, parent: str | None, name: str, kind: str, size: int, st: os.stat_result,
+             error: str | None = None) -> None:
+        self.rows.append(store_entries.row_tuple(path, parent, name, kind, size, st.st_mtime, st.st_ctime,
+                                                 st.st_ino, self.scan_id, self.now, error))
+        if len(self.rows) + len(self.gone) >= self.batch_size:
             self.flush()
 
     def flush(self) -> None:
-        if self.batch:
-            self.writer.put(self.batch)
-            self.batch = []
+        if self.rows or self.gone:
+            self.writer.put((self.rows, self.gone))
+            self.rows, self.gone = [], []
         self.state.written = self.writer.written
+
+    def tick(self) -> None:
+        """Every batch_size entries listed: report progress and honour a cancellation request."""
+        self.next_tick = self.listed + self.batch_size
         self.report()
         if self.should_cancel is not None and self.should_cancel():
             raise Cancelled()
 
     def finish(self) -> None:
         """Hand over the last batch and wait for the writer; called on every exit path."""
-        if self.batch:
-            self.writer.put(self.batch, final=True)
-            self.batch = []
+        if self.rows or self.gone:
+            self.writer.put((self.rows, self.gone), final=True)
+            self.rows, self.gone = [], []
         self.writer.close()
         self.state.written = self.writer.written
+        self.state.removed = self.writer.removed
 
     def report(self) -> None:
         s = self.state
-        done = s.files + s.directories
-        if self.expected > 0:
-            s.percent = min(99.0, 100.0 * done / self.expected)
-        else:  # first scan: directories finished over directories discovered so far
-            s.percent = min(99.0, 100.0 * s.directories / max(self.dirs_seen, 1))
+        known = max(self.expected, self.listed)
+        s.percent = max(s.percent, min(99.0, 100.0 * self.done / known))
         if self.progress_fn is not None:
             self.progress_fn(s)
 
-    def run(self, root_stat: os.stat_result) -> None:
+    def stored_children(self, directory: str) -> dict[str, tuple]:
+        if not self.compare:
+            return {}
+        if self.reader is None:
+            self.reader = self.engine.connect()
+        return store_entries.child_states(self.reader, parent=directory)
+
+    def close_reader(self) -> None:
+        if self.reader is not None:
+            self.reader.close()
+            self.reader = None
+
+    # --- the walk ---------------------------------------------------------------------------------------------------
+
+    def run(self, root_stat: os.stat_result, root_state: tuple | None) -> None:
         root = self.root
-        sizes: dict[str, int] = {root: 0}
-        stats: dict[str, os.stat_result] = {root: root_stat}
-        names: dict[str, str] = {root: os.path.basename(root) or root}
+        frames, stack = self.frames, self.stack
+        frames[root] = [0, root_stat, os.path.basename(root) or root, root_state, None]
+        stack.append((True, root))
         visited: set[tuple[int, int]] = {(root_stat.st_dev, root_stat.st_ino)} if self.follow else set()
-        stack: list[tuple[bool, str]] = [(True, root)]  # (entering?, directory)
         while stack:
             entering, directory = stack.pop()
-            if not entering:
-                size = sizes.pop(directory)
-                self.state.directories += 1
-                parent = os.path.dirname(directory) if directory != "/" else None
-                self.emit(directory, parent, names.pop(directory), "directory", size, stats.pop(directory))
-                if directory != root:
-                    sizes[parent] += size
+            frame = frames[directory]
+            if entering:
+                stack.append((False, directory))
+                self.state.current_path = directory
+                self._list(directory, frame, visited)
                 continue
-            stack.append((False, directory))
-            self.state.current_path = directory
-            try:
-                with os.scandir(directory) as it:
-                    for item in it:
-                        self._visit(item, directory, sizes, stats, names, visited, stack)
-            except FileNotFoundError:
-                self.issue(directory, "vanished during the walk")
-            except OSError as exc:
-                self.unreadable.append(directory)
-                self.issue(directory, f"unreadable: {exc.strerror or exc}")
+            del frames[directory]
+            size, st, name, prev, error = frame
+            if error is _VANISHED:
+                continue
+            self.state.directories += 1
+            self.done += 1
+            parent = os.path.dirname(directory) if directory != "/" else None
+            if prev != ("directory", size, st.st_mtime, st.st_ctime, st.st_ino, error):
+                self.emit(directory, parent, name, "directory", size, st, error)
+            if directory != root:
+                frames[parent][0] += size
 
-    def _visit(self, item: os.DirEntry, directory: str, sizes: dict, stats: dict, names: dict, visited: set,
-               stack: list) -> None:
-        path = item.path
-        name = item.name
-        if not name.isascii():
-            try:
-                name.encode("utf-8")
-            except UnicodeEncodeError:  # os.fsdecode kept undecodable bytes as surrogates; the store holds text
-                self.issue(os.fsencode(path).decode("utf-8", "backslashreplace"),
-                           "name is not valid UTF-8; skipped (rename it to index it)")
-                return
+    def _list(self, directory: str, frame: list, visited: set) -> None:
+        """List one directory: compare and emit its files, push its subdirectories, delete what is gone."""
+        stored = self.stored_children(directory)
         try:
-            st = item.stat(follow_symlinks=self.follow)
+            it = os.scandir(directory)
         except FileNotFoundError:
-            self.issue(path, "vanished during the walk" if not item.is_symlink() else "broken symlink")
-            if item.is_symlink():  # a dangling link is still an entry when links are not followed
-                try:
-                    st = item.stat(follow_symlinks=False)
-                except OSError:
-                    return
-            else:
-                return
+            frame[4] = _VANISHED
+            self.issue(directory, "vanished during the walk")
+            if frame[3] is not None:
+                self.gone.append((directory, True))
+            return
         except OSError as exc:
-            self.issue(path, f"cannot stat: {exc.strerror or exc}")
+            frame[4] = f"unreadable: {exc.strerror or exc}"
+            frame[0] += sum(s[1] for s in stored.values())  # its known contents stay, and so does their size
+            self.issue(directory, frame[4])
             return
-        kind = kind_of(st.st_mode)
-        if kind == "directory":
-            if self.follow:
-                key = (st.st_dev, st.st_ino)
-                if key in visited:
-                    self.issue(path, "symlink loop: directory already visited")
-                    return
-                visited.add(key)
-            sizes[path] = 0
-            stats[path] = st
-            names[path] = item.name
-            self.dirs_seen += 1
-            stack.append((True, path))
+        follow, scan_id, now, rows, state = self.follow, self.scan_id, self.now, self.rows, self.state
+        row_tuple = store_entries.row_tuple
+        try:
+            with it:
+                for item in it:
+                    self.listed += 1
+                    name = item.name
+                    if not name.isascii() and not _utf8(name):  # os.fsdecode kept undecodable bytes as surrogates
+                        self.issue(os.fsencode(item.path).decode("utf-8", "backslashreplace"),
+                                   "name is not valid UTF-8; skipped (rename it to index it)")
+                        continue
+                    prev = stored.pop(name, None) if stored else None
+                    path = item.path
+                    try:
+                        st = item.stat(follow_symlinks=follow)
+                    except FileNotFoundError:
+                        st = self._dangling(item, path, prev)
+                        if st is None:
+                            continue
+                    except OSError as exc:
+                        self.issue(path, f"cannot stat: {exc.strerror or exc}")
+                        if prev is not None:
+                            frame[0] += prev[1]  # kept as it was stored
+                        continue
+                    mode = st.st_mode
+                    if _S_ISDIR(mode):
+                        if follow:
+                            key = (st.st_dev, st.st_ino)
+                            if key in visited:
+                                self.issue(path, "symlink loop: directory already visited")
+                                continue
+                            visited.add(key)
+                        self.frames[path] = [0, st, name, prev, None]
+                        self.stack.append((True, path))
+                        continue
+                    if _S_ISREG(mode):
+                        kind, size = "file", st.st_size
+                        state.files += 1
+                        state.total_size += size
+                        frame[0] += size
+                    else:
+                        kind, size = ("symlink" if _S_ISLNK(mode) else "other"), 0
+                    self.done += 1
+                    if prev != (kind, size, st.st_mtime, st.st_ctime, st.st_ino, None):
+                        if prev is not None and prev[0] == "directory":
+                            self.gone.append((path, False))  # a directory replaced: what was under it is gone
+                        rows.append(row_tuple(path, directory, name, kind, size, st.st_mtime, st.st_ctime,
+                                              st.st_ino, scan_id, now))
+                        if len(rows) + len(self.gone) >= self.batch_size:
+                            self.flush()
+                            rows = self.rows
+                    if self.listed >= self.next_tick:
+                        self.tick()
+                        rows = self.rows
+        except OSError as exc:  # the listing broke off: what was not listed is unknown, so it is kept
+            frame[4] = f"unreadable: {exc.strerror or exc}"
+            frame[0] += sum(s[1] for s in stored.values())
+            self.issue(directory, frame[4])
             return
-        size = st.st_size if kind == "file" else 0
-        if kind == "file":
-            self.state.files += 1
-            self.state.total_size += size
-            sizes[directory] += size
-        self.emit(path, directory, item.name, kind, size, st)
+        if stored:  # a complete listing: stored children it did not show are gone from disk
+            self.gone.extend((directory + "/" + name if directory != "/" else "/" + name, True) for name in stored)
+            if len(self.rows) + len(self.gone) >= self.batch_size:
+                self.flush()
+        if self.listed >= self.next_tick:
+            self.tick()
+
+    def _dangling(self, item: os.DirEntry, path: str, prev: tuple | None) -> os.stat_result | None:
+        """A name whose stat failed with ENOENT: a link to nothing (still an entry) or a file that just vanished."""
+        if item.is_symlink():
+            self.issue(path, "broken symlink")
+            try:
+                return item.stat(follow_symlinks=False)
+            except OSError:
+                pass
+        else:
+            self.issue(path, "vanished during the walk")
+        if prev is not None:
+            self.gone.append((path, True))
+        return None
+
+    # --- a cancelled walk -----------------------------------------------------------------------------------------
+
+    def close_frontier(self) -> list[str]:
+        """Write the folders the cancelled walk was inside (``incomplete``) and those it had found but not entered
+        and the store did not know (``not scanned``), so that everything written is navigable. Returns the
+        folders entered, whose sizes are then recomputed from what is stored under them."""
+        entered = []
+        for entering, directory in self.stack:
+            size, st, name, prev, error = self.frames[directory]
+            if error is _VANISHED:
+                continue
+            parent = os.path.dirname(directory) if directory != "/" else None
+            if not entering:
+                entered.append(directory)
+                reason = error or f"incomplete: index job {self.scan_id} was cancelled before it finished this folder"
+                self.emit(directory, parent, name, "directory", size, st, reason)
+                self.state.directories += 1
+            elif prev is None:
+                self.emit(directory, parent, name, "directory", 0, st,
+                          f"not scanned: index job {self.scan_id} was cancelled before it reached this folder")
+                self.state.directories += 1
+        return entered
+
+
+def _utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def index_tree(engine: Engine, root: str, *, scan_id: int, follow_symlinks: bool = False, batch_size: int = 2000,
                progress: ProgressFn | None = None, should_cancel: CancelFn | None = None,
                max_issues: int = 1000) -> IndexResult:
-    """Index ``root`` (a canonical absolute path) into the store under scan id ``scan_id``.
+    """Index ``root`` (a canonical absolute path) into the store; rows written carry ``scan_id``.
 
-    Raises :class:`Cancelled` if ``should_cancel`` returns true between batches (rows already written stay; nothing
-    is swept). Unreadable directories and files that vanish mid-walk are recorded in the result and skipped.
+    Raises :class:`Cancelled` if ``should_cancel`` returns true (it is asked every ``batch_size`` entries listed);
+    what was written stays, the folders the walk was in are marked incomplete, and sizes add up. Unreadable
+    directories and files that vanish mid-walk are recorded in the result and skipped.
     """
     started = time.perf_counter()
     root_stat = os.stat(root) if follow_symlinks else os.lstat(root)
     expected = store_entries.count_subtree(engine, root=root)
+    with engine.connect() as conn:
+        root_state = store_entries.entry_state(conn, path=root)
     walk = _Walk(engine, root, scan_id=scan_id, follow_symlinks=follow_symlinks, batch_size=batch_size,
                  progress=progress, should_cancel=should_cancel, expected=expected, max_issues=max_issues)
+    entered: list[str] | None = None
     try:
         if statmod.S_ISDIR(root_stat.st_mode):
-            walk.run(root_stat)
+            walk.run(root_stat, root_state)
         else:
             kind = kind_of(root_stat.st_mode)
+            size = root_stat.st_size if kind == "file" else 0
             walk.state.files += kind == "file"
-            walk.state.total_size += root_stat.st_size if kind == "file" else 0
-            walk.emit(root, os.path.dirname(root), os.path.basename(root), kind,
-                      root_stat.st_size if kind == "file" else 0, root_stat)
+            walk.state.total_size += size
+            walk.done += 1
+            if root_state != (kind, size, root_stat.st_mtime, root_stat.st_ctime, root_stat.st_ino, None):
+                if root_state is not None and root_state[0] == "directory":
+                    walk.gone.append((root, False))
+                walk.emit(root, os.path.dirname(root), os.path.basename(root), kind, size, root_stat)
+    except Cancelled:
+        entered = walk.close_frontier()
     finally:
-        walk.finish()  # rows already walked are written even when cancelled (they are true); nothing is swept
-    walk.report()
+        walk.close_reader()
+        walk.finish()  # rows already walked are written even when cancelled (they are true)
     with engine.begin() as conn:
-        removed = 0
-        if statmod.S_ISDIR(root_stat.st_mode):
-            removed = _sweep(conn, root, scan_id, walk.unreadable)
-        store_entries.refresh_ancestor_sizes(conn, path=root)
-        if walk.state.files + walk.state.directories >= ANALYZE_AFTER:
+        for directory in sorted(entered or (), key=lambda d: d.count("/"), reverse=True):
+            store_entries.recompute_directory_size(conn, path=directory)
+        if walk.writer.written or walk.writer.removed or entered:
+            store_entries.refresh_ancestor_sizes(conn, path=root)
+        if entered is None and walk.writer.written >= ANALYZE_AFTER:
             # fresh statistics for the query planner after a big write (SQLite has none until asked): plan
             # conditions and set queries then scan instead of walking an index where that is faster
             conn.exec_driver_sql("ANALYZE entries")
-    walk.state.percent = 100.0
-    if progress is not None:
-        progress(walk.state)
     s = walk.state
+    if entered is None:
+        s.percent = 100.0
+    if progress is not None:
+        progress(s)
     result = IndexResult(root=root, files=s.files, directories=s.directories, total_size=s.total_size,
-                         removed=removed, issues=walk.issues, duration_ms=int((time.perf_counter() - started) * 1000))
+                         removed=walk.writer.removed, written=walk.writer.written, issues=walk.issues,
+                         issue_count=walk.issue_count, duration_ms=int((time.perf_counter() - started) * 1000),
+                         percent=s.percent)
     if walk.issue_count > len(walk.issues):
         result.issues.append((root, f"... and {walk.issue_count - len(walk.issues)} more issues not recorded"))
+    if entered is not None:
+        raise Cancelled(result)
     return result
-
-
-def _sweep(conn, root: str, scan_id: int, unreadable: list[str]) -> int:
-    """Delete what the walk did not see, except under directories it could not read (their contents are unknown)."""
-    from sqlalchemy import and_, delete, not_, or_
-
-    t = store_entries.T
-    keep = [store_entries.subtree_clause(d, include_root=False) for d in unreadable[:200]]
-    clause = and_(store_entries.subtree_clause(root), or_(t.c.scan_id.is_(None), t.c.scan_id != scan_id))
-    if keep:
-        clause = and_(clause, not_(or_(*keep)))
-    if len(unreadable) > 200:  # too many holes to express in one statement: keep everything rather than lose data
-        return 0
-    return conn.execute(delete(t).where(clause)).rowcount or 0

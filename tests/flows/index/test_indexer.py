@@ -136,26 +136,29 @@ def test_symlinks_are_recorded_not_followed_unless_asked(engine, tree, tmp_path)
     assert any("symlink loop" in reason for _, reason in followed.issues)
 
 
-def test_cancel_stops_the_walk_keeps_written_rows_and_sweeps_nothing(engine, tmp_path):
+def test_cancel_stops_the_walk_keeps_what_it_wrote_and_marks_the_folder_it_was_in(engine, tmp_path):
     root = tmp_path / "big"
     for d in range(20):
         (root / f"d{d:02}").mkdir(parents=True)
         for f in range(50):
             (root / f"d{d:02}" / f"{f}.txt").write_text("x")
-    index_tree(engine, str(root), scan_id=1)
-    (root / "d00" / "0.txt").unlink()
     calls = {"n": 0}
 
     def should_cancel():
         calls["n"] += 1
-        return calls["n"] >= 2
+        return calls["n"] >= 3
 
-    with pytest.raises(Cancelled):
-        index_tree(engine, str(root), scan_id=2, batch_size=100, should_cancel=should_cancel)
-    assert entries.count_subtree(engine, root=str(root)) == 1021  # nothing removed: the walk did not finish
+    with pytest.raises(Cancelled) as stopped:
+        index_tree(engine, str(root), scan_id=1, batch_size=100, should_cancel=should_cancel)
+    done = stopped.value.result
     with engine.connect() as conn:
-        seen = conn.execute(entries.T.select().where(entries.T.c.scan_id == 2)).fetchall()
-    assert 100 <= len(seen) < 1020
+        rows = conn.execute(entries.T.select().where(entries.subtree_clause(str(root)))).mappings().all()
+    assert 200 <= len(rows) < 1021
+    assert sum(r["kind"] == "file" for r in rows) == done.files
+    assert sum(r["kind"] == "directory" for r in rows) == done.directories
+    top = next(r for r in rows if r["path"] == str(root))
+    assert top["scan_error"].startswith("incomplete: index job 1 was cancelled")
+    assert top["size"] == sum(r["size"] for r in rows if r["parent"] == str(root))
 
 
 def test_progress_moves_and_ends_at_100(engine, tree):
@@ -186,7 +189,8 @@ def test_index_job_cancelled_through_its_event_ends_cancelled(engine, tmp_path):
     job = run_index_job(engine, job_id=job_id, root=str(root), cancel_event=event, batch_size=50,
                         on_progress=lambda p: event.set())
     assert job["status"] == "cancelled"
-    assert "none removed" in job["error_message"]
+    assert "what the walk wrote was kept" in job["error_message"]
+    assert job["files"] == entries.count_subtree(engine, root=str(root)) - job["directories"]
 
 
 def test_cancelling_a_pending_job_means_it_never_runs(engine, tree):
