@@ -6,11 +6,14 @@ whole. ``synthesis://nodes/{+path}`` is one entry in inspect's shape; inspect's 
 (flows.index.navigation.node_uri quotes the absolute path, the template hands us the decoded path without its leading
 "/"). ``.../metadata`` after an indexed entry's path lists that entry's generated metadata (inspect's
 ``metadataUri``). Every path goes through the roots: the SDK's own absolute-path / ``..`` rejection is turned off for
-this parameter because ours confines the resolved path instead (NUL bytes are still refused by the SDK).
+this parameter because ours confines the resolved path instead (NUL bytes are still refused by the SDK). A path
+outside the roots is refused as such; "not in the index" is said only of a path inside them that exists on disk
+(indexing would bring it in), anything else "does not exist".
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
@@ -23,7 +26,7 @@ from flows.roots import Roots
 from mcp_server.resources.common import json_resource
 from store import entries as store_entries
 from store.entries import T, entry_public, subtree_clause
-from store.errors import InvalidInput
+from store.errors import InvalidInput, NotFound
 
 JSON = "application/json"
 BASE = "synthesis://nodes"
@@ -77,6 +80,14 @@ def _path_from_uri(path: str) -> str:
     return "/" + path.lstrip("/") if path else "/"
 
 
+def _explain_missing(engine: Engine, roots: Roots, path: str) -> None:
+    """NotFound for a path inside the roots with no entry that is not on disk either: indexing would not help, so
+    it "does not exist" (inspect says "not in the index" for one that is on disk)."""
+    resolved = roots.resolve(path, field="path", follow_last=False)
+    if store_entries.get_entry(engine, path=resolved) is None and not os.path.lexists(resolved):
+        raise NotFound(f"{resolved} does not exist (nothing on disk at that path, nothing indexed)", field="path")
+
+
 def read_node(engine: Engine, roots: Roots, *, path: str) -> dict[str, Any]:
     """One entry (inspect's shape), or its metadata list when the URI ends in /metadata after an indexed entry."""
     absolute = _path_from_uri(path)
@@ -84,9 +95,11 @@ def read_node(engine: Engine, roots: Roots, *, path: str) -> dict[str, Any]:
         owner = absolute[: -len(METADATA_SUFFIX)] or "/"
         resolved = roots.resolve(absolute, field="path", follow_last=False)
         if store_entries.get_entry(engine, path=resolved) is None:  # not a file called "metadata": the sub-resource
+            _explain_missing(engine, roots, owner)
             entry = inspect_entry(engine, roots, path=owner)
             return {"path": entry["path"], "resourceUri": entry["resourceUri"], "metadataUri": entry["metadataUri"],
                     "metadataCount": entry["metadataCount"], "metadata": entry["metadata"]}
+    _explain_missing(engine, roots, absolute)
     return inspect_entry(engine, roots, path=absolute)
 
 

@@ -1,7 +1,7 @@
 """synthesis://resource-sets/{name}/stats and synthesis://resource-sets/{name}/metrics/{metric}.
 
 Both cover the set with all its descendants, each entry counted once. An unknown set is resource-not-found (-32602);
-an unknown metric a resource error listing the accepted ones.
+an unknown metric invalid params (-32602) listing the accepted ones.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """synthesis://resource-sets resources: all sets, one set's metadata, its entries (paged), children and parents.
 
 (``/stats`` and ``/metrics/{metric}`` live in set_metrics.py.) Unknown sets are reported as resource-not-found
-(-32602) with the store's message; other bad input (a non-numeric limit) as a resource error with its message.
+(-32602) with the store's message; other bad input (a non-numeric limit) as invalid params (-32602) with its message.
 """
 
 from __future__ import annotations

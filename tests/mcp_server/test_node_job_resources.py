@@ -64,9 +64,10 @@ def test_list_nodes_only_shows_entries_inside_the_roots(app, indexed, tree, tmp_
 
 @pytest.mark.parametrize("query, message", [("limit=0", "limit must be a whole number (1-1000)"),
                                             ("limit=ten", "got 'ten'"), ("offset=-1", "offset must be")])
-async def test_bad_page_parameters_are_named(client, indexed, query, message):
-    with pytest.raises(MCPError, match=message.replace("(", r"\(").replace(")", r"\)")):
+async def test_bad_page_parameters_are_invalid_params_that_name_them(client, indexed, query, message):
+    with pytest.raises(MCPError, match=message.replace("(", r"\(").replace(")", r"\)")) as err:
         await client.read_resource("synthesis://nodes?" + query)
+    assert err.value.error.code == -32602  # the caller's mistake, not an internal error (-32603)
 
 
 async def test_inspect_resource_uri_reads_back_the_same_entry(client, indexed, tree):
@@ -105,18 +106,27 @@ async def test_a_file_named_metadata_is_still_its_own_node(client, app, tree):
 
 
 @pytest.mark.parametrize("suffix, message", [
-    ("/docs/ghost.txt", "is not in the index"),
+    ("/docs/later.txt", "is not in the index; index it"),  # on disk: indexing would bring it in
+    ("/docs/later.txt/metadata", "is not in the index; index it"),
+    ("/docs/ghost.txt", "does not exist (nothing on disk at that path, nothing indexed)"),
+    ("/docs/ghost.txt/metadata", "does not exist"),
     ("/../../../etc/passwd", "outside the allowed roots"),
     ("/%2E%2E/%2E%2E/x", "outside the allowed roots"),
 ])
-async def test_unknown_or_escaping_node_paths_are_refused(client, indexed, tree, suffix, message):
-    with pytest.raises(MCPError, match=message):
+async def test_unknown_or_escaping_node_paths_are_invalid_params_that_say_why(client, indexed, tree, suffix,
+                                                                              message):
+    (tree / "docs" / "later.txt").write_text("written after the index")
+    with pytest.raises(MCPError, match=message.replace("(", r"\(").replace(")", r"\)")) as err:
         await client.read_resource("synthesis://nodes" + str(tree) + suffix)
+    assert err.value.error.code == -32602
+    if "not in the index" not in message:
+        assert "not in the index" not in err.value.error.message
 
 
-async def test_node_outside_the_roots_is_refused(client, indexed):
-    with pytest.raises(MCPError, match="outside the allowed roots"):
+async def test_node_outside_the_roots_is_refused_as_invalid_params(client, indexed):
+    with pytest.raises(MCPError, match="PATH_TRAVERSAL_DETECTED: .*outside the allowed roots") as err:
         await client.read_resource("synthesis://nodes/etc/passwd")
+    assert err.value.error.code == -32602 and "not in the index" not in err.value.error.message
 
 
 async def test_job_resource_matches_job_progress(client, indexed):
@@ -158,5 +168,6 @@ def test_jobs_listing_is_bounded_and_says_so(app, tree):
 @pytest.mark.parametrize("job, message", [("999", "no job with id 999"),
                                           ("abc", "is not a job id; job ids are whole numbers")])
 async def test_unknown_or_malformed_job_id_is_explained(client, indexed, job, message):
-    with pytest.raises(MCPError, match=message):
+    with pytest.raises(MCPError, match=message) as err:
         await client.read_resource(f"synthesis://jobs/{job}")
+    assert err.value.error.code == -32602
