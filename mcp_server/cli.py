@@ -127,7 +127,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     print(f"{result['status']}: {result['files']} files, {result['directories']} directories, "
           f"{result['totalSize']:,} bytes, {result['removed']} removed, in {result['durationMs']} ms "
           f"(job {result['jobId']})")
-    for issue in result.get("errors") or []:
+    for issue in result.get("issues") or []:
         print(f"  skipped {issue['path']}: {issue['reason']}")
     if result.get("error"):
         print(f"  {result['error']}")

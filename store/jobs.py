@@ -81,17 +81,24 @@ def finish_job(engine: Engine, *, job_id: int, status: str, error_message: str |
 
 def request_cancel(engine: Engine, *, job_id: int) -> dict[str, Any]:
     """Ask a job to stop. A pending job is cancelled at once; a running one stops at its next check."""
-    job = get_job(engine, job_id=job_id)
-    if job["status"] not in ACTIVE:
-        return {**job, "cancelled": False,
-                "message": f"job {job_id} is already {job['status']}; only pending or running jobs can be cancelled"}
-    with engine.begin() as conn:
-        conn.execute(update(J).where(J.c.id == job_id).values(cancel_requested=True))
+    get_job(engine, job_id=job_id)  # NotFound for an unknown id
+    with engine.begin() as conn:  # one conditional update: a job that ends meanwhile is not marked
+        asked = conn.execute(
+            update(J).where(J.c.id == job_id, J.c.status.in_(ACTIVE)).values(cancel_requested=True)
+        ).rowcount
         conn.execute(
             update(J).where(J.c.id == job_id, J.c.status == "pending")
             .values(status="cancelled", completed_at=time.time(), duration_ms=0)
         )
-    return {**get_job(engine, job_id=job_id), "cancelled": True, "message": "cancellation requested"}
+    job = get_job(engine, job_id=job_id)
+    if not asked:
+        return {**job, "cancelled": False,
+                "message": f"job {job_id} is already {job['status']}; only pending or running jobs can be cancelled"}
+    if job["status"] == "cancelled":
+        return {**job, "cancelled": True, "message": "cancelled before it started"}
+    return {**job, "cancelled": True,
+            "message": "cancellation requested: the walk stops within one batch of entries; job-progress shows "
+                       "the final status"}
 
 
 def cancel_requested(engine: Engine, *, job_id: int) -> bool:
@@ -111,6 +118,14 @@ def job_issues(engine: Engine, *, job_id: int, limit: int = 20) -> list[dict[str
     with engine.connect() as conn:
         rows = conn.execute(select(I.c.path, I.c.reason).where(I.c.job_id == job_id).order_by(I.c.id).limit(limit))
         return [{"path": p, "reason": r} for p, r in rows]
+
+
+def unreadable_paths(engine: Engine, *, job_id: int, limit: int = 100) -> list[tuple[str, str]]:
+    """(path, reason) of the folders job ``job_id`` could not read."""
+    with engine.connect() as conn:
+        rows = conn.execute(select(I.c.path, I.c.reason).where(I.c.job_id == job_id, I.c.reason.startswith("unreadable"))
+                            .order_by(I.c.id).limit(limit))
+        return [(p, r) for p, r in rows]
 
 
 def list_jobs(engine: Engine, *, active_only: bool = False, status: str | None = None,
@@ -141,19 +156,43 @@ def list_jobs(engine: Engine, *, active_only: bool = False, status: str | None =
     return [dict(r) for r in rows], total
 
 
-def last_scan_of(engine: Engine, *, path: str) -> dict[str, Any] | None:
-    """The newest completed index job whose root is ``path`` or one of its ancestors (it covered ``path``)."""
-    ancestors = [path]
+def _ancestors(path: str) -> list[str]:
+    out = [path]
     current = path
     while current not in ("/", ""):
         current = current.rsplit("/", 1)[0] or "/"
-        ancestors.append(current)
+        out.append(current)
+    return out
+
+
+def fresh_scan_of(engine: Engine, *, path: str, max_age: float, now: float | None = None) -> dict[str, Any] | None:
+    """The completed index job that scanned ``path`` completely within ``max_age`` seconds, or None.
+
+    ``path`` counts as scanned completely when it is in the store with nothing missing from its listing (no
+    ``scan_error``: not unreadable, not left incomplete by a stopped walk), the newest completed index job of it or
+    of a folder above it finished within ``max_age``, and no index job of it, above it or inside it started since
+    without completing (cancelled, failed or still running). A folder created after its parent's scan is not in the
+    store, so it is never skipped."""
+    from store.entries import T as E
+
+    now = time.time() if now is None else now
+    above = _ancestors(path)
     with engine.connect() as conn:
-        row = conn.execute(
-            select(J).where(J.c.kind == "index", J.c.status == "completed", J.c.root.in_(ancestors))
+        entry = conn.execute(select(E.c.scan_error).where(E.c.path == path)).first()
+        if entry is None or entry[0] is not None:
+            return None
+        last = conn.execute(
+            select(J).where(J.c.kind == "index", J.c.status == "completed", J.c.root.in_(above))
             .order_by(J.c.completed_at.desc()).limit(1)
         ).mappings().first()
-    return dict(row) if row else None
+        if last is None or last["completed_at"] is None or now - last["completed_at"] >= max_age:
+            return None
+        covering = or_(J.c.root.in_(above), and_(J.c.root > path.rstrip("/") + "/", J.c.root < path.rstrip("/") + "0"))
+        unfinished = conn.execute(
+            select(J.c.id).where(J.c.kind == "index", J.c.id > last["id"], J.c.status != "completed", covering)
+            .limit(1)
+        ).first()
+    return None if unfinished is not None else dict(last)
 
 
 def reap_orphans(engine: Engine) -> int:

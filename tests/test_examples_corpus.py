@@ -173,7 +173,7 @@ def test_indexing_the_corpus_counts_every_file_folder_and_byte(app, corpus):
     files = gen.expected_files()
     folders = {Path(f).parent.as_posix() for f in files} | set(gen.EMPTY_DIRS)
     folders |= {p.as_posix() for f in folders for p in Path(f).parents}  # every ancestor, "." being the root
-    assert result["status"] == "completed" and result["errors"] == []
+    assert result["status"] == "completed" and result["errors"] == 0 and result["issues"] == []
     assert result["files"] == len(files)
     assert result["directories"] == len(folders | {"."})
     assert result["totalSize"] == sum((corpus / f).stat().st_size for f in files)

@@ -31,11 +31,29 @@ def navigate_dir(engine: Engine, roots: Roots, *, path: str, limit: int = 100, o
                            field="path")
     rows, total = store_entries.list_children(engine, path=resolved, sort=sort, desc=desc, limit=limit, offset=offset,
                                                 show_hidden=show_hidden)
-    entries = [{"name": r["name"], "path": r["path"], "size": r["size"], "kind": r["kind"],
+    entries = []
+    for r in rows:
+        item = {"name": r["name"], "path": r["path"], "size": r["size"], "kind": r["kind"],
                 "mtime": store_entries.iso(r["mtime"]), "extension": r["extension"] or None,
-                "media_type": r["media_type"]} for r in rows]
+                "media_type": r["media_type"]}
+        if r["scan_error"] is not None:
+            item["scanError"] = r["scan_error"]
+        entries.append(item)
     return {"path": resolved, "entries": entries, "total": total, "hasMore": offset + len(entries) < total,
-            "offset": offset, "limit": limit}
+            "offset": offset, "limit": limit, **listing_state(entry)}
+
+
+def listing_state(entry) -> dict[str, Any]:
+    """Whether a directory's stored listing is complete, and if not why (unreadable, or a walk that stopped)."""
+    error = entry["scan_error"]
+    if error is None:
+        return {"complete": True, "scanError": None}
+    if error.startswith("unreadable"):
+        note = (f"{entry['path']} could not be read ({error.removeprefix('unreadable: ')}); the entries shown are "
+                "those known from an earlier scan, if any")
+    else:
+        note = f"{entry['path']} is not fully indexed ({error}); index it again to complete it"
+    return {"complete": False, "scanError": error, "message": note}
 
 
 def inspect_entry(engine: Engine, roots: Roots, *, path: str) -> dict[str, Any]:
@@ -59,4 +77,5 @@ def inspect_entry(engine: Engine, roots: Roots, *, path: str) -> dict[str, Any]:
     }
     if entry["kind"] == "directory":
         _, result["childCount"] = store_entries.list_children(engine, path=resolved, limit=1)
+        result.update(listing_state(entry))
     return result

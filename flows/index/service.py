@@ -21,17 +21,16 @@ def index_path(runner: JobRunner, *, root: str, async_: bool = True, force: bool
     if not os.path.lexists(root):
         raise NotFound(f"root {root} does not exist", field="root")
     if not force and max_age > 0:
-        last = store_jobs.last_scan_of(runner.engine, path=root)
-        if last is not None and last["completed_at"] is not None:
+        last = store_jobs.fresh_scan_of(runner.engine, path=root, max_age=max_age)
+        if last is not None:
             age = time.time() - last["completed_at"]
-            if age < max_age:
-                return {
-                    "root": root, "status": "completed", "files": 0, "directories": 0, "totalSize": 0,
-                    "durationMs": int((time.perf_counter() - started) * 1000), "skipped": True,
-                    "skipReason": f"Path was scanned {int(age)} seconds ago (max age: {int(max_age)} seconds). "
-                                  "Use force=true to re-index.",
-                    "lastJobId": str(last["id"]),
-                }
+            return {
+                "root": root, "status": "completed", "files": 0, "directories": 0, "totalSize": 0,
+                "durationMs": int((time.perf_counter() - started) * 1000), "skipped": True,
+                "skipReason": f"Path was scanned {int(age)} seconds ago (max age: {int(max_age)} seconds). "
+                              "Use force=true to re-index.",
+                "lastJobId": str(last["id"]),
+            }
     params = {"force": force, "maxAge": max_age, "followSymlinks": follow_symlinks}
     if async_:
         job_id = runner.submit_index(root=root, follow_symlinks=follow_symlinks, params=params)
@@ -41,6 +40,7 @@ def index_path(runner: JobRunner, *, root: str, async_: bool = True, force: bool
         "jobId": job["id"], "root": root, "status": job["status"], "files": job["files"],
         "directories": job["directories"], "totalSize": job["total_size"], "removed": job["removed"],
         "durationMs": int((time.perf_counter() - started) * 1000), "skipped": False,
-        "errors": store_jobs.job_issues(runner.engine, job_id=job["id"]), "error": job["error_message"],
+        "errors": job["error_count"], "issues": store_jobs.job_issues(runner.engine, job_id=job["id"]),
+        "error": job["error_message"],
         "statusUrl": f"synthesis://jobs/{job['id']}",
     }

@@ -69,6 +69,7 @@ class SourceManager:
         row = store_sources.require_source(self.engine, name=name)
         out = store_sources.source_public(row)
         out["status"], out["last_error"] = self._status(row)
+        out["entries_indexed"] = count_under(self.engine, [row["path"]])  # now, as source-stats says
         watcher = self._watchers.get(name)
         out["watcher"] = _counters(watcher) if watcher is not None else None
         out["job_id"] = self._jobs.get(name)
@@ -92,7 +93,7 @@ class SourceManager:
         watcher = self._watchers.get(name)
         if watcher is not None:
             if watcher.running:
-                return "running", None
+                return "running", watcher.unreadable
             if watcher.last_error:
                 return "error", watcher.last_error
             return "stopped", row["last_error"]
@@ -202,17 +203,12 @@ class SourceManager:
                 "message": f"source {name} was not running"}
 
     def stats(self, name: str) -> dict[str, Any]:
-        """Reference 000's source-stats, with the entries under the path counted now, plus the watcher counters."""
-        row = store_sources.require_source(self.engine, name=name)
-        status, error = self._status(row)
-        watcher = self._watchers.get(name)
-        return {
-            "name": name, "type": row["type"], "status": status,
-            "entries_indexed": count_under(self.engine, [row["path"]]),
-            "last_scan_at": store_sources.source_public(row)["last_scan_at"], "total_scans": row["total_scans"],
-            "average_scan_duration_ms": store_sources.average_scan_ms(row), "path": row["path"],
-            "last_error": error, "watcher": _counters(watcher) if watcher is not None else None,
-        }
+        """Reference 000's source-stats: the same figures as ``get`` (entries under the path counted now, status,
+        last error, watcher counters), so the two never disagree."""
+        info = self.get(name)
+        keys = ("name", "type", "status", "entries_indexed", "last_scan_at", "total_scans",
+                "average_scan_duration_ms", "path", "last_error", "watcher")
+        return {k: info[k] for k in keys}
 
     def start_enabled(self) -> int:
         """Start every enabled live source (at server start); one that cannot start is marked ``error``."""

@@ -100,6 +100,7 @@ class TreeWatcher:
         self.name = name or ", ".join(self.paths)
         self.counters = WatchCounters()
         self.last_error: str | None = None
+        self.unreadable: str | None = None  # folders below the watched paths the catch-up could not read, and why
         self.last_catch_up: CatchUp | None = None
         self.scan_id: int | None = None  # the catch-up job id the watcher's own rows carry
         self._debounce = self.debounce_ms / 1000
@@ -124,6 +125,7 @@ class TreeWatcher:
         self._stop = threading.Event()
         self._caught_up = threading.Event()
         self.last_error = None
+        self.unreadable = None
         self._pending.clear()
         self._deleted.clear()
         self._thread = threading.Thread(target=self._run, name=f"assay-watch {self.name}", daemon=True)
@@ -165,6 +167,9 @@ class TreeWatcher:
             for changes in changes_iter:
                 self._record(changes)
                 self._process()
+        except Unreadable as exc:
+            self.last_error = str(exc)
+            log.warning("watcher %s stopped: %s", self.name, exc)
         except Exception as exc:
             self.last_error = f"{type(exc).__name__}: {exc}"
             log.exception("watcher %s stopped on an error", self.name)
@@ -188,6 +193,15 @@ class TreeWatcher:
             if job["status"] != "completed":
                 result.status, result.error = job["status"], job["error_message"]
                 raise RuntimeError(f"catching up on {root} failed: {job['error_message']}")
+            unreadable = store_jobs.unreadable_paths(self.engine, job_id=job_id)
+            for path, reason in unreadable:
+                if path == root:
+                    raise Unreadable(f"cannot read {root}: {reason.removeprefix('unreadable: ')}; nothing under it "
+                                     "is indexed or watched")
+            if unreadable:
+                shown = ", ".join(f"{p} ({r.removeprefix('unreadable: ')})" for p, r in unreadable[:5])
+                more = f" and {len(unreadable) - 5} more" if len(unreadable) > 5 else ""
+                self.unreadable = f"could not read {len(unreadable)} folder(s): {shown}{more}"
         result.duration_ms = int((time.perf_counter() - started) * 1000)
         result.finished_at = time.time()
         self.counters.catch_ups += 1
@@ -287,6 +301,10 @@ class TreeWatcher:
         if outcome.entry_ids or outcome.removed_paths or outcome.overflow:
             self._notify(ChangeSet(entry_ids=outcome.entry_ids, removed_paths=outcome.removed_paths,
                                    full_rescan=outcome.overflow))
+
+
+class Unreadable(Exception):
+    """A watched path cannot be read: the watcher stops and says so."""
 
 
 def count_under(engine: Engine, paths: list[str]) -> int:

@@ -30,6 +30,9 @@ class IndexResponse(BaseModel):
     durationMs: int | None = None
     skipped: bool | None = None
     skipReason: str | None = None
+    errors: int | None = Field(default=None, description="how many paths the scan skipped (as in job-progress)")
+    issues: list[dict[str, str]] | None = Field(
+        default=None, description="paths skipped and why (first 20), as in job-progress")
 
 
 class JobInfo(BaseModel):
@@ -44,7 +47,8 @@ class JobInfo(BaseModel):
     directories: int
     totalSize: int
     removed: int
-    errors: int
+    errors: int = Field(description="how many paths the scan skipped (unreadable, vanished, ...); job-progress "
+                                    "lists them under issues")
     error: str | None
     currentPath: str | None
     createdAt: str | None

@@ -28,6 +28,11 @@ class NavigateResponse(BaseModel):
     hasMore: bool
     offset: int
     limit: int
+    complete: bool = Field(default=True, description="false when the folder's listing is not complete: unreadable, "
+                                                     "or an index job stopped inside it (see scanError)")
+    scanError: str | None = Field(default=None, description="why the listing is not complete, e.g. "
+                                                            "'unreadable: Permission denied'")
+    message: str | None = None
 
 
 class InspectResponse(BaseModel):
@@ -43,6 +48,9 @@ class InspectResponse(BaseModel):
     metadataUri: str
     metadataCount: int
     metadata: list[dict]
+    complete: bool | None = Field(default=None, description="directories: false when the listing is not complete "
+                                                            "(see scanError)")
+    scanError: str | None = Field(default=None, description="directories: why the listing is not complete")
 
 
 def register(mcp: MCPServer, app) -> None:

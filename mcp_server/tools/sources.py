@@ -29,10 +29,11 @@ class SourceInfo(BaseModel):
     type: str = Field(description="live (watched for changes) or manual (indexed on source-start)")
     path: str
     enabled: bool = Field(description="live sources that are enabled start with the server")
-    status: str = Field(description="running, stopped or error")
+    status: str = Field(description="running, stopped or error (last_error says why; a running live source also "
+                                    "names there the folders it could not read)")
     watch_recursive: bool
     debounce_ms: int
-    entries_indexed: int = Field(description="entries under the path at the last scan")
+    entries_indexed: int = Field(description="entries under the source's path in the index now (as source-stats)")
     last_scan_at: str | None
     total_scans: int
     average_scan_duration_ms: int

@@ -71,52 +71,61 @@ async def test_list_jobs_filters_by_status_and_progress(client, tree):
         await call(client, "list-jobs", {"status": "done"})
 
 
-async def test_cancel_job_on_finished_job_says_so(client, tree):
+async def test_cancel_job_on_a_finished_job_reports_its_real_status(client, tree):
     res = await call(client, "index", {"root": str(tree), "async": False})
     out = await call(client, "cancel-job", {"jobId": str(res["jobId"])})
-    assert out["cancelled"] is False and "already completed" in out["message"]
+    assert out["cancelled"] is False and out["status"] == "completed"
+    assert (await call(client, "job-progress", {"jobId": str(res["jobId"])}))["status"] == "completed"
 
 
-async def test_cancel_job_stops_a_running_walk_and_keeps_the_store_consistent(client, app, tree, monkeypatch):
+async def test_a_cancelled_index_job_leaves_a_navigable_consistent_store(client, app, tree, monkeypatch):
     import threading
 
     import flows.index.indexer as indexer_mod
+    from tests.flows.index.checks import assert_store_consistent
 
     big = tree / "big"
     for d in range(6):
-        (big / f"d{d}").mkdir(parents=True)
-        for f in range(500):
-            (big / f"d{d}" / f"{f}.txt").write_text("x")
-    await call(client, "index", {"root": str(tree), "async": False})
-    (big / "d0" / "0.txt").unlink()  # a full re-index would sweep this entry away
+        for s in range(3):
+            (big / f"d{d}" / f"s{s}").mkdir(parents=True)
+            for f in range(150):
+                (big / f"d{d}" / f"s{s}" / f"{f}.txt").write_text("x" * f)
+    ticked, release = threading.Event(), threading.Event()
+    real_tick = indexer_mod._Walk.tick
 
-    first_flush_done, release = threading.Event(), threading.Event()
-    real_flush = indexer_mod._Walk.flush
+    def gated_tick(walk):
+        ticked.set()
+        release.wait(10)  # hold the walk mid-tree (after 2,000 entries) until the test has asked to cancel
+        real_tick(walk)
 
-    def gated_flush(walk):
-        first_flush_done.set()
-        release.wait(10)  # hold the walk mid-tree until the test has asked to cancel
-        real_flush(walk)
-
-    monkeypatch.setattr(indexer_mod._Walk, "flush", gated_flush)
-    started = await call(client, "index", {"root": str(tree), "force": True})
+    monkeypatch.setattr(indexer_mod._Walk, "tick", gated_tick)
+    started = await call(client, "index", {"root": str(tree)})
     with anyio.fail_after(10):
-        while not first_flush_done.is_set():
+        while not ticked.is_set():
             await anyio.sleep(0.01)
     running = await call(client, "job-progress", {"jobId": str(started["jobId"])})
     assert running["status"] == "running" and running["progress"] < 100
-
     out = await call(client, "cancel-job", {"jobId": str(started["jobId"])})
     assert out["cancelled"] is True
     release.set()
     job = await wait_done(client, started["jobId"])
     assert job["status"] == "cancelled"
-    assert job["files"] < 3010  # the walk stopped before the end of the tree
-    nav = await call(client, "navigate", {"path": str(big / "d0")})
-    assert nav["total"] == 500  # nothing swept: the vanished file stays until a complete scan
-    again = await call(client, "index", {"root": str(tree), "async": False, "force": True})
-    assert again["status"] == "completed"
-    assert (await call(client, "navigate", {"path": str(big / "d0")}))["total"] == 499
+
+    rows = assert_store_consistent(app.engine, str(tree))  # parents stored, sizes add up, db-diagnose healthy
+    assert job["files"] == sum(r["kind"] == "file" for r in rows) < 2710
+    assert job["directories"] == sum(r["kind"] == "directory" for r in rows)
+    for folder in (r for r in rows if r["kind"] == "directory"):
+        nav = await call(client, "navigate", {"path": folder["path"], "limit": 1})
+        assert nav["total"] == sum(r["parent"] == folder["path"] for r in rows)
+        assert nav["complete"] is (folder["scan_error"] is None)
+    top = await call(client, "navigate", {"path": str(tree)})
+    assert top["complete"] is False and "cancelled" in top["scanError"]
+
+    again = await call(client, "index", {"root": str(tree), "async": False})  # no force: the last scan stopped
+    assert again["skipped"] is False and again["status"] == "completed"
+    rows = assert_store_consistent(app.engine, str(tree))
+    assert sum(r["kind"] == "file" for r in rows) == 2710
+    assert all(r["scan_error"] is None for r in rows)
 
 
 async def test_unknown_or_misspelt_parameters_are_refused_naming_them(client, tree):

@@ -1,0 +1,33 @@
+"""Checks of the store's shape after a walk, shared by the indexing tests."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from store import entries
+from store.diagnostics import diagnose
+
+
+def stored_under(engine, root: str) -> list[dict]:
+    with engine.connect() as conn:
+        return [dict(r) for r in conn.execute(
+            entries.T.select().where(entries.subtree_clause(root))).mappings()]
+
+
+def assert_store_consistent(engine, root: str) -> list[dict]:
+    """Every stored entry under ``root`` has its parent stored, every directory's size is the sum of its stored
+    children's, and db-diagnose is healthy. Returns the rows."""
+    rows = stored_under(engine, root)
+    paths = {r["path"] for r in rows}
+    sums: dict[str, int] = defaultdict(int)
+    for r in rows:
+        if r["path"] != root:
+            assert r["parent"] in paths, f"{r['path']} has no stored parent"
+            sums[r["parent"]] += r["size"]
+    for r in rows:
+        if r["kind"] == "directory":
+            assert r["size"] == sums[r["path"]], f"{r['path']}: size {r['size']} != its children's {sums[r['path']]}"
+    report = diagnose(engine)
+    assert report["healthy"], report["warnings"]
+    assert report["orphaned_entries"] == 0
+    return rows
