@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mcp.server.mcpserver import MCPServer
 
-from mcp_server.resources import jobs, nodes, plans, set_metrics, sets
+from mcp_server.resources import completions, jobs, nodes, plans, set_metrics, sets
 
 
 def register(mcp: MCPServer, app) -> None:
@@ -13,3 +13,4 @@ def register(mcp: MCPServer, app) -> None:
     set_metrics.register(mcp, app)
     jobs.register(mcp, app)
     plans.register(mcp, app)
+    completions.register(mcp, app)

@@ -1,0 +1,100 @@
+"""completion/complete for the arguments of the synthesis:// resource templates.
+
+Set names (synthesis://resource-sets/{name}/...), metric names (.../metrics/{metric}), plan names
+(synthesis://plans/{name}...), job ids (synthesis://jobs/{id}) and paths (synthesis://nodes/{+path}: the entries of
+the folder typed so far, confined to the roots; the value has no leading "/", as in the URI). At most 100 values, in
+order, with the total. Reference 000 has no template taking a saved-query or a source name, so there is none to
+complete. A capability that adds a template adds its completer to ``COMPLETERS``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+import posixpath
+from typing import Any, Callable
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp_types import Completion, CompletionArgument, CompletionContext, ResourceTemplateReference
+from sqlalchemy import String, cast, func, select
+from sqlalchemy.engine import Engine
+
+from flows.roots import Roots
+from store import set_queries
+from store.errors import AssayError
+from store.models import Job, Plan, ResourceSet
+
+MAX_VALUES = 100  # the protocol's limit for one answer
+
+
+def _matches(values: list[str], prefix: str) -> Completion:
+    hits = [v for v in values if v.startswith(prefix)]
+    return Completion(values=hits[:MAX_VALUES], total=len(hits), has_more=len(hits) > MAX_VALUES)
+
+
+def complete_column(engine: Engine, column, prefix: str) -> Completion:
+    """Values of a name (or id) column starting with ``prefix``, in order: the first 100 and how many there are."""
+    text = cast(column, String) if not isinstance(column.type, String) else column
+    where = text.startswith(prefix, autoescape=True) if prefix else True
+    with engine.connect() as conn:
+        total = conn.execute(select(func.count()).select_from(column.table).where(where)).scalar_one()
+        order = column.desc() if text is not column else column  # ids: newest first
+        rows = conn.execute(select(text).where(where).order_by(order).limit(MAX_VALUES)).scalars().all()
+    values = [v for v in rows if v.startswith(prefix)]  # LIKE ignores case in SQLite; completion does not
+    return Completion(values=values, total=total, has_more=total > len(values))
+
+
+def complete_path(roots: Roots, value: str) -> Completion:
+    """Paths inside the roots that continue ``value`` (a node URI's path, without its leading "/"): the roots
+    themselves while the value is still above them, then the entries of the folder typed so far whose names start
+    with what follows its last "/" (hidden names only once a "." is typed). Reads one directory, keeping 100 names."""
+    typed = "/" + value.lstrip("/")
+    folder, stem = (typed.rstrip("/") or "/", "") if typed.endswith("/") else posixpath.split(typed)
+    above = sorted(root for root in roots.paths if root.startswith(typed))
+    try:
+        resolved = roots.resolve(folder, field="path")
+    except AssayError:
+        return _matches([r[1:] for r in above], value.lstrip("/"))
+    names, total = [], 0
+    try:
+        with os.scandir(resolved) as entries:
+            def wanted():
+                nonlocal total
+                for entry in entries:
+                    if entry.name.startswith(stem) and (stem.startswith(".") or not entry.name.startswith(".")):
+                        total += 1
+                        yield entry.name
+            names = heapq.nsmallest(MAX_VALUES, wanted())
+    except OSError:
+        pass
+    values = [posixpath.join(folder, name)[1:] for name in names]
+    return Completion(values=values, total=total, has_more=total > len(values))
+
+
+Completer = Callable[[Any, str], Completion]
+
+# (resource template, argument) -> completer(app, typed value)
+COMPLETERS: dict[tuple[str, str], Completer] = {}
+for _template in ("synthesis://resource-sets/{name}", "synthesis://resource-sets/{name}/entries{?limit,offset}",
+                  "synthesis://resource-sets/{name}/children", "synthesis://resource-sets/{name}/parents",
+                  "synthesis://resource-sets/{name}/stats", "synthesis://resource-sets/{name}/metrics/{metric}"):
+    COMPLETERS[(_template, "name")] = lambda app, v: complete_column(app.engine, ResourceSet.__table__.c.name, v)
+for _template in ("synthesis://plans/{name}", "synthesis://plans/{name}/executions"):
+    COMPLETERS[(_template, "name")] = lambda app, v: complete_column(app.engine, Plan.__table__.c.name, v)
+COMPLETERS[("synthesis://resource-sets/{name}/metrics/{metric}", "metric")] = \
+    lambda app, v: _matches(list(set_queries.METRICS), v)
+COMPLETERS[("synthesis://jobs/{id}", "id")] = lambda app, v: complete_column(app.engine, Job.__table__.c.id, v)
+COMPLETERS[("synthesis://nodes/{+path}", "path")] = lambda app, v: complete_path(app.roots, v)
+
+
+def register(mcp: MCPServer, app) -> None:
+    @mcp.completion()
+    async def complete(ref: Any, argument: CompletionArgument,
+                       context: CompletionContext | None) -> Completion | None:
+        if not isinstance(ref, ResourceTemplateReference):
+            return None
+        completer = COMPLETERS.get((ref.uri, argument.name))
+        if completer is None:
+            return None
+        return await anyio.to_thread.run_sync(completer, app, argument.value)
