@@ -27,7 +27,7 @@ EPILOG = """examples:
   assay plan run examples/plans/tidy.yaml --root examples/corpus  # run once as a Prefect flow, with progress
 
 environment: ASSAY_DATA_DIR, ASSAY_DATABASE_URL, ASSAY_ROOTS (os.pathsep-separated), CORS_ORIGINS (comma-separated),
-ASSAY_TOOL_GROUPS (comma-separated). Command-line options override the environment, which overrides --config."""
+ASSAY_ALLOWED_HOSTS (comma-separated), ASSAY_TOOL_GROUPS (comma-separated). Command-line options override the environment, which overrides --config."""
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -52,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--transport", choices=["stdio", "http"], help="stdio (default) or http (Streamable HTTP)")
     serve.add_argument("--host", help="address to bind for http (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port for http (default 3000)")
+    serve.add_argument("--allowed-hosts", metavar="H1,H2",
+                       help="Host header values the http server accepts besides the loopback names (required when "
+                            "--host is not a loopback address; '*': any)")
     serve.add_argument("--index", action="append", metavar="PATH", default=[],
                        help="index PATH (inside a root) in the background once the server starts (repeatable)")
     serve.add_argument("--tool-groups", metavar="G1,G2", help="only list these tool groups (default: all)")
@@ -141,8 +144,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from mcp_server.http import serve_http
 
     groups = [g.strip() for g in args.tool_groups.split(",")] if args.tool_groups else None
+    hosts = [h.strip() for h in args.allowed_hosts.split(",") if h.strip()] if args.allowed_hosts else None
     settings = _settings(args, transport=args.transport, host=args.host, port=args.port, tool_groups=groups,
-                         use_prefect=False if args.no_prefect else None, plans_dir=args.plans_dir)
+                         allowed_hosts=hosts, use_prefect=False if args.no_prefect else None,
+                         plans_dir=args.plans_dir)
+    if settings.transport == "http":
+        from mcp_server.http import transport_security
+
+        transport_security(settings)  # refuses an open non-loopback binding before anything starts
     app = AssayApp.create(settings)
     mcp = build_server(app)
 

@@ -2,7 +2,8 @@
 
 The YAML file uses reference 000's keys (``server.port``, ``server.host``, ``server.cors_origins``) plus ours::
 
-    server: {transport: http, host: 127.0.0.1, port: 3000, cors_origins: ["http://localhost:5173"]}
+    server: {transport: http, host: 127.0.0.1, port: 3000, cors_origins: ["http://localhost:5173"],
+             allowed_hosts: [assay.lan]}
     data_dir: ~/.assay
     database: {url: postgresql+psycopg://user@localhost/assay}
     roots: [~/Photos, ~/Documents]
@@ -37,6 +38,7 @@ class ServerSection(BaseModel):
     port: int | None = Field(default=None, ge=1, le=65535)
     cors_origins: list[str] | None = None
     cors_credentials: bool | None = None
+    allowed_hosts: list[str] | None = None
 
 
 class DatabaseSection(BaseModel):
@@ -71,8 +73,11 @@ class Settings(BaseModel):
     data_dir: Path = Path(DEFAULT_DATA_DIR).expanduser()
     database_url: str | None = None
     roots: list[str] = Field(default_factory=list)
-    cors_origins: list[str] = Field(default_factory=lambda: ["*"])
+    # origins browsers may call from besides the loopback ones; "*": any (reference 000's default, not ours)
+    cors_origins: list[str] = Field(default_factory=list)
     cors_credentials: bool = True
+    # Host header values accepted besides the loopback names; required for a non-loopback binding; "*": any
+    allowed_hosts: list[str] = Field(default_factory=list)
     tool_groups: list[str] | None = None  # None: every group
     use_prefect: bool = True
     plans_dir: Path | None = None
@@ -113,7 +118,7 @@ def _read_config_file(path: Path) -> ConfigFile:
         )
         raise ConfigError(
             f"config file {path}: {problems}. Known keys: server.transport, server.host, server.port, "
-            "server.cors_origins, server.cors_credentials, data_dir, database.url, roots, tools.groups, plans.dir",
+            "server.cors_origins, server.cors_credentials, server.allowed_hosts, data_dir, database.url, roots, tools.groups, plans.dir",
             field="config",
         ) from None
 
@@ -132,7 +137,7 @@ def load_settings(cli: dict[str, Any] | None = None, *, config_file: str | Path 
         srv = cfg.server
         values.update({k: v for k, v in {
             "transport": srv.transport, "host": srv.host, "port": srv.port, "cors_origins": srv.cors_origins,
-            "cors_credentials": srv.cors_credentials, "data_dir": cfg.data_dir, "database_url": cfg.database.url,
+            "cors_credentials": srv.cors_credentials, "allowed_hosts": srv.allowed_hosts, "data_dir": cfg.data_dir, "database_url": cfg.database.url,
             "roots": cfg.roots, "tool_groups": cfg.tools.groups, "plans_dir": cfg.plans.dir,
         }.items() if v is not None})
     if env.get("ASSAY_DATA_DIR"):
@@ -143,6 +148,8 @@ def load_settings(cli: dict[str, Any] | None = None, *, config_file: str | Path 
         values["roots"] = _split(env["ASSAY_ROOTS"], os.pathsep)
     if env.get("CORS_ORIGINS"):
         values["cors_origins"] = _split(env["CORS_ORIGINS"], ",")
+    if env.get("ASSAY_ALLOWED_HOSTS"):
+        values["allowed_hosts"] = _split(env["ASSAY_ALLOWED_HOSTS"], ",")
     if env.get("ASSAY_PLANS_DIR"):
         values["plans_dir"] = env["ASSAY_PLANS_DIR"]
     if env.get("ASSAY_TOOL_GROUPS"):

@@ -24,7 +24,12 @@ SETTINGS: list[tuple[str, str, str, str, str]] = [
     ("--transport", "", "server.transport", "stdio", "stdio, or http (Streamable HTTP at /mcp)"),
     ("--host", "", "server.host", "127.0.0.1", "address the HTTP server binds"),
     ("--port", "", "server.port", "3000", "port of the HTTP server"),
-    ("", "CORS_ORIGINS", "server.cors_origins", "*", "origins browsers may call from (comma-separated in the env)"),
+    ("", "CORS_ORIGINS", "server.cors_origins", "loopback origins only",
+     "origins browsers may call from, besides http(s)://localhost, 127.0.0.1 and [::1] on any port (comma-separated "
+     "in the env); * allows any, with a warning"),
+    ("--allowed-hosts", "ASSAY_ALLOWED_HOSTS", "server.allowed_hosts", "loopback names only",
+     "Host header values accepted besides localhost, 127.0.0.1 and [::1] (comma-separated); required when --host "
+     "is not a loopback address; * allows any"),
     ("", "", "server.cors_credentials", "true", "send Access-Control-Allow-Credentials"),
     ("--root", "ASSAY_ROOTS", "roots", "your home directory",
      "directories callers may touch (repeat the flag; os.pathsep-separated in the env)"),

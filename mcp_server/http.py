@@ -1,15 +1,102 @@
-"""Streamable HTTP at /mcp, wrapped in the CORS behaviour of reference 000."""
+"""Streamable HTTP at /mcp: Host and Origin checked on every request (DNS rebinding, foreign web pages), then the CORS
+behaviour of reference 000.
+
+Which requests are served: a ``Host`` header naming a loopback address (``127.0.0.1``, ``localhost``, ``[::1]``, any
+port) or one of the configured allowed hosts (refused with 421 otherwise), and no ``Origin`` or a loopback origin or
+one of the configured origins (refused with 403 otherwise, as the MCP specification asks). A server bound to a
+non-loopback address must be told its allowed hosts. ``*`` in the origins (``CORS_ORIGINS=*``) accepts every origin,
+reference 000's default, with a warning at start; ``*`` in the allowed hosts accepts every host.
+"""
 
 from __future__ import annotations
 
-from typing import Sequence
+import ipaddress
+import logging
+from typing import Callable, Sequence
 
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from mcp_server.config import ConfigError
+
+log = logging.getLogger(__name__)
 
 ALLOW_METHODS = "GET, POST, PUT, PATCH, DELETE, OPTIONS"
 ALLOW_HEADERS = "Origin, Content-Type, Accept, Authorization, Mcp-Session-Id, X-Requested-With"
 EXPOSE_HEADERS = "Content-Length, Content-Type, Mcp-Session-Id"
 MAX_AGE = "86400"
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+LOOPBACK_ORIGINS = tuple(f"{scheme}://{host}" for scheme in ("http", "https") for host in LOOPBACK_HOSTS)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether binding ``host`` listens on the loopback interface only."""
+    if host.strip("[]").lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _with_any_port(values: Sequence[str]) -> list[str]:
+    """Each value as given and, when it names no port, with any port (the SDK's ``name:*`` pattern)."""
+    out: list[str] = []
+    for value in values:
+        value = value.rstrip("/")
+        out.append(value)
+        if not value.rsplit("]", 1)[-1].rsplit("/", 1)[-1].count(":"):
+            out.append(value + ":*")
+    return list(dict.fromkeys(out))
+
+
+def transport_security(settings) -> TransportSecuritySettings:
+    """The SDK's transport-security settings for ``settings``: the hosts and origins accepted.
+
+    Raises :class:`ConfigError` for a non-loopback binding without allowed hosts: any web page could otherwise reach
+    the server under a name of the attacker's choosing (DNS rebinding).
+    """
+    if not is_loopback(settings.host) and not settings.allowed_hosts:
+        raise ConfigError(
+            f"the HTTP server binds {settings.host}, which is not a loopback address: say which host names clients "
+            "use to reach it with --allowed-hosts (ASSAY_ALLOWED_HOSTS, server.allowed_hosts), e.g. "
+            "--allowed-hosts assay.lan,192.168.1.10; '*' accepts any Host header (only behind a proxy that checks "
+            "it)", field="allowed_hosts")
+    hosts = [*LOOPBACK_HOSTS, *(h for h in settings.allowed_hosts if h != "*")]
+    origins = [*_with_any_port(LOOPBACK_ORIGINS), *(o.rstrip("/") for o in settings.cors_origins if o != "*")]
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=_with_any_port(hosts),
+                                     allowed_origins=list(dict.fromkeys(origins)))
+
+
+class RequestGuard(TransportSecurityMiddleware):
+    """The SDK's Host and Origin validation applied to every HTTP request, preflights included, before anything
+    else sees it; ``*`` among the configured hosts or origins accepts any."""
+
+    def __init__(self, app: ASGIApp, security: TransportSecuritySettings, *, any_host: bool = False,
+                 any_origin: bool = False) -> None:
+        super().__init__(security)
+        self.app = app
+        self.any_host = any_host
+        self.any_origin = any_origin
+
+    def _validate_host(self, host: str | None) -> bool:
+        return (self.any_host and bool(host)) or super()._validate_host(host)
+
+    def _validate_origin(self, origin: str | None) -> bool:
+        return self.any_origin or super()._validate_origin(origin)
+
+    def origin_allowed(self, origin: str) -> bool:
+        return self._validate_origin(origin.rstrip("/"))
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            refused = await self.validate_request(Request(scope), is_post=False)
+            if refused is not None:
+                await refused(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 class CORSMiddleware:
@@ -21,14 +108,12 @@ class CORSMiddleware:
     from it is answered 403.
     """
 
-    def __init__(self, app: ASGIApp, *, origins: Sequence[str], credentials: bool = True) -> None:
+    def __init__(self, app: ASGIApp, *, allowed: Callable[[str], bool], wildcard: bool = False,
+                 credentials: bool = True) -> None:
         self.app = app
-        self.origins = [o.rstrip("/") for o in origins]
-        self.wildcard = "*" in self.origins
+        self.allowed = allowed
+        self.wildcard = wildcard
         self.credentials = credentials
-
-    def allowed(self, origin: str) -> bool:
-        return self.wildcard or origin.rstrip("/") in self.origins
 
     def headers_for(self, origin: str) -> list[tuple[bytes, bytes]]:
         allow_origin = "*" if self.wildcard and not self.credentials else origin
@@ -80,22 +165,24 @@ async def _respond(send: Send, status: int, headers: list[tuple[bytes, bytes]], 
 
 
 def http_app(mcp, settings) -> ASGIApp:
-    """The ASGI app: the MCP SDK's Streamable HTTP app at /mcp inside our CORS middleware."""
-    from mcp.server.transport_security import TransportSecuritySettings
-
-    # DNS-rebinding protection (Host and Origin checks) for loopback binds with an explicit origin list. With the
-    # reference's default of every origin allowed, there is no origin to check against, so only CORS applies.
-    loopback = settings.host in ("127.0.0.1", "localhost", "::1")
-    # (Passing None would make the SDK turn on its own localhost-only origin list, refusing the browsers we allow.)
-    security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    if loopback and "*" not in settings.cors_origins:
-        security = TransportSecuritySettings(
-            enable_dns_rebinding_protection=True,
-            allowed_hosts=["127.0.0.1", "localhost", "[::1]", "127.0.0.1:*", "localhost:*", "[::1]:*"],
-            allowed_origins=[o.rstrip("/") for o in settings.cors_origins],
-        )
-    inner = mcp.streamable_http_app(streamable_http_path="/mcp", transport_security=security, host=settings.host)
-    return CORSMiddleware(inner, origins=settings.cors_origins, credentials=settings.cors_credentials)
+    """The ASGI app: Host/Origin checks (:class:`RequestGuard`), then CORS, then the MCP SDK's Streamable HTTP app
+    at /mcp. Raises :class:`ConfigError` when the settings would leave the server open (see
+    :func:`transport_security`)."""
+    security = transport_security(settings)
+    any_origin = "*" in settings.cors_origins
+    if any_origin:
+        log.warning("CORS_ORIGINS is *: any web page open in a browser on this machine may call every tool, "
+                    "delete-files included (reference 000's default); list the origins you use instead, e.g. "
+                    "CORS_ORIGINS=http://localhost:5173")
+    # The guard below checks every request before the SDK sees it (preflights too, and with '*' understood), so the
+    # SDK's own check is off; its Content-Type check of POST requests stays.
+    inner = mcp.streamable_http_app(
+        streamable_http_path="/mcp", host=settings.host,
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+    guard = RequestGuard(inner, security, any_host="*" in settings.allowed_hosts, any_origin=any_origin)
+    guard.app = CORSMiddleware(inner, allowed=guard.origin_allowed, wildcard=any_origin,
+                               credentials=settings.cors_credentials)
+    return guard
 
 
 async def serve_http(mcp, settings) -> None:

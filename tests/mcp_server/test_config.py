@@ -27,7 +27,8 @@ def write(tmp_path: Path, text: str) -> Path:
 
 def test_defaults(tmp_path):
     s = load_settings(env={})
-    assert (s.transport, s.host, s.port, s.cors_origins, s.cors_credentials) == ("stdio", "127.0.0.1", 3000, ["*"], True)
+    assert (s.transport, s.host, s.port, s.cors_origins, s.cors_credentials) == ("stdio", "127.0.0.1", 3000, [], True)
+    assert s.allowed_hosts == []  # loopback names only (mcp_server.http)
     assert s.data_dir == Path("~/.assay").expanduser().resolve()
     assert s.db_url == f"sqlite:///{s.data_dir / 'assay.db'}"
     assert s.roots == [] and s.effective_roots == [str(Path.home())]
@@ -132,3 +133,11 @@ def test_unknown_tool_group_lists_the_known_ones():
 
 def test_settings_model_is_the_default_source():
     assert Settings().port == load_settings(env={}).port == 3000
+
+
+def test_allowed_hosts_from_each_layer(tmp_path):
+    cfg = write(tmp_path, "server: {allowed_hosts: [yaml.lan]}\n")
+    assert load_settings(config_file=cfg, env={}).allowed_hosts == ["yaml.lan"]
+    env = {"ASSAY_ALLOWED_HOSTS": "env.lan, 10.0.0.5 ,"}
+    assert load_settings(config_file=cfg, env=env).allowed_hosts == ["env.lan", "10.0.0.5"]
+    assert load_settings({"allowed_hosts": ["cli.lan"]}, config_file=cfg, env=env).allowed_hosts == ["cli.lan"]

@@ -76,7 +76,13 @@ def initialize(base: str, **headers: str) -> httpx.Response:
 
 @pytest.fixture(scope="module")
 def wildcard(tmp_path_factory) -> Iterator[str]:
-    with serving(tmp_path_factory.mktemp("wildcard")) as base:
+    with serving(tmp_path_factory.mktemp("wildcard"), env={"CORS_ORIGINS": "*"}) as base:
+        yield base
+
+
+@pytest.fixture(scope="module")
+def default(tmp_path_factory) -> Iterator[str]:
+    with serving(tmp_path_factory.mktemp("default")) as base:
         yield base
 
 
@@ -100,7 +106,7 @@ def test_preflight_answers_every_reference_header(wildcard):
     assert "origin" in h["vary"].lower()
 
 
-def test_wildcard_default_echoes_any_origin_and_the_post_carries_cors_headers(wildcard):
+def test_wildcard_echoes_any_origin_and_the_post_carries_cors_headers(wildcard):
     assert preflight(wildcard, OTHER_ORIGIN).headers["access-control-allow-origin"] == OTHER_ORIGIN
     res = initialize(wildcard, Origin=OTHER_ORIGIN)
     assert res.status_code == 200
@@ -117,7 +123,7 @@ def test_request_without_origin_gets_no_cors_headers(wildcard):
 
 
 def test_wildcard_without_credentials_answers_star(tmp_path):
-    with serving(tmp_path, config="server:\n  cors_credentials: false\n") as base:
+    with serving(tmp_path, config="server:\n  cors_credentials: false\n  cors_origins: ['*']\n") as base:
         res = preflight(base, APP_ORIGIN)
         assert res.headers["access-control-allow-origin"] == "*"
         assert "access-control-allow-credentials" not in res.headers
@@ -147,14 +153,15 @@ def test_loopback_with_listed_origins_refuses_a_foreign_host_header(listed_by_en
 
 def test_yaml_reference_example_configures_origins_and_a_public_host(tmp_path):
     config = ('server:\n  port: 3000\n  host: "0.0.0.0"\n  cors_origins:\n'
-              '    - "http://localhost:5173"\n    - "https://app.example.com"\n')
+              '    - "http://localhost:5173"\n    - "https://app.example.com"\n  allowed_hosts: [assay.lan]\n')
     with serving(tmp_path, config=config) as base:
         assert preflight(base, "https://app.example.com").headers["access-control-allow-origin"] == (
             "https://app.example.com")
         assert preflight(base, OTHER_ORIGIN).status_code == 403
-        # bound to every interface: clients reach it by a name or address that is not localhost
+        # bound to every interface: clients reach it by the names it was given, on any port
         res = initialize(base, Host="assay.lan:3000", Origin=APP_ORIGIN)
         assert res.status_code == 200 and res.headers["access-control-allow-origin"] == APP_ORIGIN
+        assert initialize(base, Host="attacker.example:3000").status_code == 421
 
 
 def test_session_id_round_trips_for_tools_list(wildcard):
@@ -165,3 +172,32 @@ def test_session_id_round_trips_for_tools_list(wildcard):
     res = httpx.post(wildcard + "/mcp", json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, headers=common)
     assert res.status_code == 200 and '"navigate"' in res.text
     assert res.headers["access-control-allow-origin"] == APP_ORIGIN
+
+
+def test_default_accepts_loopback_origins_on_any_port_and_refuses_others(default):
+    for origin in ("http://localhost:5173", "http://127.0.0.1:8080", "http://[::1]:3000", "https://localhost"):
+        res = preflight(default, origin)
+        assert res.status_code == 204 and res.headers["access-control-allow-origin"] == origin
+        assert initialize(default, Origin=origin).status_code == 200
+    for origin in (OTHER_ORIGIN, "null", "http://localhost.evil.example", "http://127.0.0.1.evil.example:80"):
+        assert preflight(default, origin).status_code == 403
+        res = initialize(default, Origin=origin)
+        assert res.status_code == 403 and "access-control-allow-origin" not in res.headers
+
+
+def test_default_refuses_a_foreign_host_even_in_a_preflight(default):
+    assert preflight(default, APP_ORIGIN, Host="attacker.example:3000").status_code == 421
+    assert initialize(default, Host="attacker.example").status_code == 421
+    assert initialize(default, Host="localhost:1234").status_code == 200
+
+
+def test_a_public_binding_without_allowed_hosts_is_refused(tmp_path):
+    from mcp_server.config import ConfigError
+    from mcp_server.http import transport_security
+
+    for host in ("0.0.0.0", "192.168.1.10", "::"):
+        with pytest.raises(ConfigError, match="--allowed-hosts"):
+            transport_security(load_settings({"host": host}, env={}))
+    for host in ("127.0.0.1", "127.0.0.2", "localhost", "::1"):
+        transport_security(load_settings({"host": host}, env={}))
+    transport_security(load_settings({"host": "0.0.0.0"}, env={"ASSAY_ALLOWED_HOSTS": "assay.lan"}))
