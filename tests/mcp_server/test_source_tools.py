@@ -182,3 +182,54 @@ async def test_tools_follow_the_reference_parameters_and_carry_annotations(clien
     assert tools["source-list"].annotations.read_only_hint is True
     assert tools["source-stats"].annotations.read_only_hint is True
     assert tools["source-delete"].annotations.destructive_hint is True
+
+
+async def test_source_get_and_source_stats_report_the_same_figures(client, app, tree):
+    await call(client, "source-create", live_example(tree))
+    await poll(lambda: call(client, "source-get", {"name": "photos-watch"}), lambda s: s["total_scans"] == 1,
+               "the catch-up scan")
+    (tree / "Photos" / "more.txt").write_text("more")  # the watcher adds it: the count moves after the scan
+    await poll(lambda: call(client, "source-stats", {"name": "photos-watch"}), lambda s: s["entries_indexed"] == 6,
+               "the watcher to index more.txt")
+    got = await call(client, "source-get", {"name": "photos-watch"})
+    stats = await call(client, "source-stats", {"name": "photos-watch"})
+    assert {k: got[k] for k in stats} == stats
+
+
+async def test_a_live_source_on_an_unreadable_folder_reports_it_in_its_status(tmp_path, tree):
+    """The server runs as root without its read capabilities, so chmod 000 really denies it."""
+    import sys
+    from pathlib import Path
+
+    from mcp import Client, StdioServerParameters
+
+    from tests.e2e.conftest import server_env
+    from tests.flows.index.checks import WITHOUT_READ_CAPS, unreadable_for_children
+
+    if not unreadable_for_children(tmp_path):
+        pytest.skip("setpriv cannot drop the read capabilities here")
+    repo = Path(__file__).resolve().parents[2]
+    (tree / "Videos").chmod(0)
+    params = StdioServerParameters(
+        command=WITHOUT_READ_CAPS[0],
+        args=[*WITHOUT_READ_CAPS[1:], sys.executable, "-m", "mcp_server.cli", "serve", "--root", str(tree),
+              "--no-prefect"],
+        env=server_env(tmp_path, prefect=False), cwd=str(repo))
+    try:
+        async with Client(params) as server:
+            await call(server, "source-create", {"name": "videos", "type": "live", "path": str(tree / "Videos")})
+            videos = await poll(lambda: call(server, "source-get", {"name": "videos"}),
+                                lambda s: s["status"] == "error", "the videos source to report its error")
+            assert videos["last_error"].startswith(f"cannot read {tree / 'Videos'}: Permission denied")
+            stats = await call(server, "source-stats", {"name": "videos"})
+            assert stats["status"] == "error" and stats["last_error"] == videos["last_error"]
+
+            await call(server, "source-create", {"name": "home", "type": "live", "path": str(tree)})
+            home = await poll(lambda: call(server, "source-get", {"name": "home"}),
+                              lambda s: s["total_scans"] == 1, "the home source's catch-up")
+            assert home["status"] == "running"
+            assert home["last_error"] == f"could not read 1 folder(s): {tree / 'Videos'} (Permission denied)"
+            page = await call(server, "navigate", {"path": str(tree / "Videos")})
+            assert page["complete"] is False and page["scanError"] == "unreadable: Permission denied"
+    finally:
+        (tree / "Videos").chmod(0o755)

@@ -105,3 +105,22 @@ def test_diagnose_on_postgresql_skips_sqlite_only_checks_and_masks_the_password(
 
         SQLModel.metadata.drop_all(eng)
         eng.dispose()
+
+
+def test_a_store_made_before_scan_error_existed_gains_the_column_and_keeps_its_entries(tmp_path, tree):
+    from flows.index.indexer import index_tree
+    from store.diagnostics import diagnose
+    from store.engine import make_engine
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    engine = make_engine(url)
+    index_tree(engine, str(tree), scan_id=1)
+    with engine.begin() as conn:  # the store as an older version left it
+        conn.exec_driver_sql("DROP INDEX IF EXISTS ix_entries_scan_error")
+        conn.exec_driver_sql("ALTER TABLE entries DROP COLUMN scan_error")
+    engine.dispose()
+    reopened = make_engine(url)
+    report = diagnose(reopened)
+    assert report["schema_check"] == "ok" and report["healthy"] and report["entry_count"] == 19
+    assert index_tree(reopened, str(tree), scan_id=2).written == 0  # the old rows compare as unchanged
+    reopened.dispose()

@@ -31,3 +31,28 @@ def assert_store_consistent(engine, root: str) -> list[dict]:
     assert report["healthy"], report["warnings"]
     assert report["orphaned_entries"] == 0
     return rows
+
+
+# Root reads every folder (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH); a child started through setpriv without those
+# capabilities is still uid 0 but meets permission bits like any user, so a chmod 000 folder really fails for it.
+WITHOUT_READ_CAPS = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--inh-caps=-all"]
+
+
+def unreadable_for_children(tmp_path) -> bool:
+    """Whether a child started with WITHOUT_READ_CAPS really cannot list a chmod 000 folder here."""
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which("setpriv") is None:
+        return False
+    probe = tmp_path / "probe-000"
+    probe.mkdir()
+    probe.chmod(0)
+    try:
+        run = subprocess.run([*WITHOUT_READ_CAPS, sys.executable, "-c", f"import os; os.listdir({str(probe)!r})"],
+                             capture_output=True, text=True)
+    finally:
+        probe.chmod(0o755)
+        probe.rmdir()
+    return run.returncode != 0 and "PermissionError" in run.stderr
