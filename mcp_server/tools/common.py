@@ -153,6 +153,42 @@ def argument_error_result(tool_name: str, exc: ValidationError) -> CallToolResul
     return refusal("INVALID_PARAMS", reason, field=fields[0] if len(fields) == 1 else (fields or None))
 
 
+class McpProgress:
+    """MCP progress for one tool call, fed from the worker thread doing the work: at most one notification every
+    ``interval`` seconds, each higher than the last (the spec wants progress to increase), out of 100, and 100 when
+    the work is done. Nothing is sent unless the client gave a progressToken (the SDK drops it then)."""
+
+    def __init__(self, ctx, *, interval: float = 0.25) -> None:
+        self.ctx, self.interval = ctx, interval
+        self.sent = -1.0
+        self.last = float("-inf")
+
+    def update(self, percent: float, message: str | None = None) -> None:
+        """From a worker thread (anyio.to_thread): report ``percent`` (0-100) if it is time and it went up."""
+        import time
+
+        import anyio.from_thread
+
+        value = round(min(max(float(percent), 0.0), 99.9), 1)  # 100 only once finished
+        now = time.monotonic()
+        if value <= self.sent or now - self.last < self.interval:
+            return
+        self.sent, self.last = value, now
+        try:
+            anyio.from_thread.run(self.ctx.report_progress, value, 100.0, message)
+        except Exception:  # progress is best effort; the work goes on
+            logger.debug("progress notification not sent", exc_info=True)
+
+    async def finish(self, message: str | None = None) -> None:
+        """On the event loop, once the work succeeded: 100 of 100."""
+        if self.sent < 100.0:
+            self.sent = 100.0
+            try:
+                await self.ctx.report_progress(100.0, 100.0, message)
+            except Exception:
+                logger.debug("progress notification not sent", exc_info=True)
+
+
 def tool(mcp, name: str, annotations: ToolAnnotations):
     """Register a tool whose AssayErrors reach the caller as tool errors (see ``error_result``)."""
     import functools

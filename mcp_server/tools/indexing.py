@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import time
 from typing import Annotated, Literal
 
 import anyio
-import anyio.from_thread
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import BaseModel, ConfigDict, Field
 
 from flows.index.indexer import IndexProgress
 from flows.index.service import index_path
 from store import jobs as store_jobs
-from mcp_server.tools.common import IDEMPOTENT_WRITE, READ_ONLY, WRITES, tool
+from store.filters import check_range
+from mcp_server.tools.common import IDEMPOTENT_WRITE, READ_ONLY, WRITES, McpProgress, tool
 
 
 class IndexResponse(BaseModel):
@@ -91,23 +90,16 @@ def register(mcp: MCPServer, app) -> None:
         resolved = app.roots.resolve(root, field="root")
         if async_:
             return IndexResponse(**index_path(app.runner, root=resolved, async_=True, force=force, max_age=maxAge))
-        last = 0.0
+        progress = McpProgress(ctx)
 
         def on_progress(p: IndexProgress) -> None:
-            nonlocal last
-            now = time.monotonic()
-            if now - last >= 0.25:
-                last = now
-                try:
-                    anyio.from_thread.run(ctx.report_progress, p.percent, 100.0,
-                                          f"{p.files} files, {p.directories} directories")
-                except Exception:  # progress is best effort; the scan goes on
-                    pass
+            progress.update(p.percent, f"{p.files} files, {p.directories} directories")
 
         result = await anyio.to_thread.run_sync(
             lambda: index_path(app.runner, root=resolved, async_=False, force=force, max_age=maxAge,
                                on_progress=on_progress)
         )
+        await progress.finish(f"{result.get('status')}: {result.get('files') or 0} files")
         return IndexResponse(**result)
 
     @tool(mcp, "job-progress", READ_ONLY)
@@ -127,6 +119,7 @@ def register(mcp: MCPServer, app) -> None:
         limit: Annotated[int, Field(ge=1, le=1000, description="Maximum jobs to return")] = 50,
     ) -> JobList:
         """List indexing jobs, newest first, with optional filtering."""
+        check_range(minProgress, maxProgress, low_name="minProgress", high_name="maxProgress")
         rows, total = store_jobs.list_jobs(app.engine, active_only=activeOnly, status=status,
                                            min_progress=minProgress, max_progress=maxProgress, limit=limit)
         return JobList(jobs=[JobInfo(**store_jobs.job_public(r)) for r in rows], total=total)

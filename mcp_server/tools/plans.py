@@ -4,7 +4,6 @@ plan-delete) and the ones agents need to write plans well: plan-validate, plan-p
 from __future__ import annotations
 
 import json
-import time
 from typing import Annotated, Any, Literal
 
 import anyio
@@ -13,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from dsl.model import Plan
 from flows.plans.service import merge_update, plan_from_arguments, validation_problems
-from mcp_server.tools.common import DESTRUCTIVE, IDEMPOTENT_WRITE, READ_ONLY, WRITES, tool
+from mcp_server.tools.common import DESTRUCTIVE, IDEMPOTENT_WRITE, READ_ONLY, WRITES, McpProgress, tool
 from store import plans as store_plans
 
 PlanName = Annotated[str, Field(description="Plan name")]
@@ -150,19 +149,13 @@ def register(mcp: MCPServer, app) -> None:
         plan = service.load(name)
         if not wait:
             return Execution(**service.execute(plan, wait=False))
-        last = [0.0]
+        progress = McpProgress(ctx)
 
         def on_progress(p: dict) -> None:
-            now = time.monotonic()
-            if now - last[0] >= 0.25:
-                last[0] = now
-                try:
-                    anyio.from_thread.run(ctx.report_progress, p["percent"], 100.0,
-                                          f"{p['stage']}: {p['outcomes_applied']} outcomes applied")
-                except Exception:  # progress is best effort
-                    pass
+            progress.update(p["percent"], f"{p['stage']}: {p['outcomes_applied']} outcomes applied")
 
         row = await anyio.to_thread.run_sync(lambda: service.execute(plan, wait=True, on_progress=on_progress))
+        await progress.finish(f"{row.get('status')}: {row.get('outcomes_applied') or 0} outcomes applied")
         return Execution(**row)
 
     @tool(mcp, "plan-list", READ_ONLY)

@@ -96,8 +96,8 @@ def bad_calls(t: Path, good: list[dict]) -> list[dict]:
         ("navigate", {"path": p("Photos"), "limit": "ten"}, "limit"), ("navigate", {"path": "/etc"}, "outside"),
         ("inspect", {}, "parameter 'path' is required"), ("inspect", {"path": p("ghost.txt")}, "NOT_FOUND"),
         ("rename-files", {"renames": ["x"]}, "renames"),
-        ("move-files", {"moves": [{"from": "/etc/passwd", "to": p("x")}]}, "outside"),
-        ("delete-files", {"paths": "/etc/passwd"}, "outside"),
+        ("move-files", {"moves": [{"from": p("docs")}]}, "parameter 'moves[0].to' is required"),
+        ("delete-files", {"paths": 5}, "paths"),  # (a path outside the roots is an error in its item's result)
         ("query-create", {"name": "q", "query": "not an object"}, "query"),
         ("query-execute", {"name": "ghost"}, "NOT_FOUND"), ("query-get", {"name": "ghost"}, "NOT_FOUND"),
         ("query-update", {"name": "ghost", "description": "x"}, "NOT_FOUND"),
@@ -116,7 +116,7 @@ def bad_calls(t: Path, good: list[dict]) -> list[dict]:
         ("resource-set-add-child", {"parent": "photos", "child": "media"}, "cycle"),
         ("resource-set-remove-child", {"parent": "ghost", "child": "photos"}, "NOT_FOUND"),
         ("session-set-preferences", {"preferences": {"colour": "red"}}, "colour"),
-        ("plan-create", {"text": "plan broken\nrule r when sise > 1MB"}, "INVALID_PLAN"),
+        ("plan-create", {"text": "plan broken\nrule r when sise > 1MB"}, "unknown field 'sise'"),
         ("plan-validate", {"format": "toml"}, "format"), ("plan-preview", {"name": "ghost"}, "NOT_FOUND"),
         ("plan-explain", {"name": "tidy", "path": "/etc/passwd"}, "outside"),
         ("plan-execute", {"name": "ghost"}, "NOT_FOUND"), ("plan-get", {"name": "ghost"}, "NOT_FOUND"),
@@ -141,7 +141,6 @@ def bad_calls(t: Path, good: list[dict]) -> list[dict]:
 def reads(t: Path) -> list[dict]:
     """Resource reads: (uri, None) must succeed; (uri, words) must be refused as invalid params naming the words."""
     node = "synthesis://nodes" + str(t)
-    (t / "docs" / "new.txt").write_text("written after the index")  # on disk, inside the roots, not indexed
     uris = [
         ("synthesis://nodes?limit=2", None), (node + "/Photos/photo.jpg", None),
         (node + "/Photos/photo.jpg/metadata", None), ("synthesis://resource-sets/photos", None),
@@ -156,7 +155,10 @@ def reads(t: Path) -> list[dict]:
         ("synthesis://jobs/abc", ["not a job id"]), ("synthesis://jobs/999999", ["999999"]),
         ("synthesis://plans/ghost", ["ghost"]),
     ]
-    return [{"kind": "read", "id": f"read {i}", "uri": uri, "expect": words} for i, (uri, words) in enumerate(uris)]
+    written = {"kind": "write", "id": "write new.txt", "path": str(t / "docs" / "new.txt"),
+               "text": "written after the index"}  # on disk, inside the roots, not indexed
+    return [written] + [{"kind": "read", "id": f"read {i}", "uri": uri, "expect": words}
+                        for i, (uri, words) in enumerate(uris)]
 
 
 def completions(t: Path) -> list[dict]:

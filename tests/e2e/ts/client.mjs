@@ -10,6 +10,7 @@
 //   {"kind": "call", "id", "tool", "args", "save"?, "progress"?}   tools/call; "save" keeps structuredContent
 //   {"kind": "read", "id", "uri"}                                  resources/read
 //   {"kind": "complete", "id", "ref", "argument", "context"?}      completion/complete
+//   {"kind": "write", "id", "path", "text"}                        writes a file (one the index has not seen)
 // Strings "{{name.key}}" in args and URIs are replaced by a value saved by an earlier step.
 // Besides the steps, every session lists tools, resources and resource templates and reads every listed resource.
 // Nothing is judged here: the report holds what the SDK returned or threw, and the output-schema check of every
@@ -145,6 +146,7 @@ async function runSession(session) {
             if (step.kind === 'call') report.steps.push(await callTool(client, tools, step, saved));
             else if (step.kind === 'read') report.steps.push(await readResource(client, step, saved));
             else if (step.kind === 'complete') report.steps.push(await complete(client, step, saved));
+            else if (step.kind === 'write') writeFileSync(step.path, step.text);
             else throw new Error(`unknown step kind ${step.kind}`);
         }
     } catch (err) {
