@@ -10,6 +10,7 @@ Semantics: empty ``all`` is true, empty ``any`` false, empty ``none`` true; ``no
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated, Any, Literal, Union
 
@@ -17,6 +18,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Tag,
 
 from dsl import units
 from dsl.fields import KINDS, MEDIA_TYPES, FieldSpec, UnknownField, field_spec
+from dsl.limits import MAX_NUMBER, NUMBER_RULE, check_int
 from dsl.regex import check_regex
 
 OP_ALIASES = {"==": "=", "<>": "!=", "~": "matches", "=~": "matches", "starts_with": "startswith",
@@ -87,17 +89,21 @@ def _one(spec: FieldSpec, op: str, value: Any) -> Any:
         raise ValueError(f"{spec.name}: {exc}") from None
     if spec.type in ("number", "similarity"):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
+            text = str(value)
+            if len(text) > MAX_NUMBER:
+                raise ValueError(f"{spec.name} compares with a number; {NUMBER_RULE}")
             try:
-                value = float(value) if "." in str(value) else int(value)
+                value = float(text) if "." in text else int(text)
             except (TypeError, ValueError):
                 raise ValueError(f"{spec.name} compares with a number, got {value!r}") from None
+        value = _storable(spec, value)
         if spec.type == "similarity" and not 0 <= value <= 1:
             raise ValueError(f"similarity is between 0 and 1, got {value!r}")
         return value
     if spec.type == "metadata":
         if isinstance(value, bool) or not isinstance(value, (int, float, str)):
             raise ValueError(f"{spec.name} compares with text or a number, got {value!r}")
-        return value
+        return value if isinstance(value, str) else _storable(spec, value)
     if not isinstance(value, str):
         if isinstance(value, (int, float)) and not isinstance(value, bool) and spec.type == "text":
             value = str(value)
@@ -116,6 +122,13 @@ def _one(spec: FieldSpec, op: str, value: Any) -> Any:
     if spec.type == "set" and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", value):
         raise ValueError(f"{value!r} is not a resource-set name (letters, digits, - _ .)")
     return value
+
+
+def _storable(spec: FieldSpec, value: int | float) -> int | float:
+    """A number the store can compare with: a finite float, or an int within 64 bits."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{spec.name} compares with a finite number, got {value!r}")
+    return check_int(value, spec.name) if isinstance(value, int) else value
 
 
 class Group(_Node):

@@ -79,9 +79,19 @@ class PlanValidationError(PlanError):
     code = "PLAN_VALIDATION_ERROR"
 
 
+CONTEXT_WIDTH = 100  # characters of a long line shown around the caret
+
+
 def caret_context(text: str, line: int, column: int) -> str:
-    """The ``line``-th line of ``text`` (1-based) and a caret under ``column`` (1-based)."""
+    """The ``line``-th line of ``text`` (1-based) and a caret under ``column`` (1-based); a long line is cut to
+    the part around the column, with ``...`` where it was cut."""
     lines = text.splitlines() or [""]
     src = lines[line - 1] if 0 < line <= len(lines) else ""
-    return f"    {src}\n    {' ' * max(column - 1, 0)}^"
+    at = max(column - 1, 0)
+    if len(src) > CONTEXT_WIDTH:
+        start = max(0, min(at - CONTEXT_WIDTH // 2, len(src) - CONTEXT_WIDTH))
+        end = start + CONTEXT_WIDTH
+        head, tail = ("..." if start > 0 else ""), ("..." if end < len(src) else "")
+        src, at = head + src[start:end] + tail, at - start + len(head)
+    return f"    {src}\n    {' ' * at}^"
 

@@ -15,27 +15,53 @@ from pydantic import ValidationError
 from dsl.conditions import Compare, Group, Not
 from dsl.errors import Problem, caret_context
 from dsl.fields import UnknownField, field_spec
+from dsl.limits import DEPTH_RULE, MAX_DEPTH, MAX_NUMBER, NUMBER_RULE
 from dsl.model import SOURCE_TYPES
 from dsl.outcomes import OUTCOME_MODELS
 
 OPEN, CLOSE = frozenset({"LPAR", "LSQB", "LBRACE"}), frozenset({"RPAR", "RSQB", "RBRACE"})
 
 
+class TooDeep(Exception):
+    """Text nested deeper than :data:`dsl.limits.MAX_DEPTH`, at ``token`` (raised while lexing, before the parse
+    tree could outgrow Python's recursion limit)."""
+
+    def __init__(self, token: Token) -> None:
+        super().__init__(DEPTH_RULE)
+        self.token = token
+
+
 class Continuations:
-    """Post-lexer: a newline ends a statement, except inside ( ) [ ] { }; blank and comment lines vanish."""
+    """Post-lexer: a newline ends a statement, except inside ( ) [ ] { }; blank and comment lines vanish.
+
+    It also measures nesting: each bracket opens a level, and a chain of ``not`` adds one level per ``not`` until
+    its operand starts; past MAX_DEPTH it raises :class:`TooDeep` at the token that went too deep."""
 
     always_accept = ("_NL",)
 
     def process(self, stream):
         depth, last = 0, None
+        level, nots, saved = 0, 0, []  # nesting level, pending not chain, (level, nots) outside each open bracket
         for token in stream:
             if token.type == "_NL":
                 if depth > 0 or last in (None, "_NL"):
                     continue
             elif token.type in OPEN:
                 depth += 1
+                saved.append((level, nots))
+                level, nots = level + nots + 1, 0
+                if level > MAX_DEPTH:
+                    raise TooDeep(token)
             elif token.type in CLOSE:
                 depth = max(depth - 1, 0)
+                level, nots = saved.pop() if saved else (0, 0)
+                nots = 0
+            elif token.type == "NOT":
+                nots += 1
+                if level + nots > MAX_DEPTH:
+                    raise TooDeep(token)
+            else:
+                nots = 0
             last = token.type
             yield token
 
@@ -74,10 +100,11 @@ def quote(text: str) -> str:
 
 
 def number(word: str) -> int | float | None:
-    if _INT.fullmatch(word):
-        return int(word)
-    if _FLOAT.fullmatch(word):
-        return float(word)
+    """The number a bare word spells, or None; ValueError for a number longer than MAX_NUMBER characters."""
+    if _INT.fullmatch(word) or _FLOAT.fullmatch(word):
+        if len(word) > MAX_NUMBER:
+            raise ValueError(f"this number is {len(word):,} characters long; {NUMBER_RULE}")
+        return int(word) if _INT.fullmatch(word) else float(word)
     return None
 
 
@@ -103,6 +130,12 @@ def is_bare(text: str) -> bool:
 
 
 # --- the Transformer -------------------------------------------------------------------------------------------
+
+
+class _AtValue(Exception):
+    def __init__(self, message: str, token: Token | None) -> None:
+        super().__init__(message)
+        self.message, self.token = message, token
 
 Pos = tuple[int, int]
 
@@ -216,10 +249,18 @@ class Build(Transformer):
         def raw(v: Value):
             if isinstance(v.raw, list):
                 return [raw(x) for x in v.raw]
-            return word_value(v.raw, spec.type) if v.bare else v.raw
+            if not v.bare:
+                return v.raw
+            try:
+                return word_value(v.raw, spec.type)
+            except ValueError as exc:  # a number too long to read
+                raise _AtValue(str(exc), v.token) from None
 
         try:
             return Compare(field=fld.name, op=op, value=raw(value), arg=fld.arg)
+        except _AtValue as exc:
+            self.problem(exc.message, exc.token or op_token)
+            return Group(type="all")
         except ValidationError as exc:
             message = exc.errors()[0]["msg"].removeprefix("Value error, ")
             at = op_token if message.startswith("operator") else \
@@ -236,8 +277,12 @@ class Build(Transformer):
         return ("option", key, value)
 
     def opt_scalar(self, token):
-        return Built(option_value(token.value) if token.type == "WORD" else unescape(token.value),
-                     {(): self.pos(token)})
+        try:
+            value = option_value(token.value) if token.type == "WORD" else unescape(token.value)
+        except ValueError as exc:  # a number too long to read
+            self.problem(str(exc), token)
+            value = None
+        return Built(value, {(): self.pos(token)})
 
     def opt_list(self, *values: Built):
         where: dict[tuple, Pos] = {}

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from dsl.conditions import TRUE, Condition
 from dsl.errors import PlanValidationError, Problem
+from dsl.limits import OBJECT_DEPTH_RULE, object_too_deep
 from dsl.outcomes import Outcome
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -205,6 +206,13 @@ class Plan(BaseModel):
             raise PlanValidationError(problems=[Problem(
                 f"a plan is a mapping with keys name, sources, rules (or conditions + outcomes); got "
                 f"{type(data).__name__}")], source=source)
+        deep = object_too_deep(data)
+        if deep is not None:
+            at = locate(deep) if locate is not None else None
+            raise PlanValidationError(problems=[Problem(
+                f"nested too deeply: {OBJECT_DEPTH_RULE}; write long chains flat ({{all: [a, b, c]}})",
+                path=_format_path(list(deep[:8])) + ("..." if len(deep) > 8 else ""),
+                line=at[0] if at else None, column=at[1] if at else None)], source=source)
         try:
             return cls.model_validate(data)
         except ValidationError as exc:

@@ -72,7 +72,8 @@ import yaml
 from lark.exceptions import UnexpectedInput
 
 from dsl.errors import PlanSyntaxError, PlanValidationError, Problem, caret_context
-from dsl.grammar import PARSER, Build
+from dsl.grammar import PARSER, Build, TooDeep
+from dsl.limits import DEPTH_RULE, MAX_NUMBER, MAX_TEXT, NUMBER_RULE, OBJECT_DEPTH_RULE, TEXT_RULE
 from dsl.model import Plan
 from dsl.syntax_errors import DSL_EXAMPLES, EXPRESSION_EXAMPLES, syntax_error
 
@@ -91,14 +92,34 @@ def _dsl_tree(text: str):
     return PARSER.parse(text if text.endswith("\n") else text + "\n", start="plan")
 
 
+def _at_offset(text: str, offset: int, message: str, source: str | None = None) -> PlanSyntaxError:
+    before = text[:offset]
+    line, column = before.count("\n") + 1, offset - (before.rfind("\n") + 1) + 1
+    return PlanSyntaxError(problems=[Problem(message, line=line, column=column,
+                                             context=caret_context(text, line, column))], source=source)
+
+
+def _check_length(text: str, what: str, source: str | None = None) -> None:
+    if len(text) > MAX_TEXT:
+        raise _at_offset(text, MAX_TEXT, f"the {what} is {len(text):,} characters long; {TEXT_RULE}", source)
+
+
+def _too_deep(exc: TooDeep, text: str, source: str | None = None) -> PlanSyntaxError:
+    return _at_offset(text, exc.token.start_pos or 0, f"nested too deeply: {DEPTH_RULE}; write long chains "
+                      "flat (a and b and c), not nested", source)
+
+
 def parse_expression(text: str):
     """A condition tree from expression text (``size > 10MB and extension = .pdf``)."""
     if not isinstance(text, str):
         raise PlanSyntaxError(problems=[Problem(f"a condition expression is text, got {type(text).__name__}")])
+    _check_length(text, "expression")
     try:
         tree = _expression_tree(text)
     except UnexpectedInput as exc:
         raise _in_expression(syntax_error(exc, text, _expression_tree, EXPRESSION_EXAMPLES, PARSER), text) from None
+    except TooDeep as exc:
+        raise _in_expression(_too_deep(exc, text), text) from None
     build = Build(text)
     cond = build.transform(tree)
     if build.problems:
@@ -118,10 +139,13 @@ def _in_expression(exc, text: str):
 def parse_dsl(text: str, source: str | None = None) -> Plan:
     """A plan from DSL text; syntax errors raise PlanSyntaxError, everything else PlanValidationError, each with
     its line, column and the line with a caret."""
+    _check_length(text, "plan text", source)
     try:
         tree = _dsl_tree(text)
     except UnexpectedInput as exc:
         raise syntax_error(exc, text, _dsl_tree, DSL_EXAMPLES, PARSER, source=source) from None
+    except TooDeep as exc:
+        raise _too_deep(exc, text, source) from None
     build = Build(text)
     built = build.transform(tree)
     if build.problems:
@@ -155,7 +179,7 @@ def _yaml_locator(text: str):
     """``locate(path) -> (line, column)`` from the YAML node tree of ``text`` (None when it does not compose)."""
     try:
         root = yaml.compose(text, Loader=_Loader)
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError, ValueError):
         return None
 
     def locate(path: tuple):
@@ -188,6 +212,20 @@ def _load_yaml(text: str, source: str | None) -> Any:
             text, line, column) if line else None)], source=source) from None
     except yaml.YAMLError as exc:
         raise PlanSyntaxError(problems=[Problem(f"invalid YAML: {exc}")], source=source) from None
+    except RecursionError:
+        raise PlanSyntaxError(problems=[Problem(f"the YAML nests too deeply; {OBJECT_DEPTH_RULE}")],
+                              source=source) from None
+    except ValueError:  # an integer past Python's digit limit
+        raise _long_number(text, source) from None
+
+
+def _long_number(text: str, source: str | None) -> PlanSyntaxError:
+    """The error for a number too long to read in YAML / JSON text, at the first such number."""
+    found = re.search(r"\d{%d,}" % (MAX_NUMBER + 1), text)
+    message = f"a number is too long; {NUMBER_RULE}"
+    if found is None:
+        return PlanSyntaxError(problems=[Problem(message)], source=source)
+    return _at_offset(text, found.start(), message, source)
 
 
 def _load_json(text: str, source: str | None) -> Any:
@@ -198,6 +236,11 @@ def _load_json(text: str, source: str | None) -> Any:
                   f"(or conditions + outcomes)"
         raise PlanSyntaxError(problems=[Problem(message, line=exc.lineno, column=exc.colno, context=caret_context(
             text, exc.lineno, exc.colno))], source=source) from None
+    except RecursionError:
+        raise PlanSyntaxError(problems=[Problem(f"the JSON nests too deeply; {OBJECT_DEPTH_RULE}")],
+                              source=source) from None
+    except ValueError:  # an integer past Python's digit limit
+        raise _long_number(text, source) from None
 
 
 def _with_context(exc: PlanValidationError, text: str) -> PlanValidationError:
@@ -222,6 +265,9 @@ def parse_plan_text(text: str, format: str = "auto", source: str | None = None) 
     if format not in FORMATS:
         raise PlanValidationError(problems=[Problem(f"unknown plan format {format!r}; use one of: "
                                                     f"{', '.join(FORMATS)}")], source=source)
+    if not isinstance(text, str):
+        raise PlanSyntaxError(problems=[Problem(f"plan text is text, got {type(text).__name__}")], source=source)
+    _check_length(text, "plan text", source)
     if format == "auto":
         format = detect_format(text)
     log.debug("parsing a %s plan from %s", format, source or "text")

@@ -12,6 +12,8 @@ import math
 import re
 from datetime import date, datetime, timezone
 
+from dsl.limits import MAX_INT, MAX_NUMBER, NUMBER_RULE
+
 SIZE_UNITS: dict[str, int] = {
     "b": 1,
     "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4, "pb": 1000**5,
@@ -36,8 +38,19 @@ _NUM_UNIT = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?|\.[0-9]+)\s*([A-Za-z]*)\s*")
 _RELATIVE = re.compile(r"\s*now\s*(?:([+-])\s*(.+?))?\s*", re.IGNORECASE)
 
 
+MAX_DURATION = 10_000 * 365 * 86400.0  # seconds: ten thousand years
+# unix seconds of 0001-01-01 and 9999-12-31T23:59:59Z: the times a date can spell
+MIN_TIMESTAMP, MAX_TIMESTAMP = -62135596800.0, 253402300799.0
+
+
 class UnitError(ValueError):
     """A value whose unit (or form) is not one we accept; the message says what would be."""
+
+
+def _number_text(number: str) -> float:
+    if len(number) > MAX_NUMBER:
+        raise UnitError(f"this number is {len(number):,} characters long; {NUMBER_RULE}")
+    return float(number)
 
 
 def parse_size(value: object) -> int:
@@ -47,11 +60,13 @@ def parse_size(value: object) -> int:
     if isinstance(value, int):
         if value < 0:
             raise UnitError(f"size {value} is negative; sizes are 0 or more bytes")
+        if value > MAX_INT:
+            raise UnitError(f"size is out of range; sizes are at most {MAX_INT} bytes")
         return value
     if isinstance(value, float):
         if value < 0 or not math.isfinite(value) or value != int(value):
             raise UnitError(f"size {value} is not a whole, non-negative number of bytes; use {SIZE_HELP}")
-        return int(value)
+        return parse_size(int(value))
     if isinstance(value, str):
         m = _NUM_UNIT.fullmatch(value)
         if m:
@@ -61,7 +76,10 @@ def parse_size(value: object) -> int:
             factor = SIZE_UNITS.get(unit)
             if factor is None:
                 raise UnitError(f"unknown size unit {m.group(2)!r} in {value!r}; use {SIZE_HELP}")
-            return int(round(float(number) * factor))
+            size = _number_text(number) * factor
+            if not size <= MAX_INT:
+                raise UnitError(f"size {value!r} is out of range; sizes are at most {MAX_INT} bytes (8EiB)")
+            return int(round(size))
     raise UnitError(f"{value!r} is not a size; use {SIZE_HELP}")
 
 
@@ -78,8 +96,9 @@ def parse_duration(value: object) -> float:
     if isinstance(value, bool):
         raise UnitError(f"{value!r} is not a duration; use {DURATION_HELP}")
     if isinstance(value, (int, float)):
-        if value < 0 or not math.isfinite(value):
-            raise UnitError(f"duration {value} must be a finite number of seconds, 0 or more")
+        if not 0 <= value <= MAX_DURATION:  # also refuses NaN
+            raise UnitError(f"duration {value} must be a number of seconds from 0 to {MAX_DURATION:.0f} "
+                            "(ten thousand years)")
         return float(value)
     if isinstance(value, str):
         m = _NUM_UNIT.fullmatch(value)
@@ -88,7 +107,10 @@ def parse_duration(value: object) -> float:
             factor = DURATION_UNITS.get(unit)
             if factor is None:
                 raise UnitError(f"unknown duration unit {m.group(2)!r} in {value!r}; use {DURATION_HELP}")
-            return round(float(number) * factor, 6)
+            seconds = _number_text(number) * factor
+            if not seconds <= MAX_DURATION:
+                raise UnitError(f"duration {value!r} is out of range; durations are at most ten thousand years")
+            return round(seconds, 6)
     raise UnitError(f"{value!r} is not a duration; use {DURATION_HELP}")
 
 
@@ -108,6 +130,9 @@ def parse_timestamp(value: object) -> float:
     if isinstance(value, bool):
         raise UnitError(f"{value!r} is not a time; use {TIME_HELP}")
     if isinstance(value, (int, float)):
+        if not MIN_TIMESTAMP <= value <= MAX_TIMESTAMP:  # also refuses NaN
+            raise UnitError(f"time {value} is out of range; unix seconds lie between {MIN_TIMESTAMP:.0f} "
+                            f"(year 1) and {MAX_TIMESTAMP:.0f} (year 9999)")
         return float(value)
     if isinstance(value, (date, datetime)):
         if not isinstance(value, datetime):
@@ -116,13 +141,13 @@ def parse_timestamp(value: object) -> float:
     if isinstance(value, str):
         text = value.strip()
         if re.fullmatch(r"-?\d+(\.\d+)?", text):
-            return float(text)
+            return parse_timestamp(_number_text(text))
         try:
             if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
                 parsed = datetime.combine(date.fromisoformat(text), datetime.min.time())
             else:
                 parsed = datetime.fromisoformat(text.replace("Z", "+00:00").replace(" ", "T", 1))
-        except ValueError:
+        except (ValueError, OverflowError):
             raise UnitError(f"{value!r} is not a time; use {TIME_HELP}") from None
         if parsed.tzinfo is None:
             parsed = parsed.replace(tzinfo=timezone.utc)

@@ -10,12 +10,24 @@ from datetime import date, datetime, timezone
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
-from sqlalchemy import func
+from sqlalchemy import func, or_
 
-from store.entries import T
+from store.entries import T, iso
 from store.errors import InvalidInput
 
 Kind = Literal["file", "directory", "symlink", "other"]
+MediaType = Literal["image", "video", "audio", "document", "text", "other"]  # other: no known kind (NULL column)
+
+
+def check_range(low: Any, high: Any, *, low_name: str = "min", high_name: str = "max", times: bool = False) -> None:
+    """The one rule of every tool that takes a range: a lower bound above the upper bound is refused (it could
+    only match nothing), naming both parameters. ``times``: the bounds are unix seconds, shown as ISO 8601."""
+    if low is None or high is None or low <= high:
+        return
+    shown = (iso(low), iso(high)) if times else (low, high)
+    relation = "is after" if times else "is greater than"
+    raise InvalidInput(f"{low_name} ({shown[0]}) {relation} {high_name} ({shown[1]}); nothing can match. Give "
+                       f"{low_name} <= {high_name}, or leave one of them out", field=low_name)
 
 
 def parse_time(value: Any, *, field: str) -> float:
@@ -64,7 +76,7 @@ class EntryFilter(BaseModel):
 
     kind: Kind | None = None
     extension: str | list[str] | None = None  # ".jpg", "jpg", or a list of them
-    media_type: str | None = None  # image | video | audio | document | text
+    media_type: MediaType | None = None  # image | video | audio | document | text | other
     path_contains: str | None = None
     path_prefix: str | None = None
     name_contains: str | None = None
@@ -103,14 +115,26 @@ class EntryFilter(BaseModel):
                     problems.append(f"{where}.{key}: {err['msg']}")
             raise InvalidInput(f"{'; '.join(problems)}. Accepted keys: {', '.join(cls.model_fields)}",
                                field=where) from None
-        flt.check_times(where)
+        flt.check(where)
         return flt
 
-    def check_times(self, where: str = "query") -> None:
-        for name in ("min_mtime", "max_mtime", "min_ctime", "max_ctime"):
-            value = getattr(self, name)
-            if value is not None:
-                parse_time(value, field=f"{where}.{name}")
+    def check(self, where: str | None = "query") -> "EntryFilter":
+        """Times readable and every range non-empty (min <= max), the rule every tool follows; errors name the key
+        under ``where`` (None: the key alone, as resource-search's parameters are named)."""
+        def key(name: str) -> str:
+            return f"{where}.{name}" if where else name
+
+        times = {name: parse_time(getattr(self, name), field=key(name)) if name.startswith("min_")
+                 else parse_end_time(getattr(self, name), field=key(name))
+                 for name in ("min_mtime", "max_mtime", "min_ctime", "max_ctime") if getattr(self, name) is not None}
+        check_range(self.min_size, self.max_size, low_name=key("min_size"), high_name=key("max_size"))
+        for field in ("mtime", "ctime"):
+            check_range(times.get(f"min_{field}"), times.get(f"max_{field}"), low_name=key(f"min_{field}"),
+                        high_name=key(f"max_{field}"), times=True)
+        return self
+
+    def check_times(self, where: str = "query") -> None:  # kept for callers of the older name
+        self.check(where)
 
     def clauses(self, case_sensitive: bool = False) -> list:
         """SQL clauses over the entries table ``T`` (bound parameters only)."""
@@ -121,7 +145,9 @@ class EntryFilter(BaseModel):
         if self.extension:
             exts = [self.extension] if isinstance(self.extension, str) else self.extension
             out.append(c.extension.in_([normalize_extension(e) for e in exts]))
-        if self.media_type:
+        if self.media_type == "other":  # as in plan conditions: no known kind (a NULL column) is other
+            out.append(or_(c.media_type.is_(None), c.media_type == "other"))
+        elif self.media_type:
             out.append(c.media_type == self.media_type)
         for column, needle in ((c.path, self.path_contains), (c.name, self.name_contains)):
             if needle:

@@ -1,10 +1,16 @@
-"""Saved queries: a named EntryFilter, checked when saved, run with pagination against the entries table."""
+"""Saved queries: a named EntryFilter, checked when saved, run with pagination against the entries table.
+
+A query is checked as resource-search checks its parameters (the same EntryFilter: ranges non-empty, times readable,
+unknown keys refused); its paths (``path_prefix``, ``parent``) are confined to the roots by the ``resolve_path``
+its caller passes, and a new query's name follows the rule of set and plan names.
+"""
 
 from __future__ import annotations
 
 import json
+import re
 import time
-from typing import Any
+from typing import Any, Callable
 
 from sqlalchemy import and_, delete, func, insert, select, true, update
 from sqlalchemy.engine import Connection, Engine
@@ -18,9 +24,17 @@ from store.models import SavedQuery
 Q = SavedQuery.__table__
 MAX_NAME = 200
 _SHOWN = 20  # names listed in a NotFound message
+NAME_RULE = ("1-128 characters: letters A-Z a-z, digits, '-', '_' and '.', starting with a letter or digit "
+             "(the rule of resource-set and plan names, so a plan's query source can name it)")
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+# path keys of a query body -> whether the last component is followed (a prefix need not name an existing entry)
+PATH_KEYS = {"path_prefix": False, "parent": True}
+# resolve_path(path, field=..., follow_last=...) -> the canonical path inside the roots, or PathNotAllowed
+PathResolver = Callable[..., str]
 
 
 def check_name(name: Any, *, field: str = "name") -> str:
+    """A name to look a query up by (queries saved by older versions may have names the new rule refuses)."""
     if not isinstance(name, str) or not name.strip():
         raise InvalidInput(f"{field} must be a non-empty query name such as \"large-videos\"", field=field)
     name = name.strip()
@@ -29,8 +43,16 @@ def check_name(name: Any, *, field: str = "name") -> str:
     return name
 
 
-def parse_query(query: Any, *, field: str = "query") -> dict[str, Any]:
-    """The query body as stored: validated by EntryFilter (unknown keys rejected), unset keys dropped.
+def check_new_name(name: Any, *, field: str = "name") -> str:
+    """The name of a query being created: the rule of resource-set and plan names."""
+    if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
+        raise InvalidInput(f"{field} {name!r} is not a valid query name; use {NAME_RULE}", field=field)
+    return name
+
+
+def parse_query(query: Any, *, field: str = "query", resolve_path: PathResolver | None = None) -> dict[str, Any]:
+    """The query body as stored: validated by EntryFilter (unknown keys rejected, ranges non-empty), unset keys
+    dropped, and paths made canonical inside the roots by ``resolve_path`` when given.
 
     A JSON text holding an object is accepted too (clients sometimes send the object serialised).
     """
@@ -44,7 +66,16 @@ def parse_query(query: Any, *, field: str = "query") -> dict[str, Any]:
     if query is None:
         raise InvalidInput(f"{field} is required: an object of filters such as "
                            '{"kind": "file", "extension": ".mp4"}', field=field)
-    return EntryFilter.parse(query, where=field).model_dump(exclude_none=True)
+    body = EntryFilter.parse(query, where=field).model_dump(exclude_none=True)
+    if resolve_path is not None:
+        for key, follow_last in PATH_KEYS.items():
+            if key in body:
+                given = body[key]
+                resolved = resolve_path(given, field=f"{field}.{key}", follow_last=follow_last)
+                # a prefix ending in "/" means "inside this folder": keep the slash normalisation removed
+                body[key] = resolved + "/" if key == "path_prefix" and given.endswith("/") and resolved != "/" \
+                    else resolved
+    return body
 
 
 def _public(row: Any) -> dict[str, Any]:
@@ -73,9 +104,10 @@ def _require(conn: Connection, name: str) -> Any:
     return row
 
 
-def create_query(engine: Engine, *, name: str, query: Any, description: str | None = None) -> dict[str, Any]:
-    name = check_name(name)
-    body = parse_query(query)
+def create_query(engine: Engine, *, name: str, query: Any, description: str | None = None,
+                 resolve_path: PathResolver | None = None) -> dict[str, Any]:
+    name = check_new_name(name)
+    body = parse_query(query, resolve_path=resolve_path)
     now = time.time()
     try:
         with engine.begin() as conn:
@@ -104,14 +136,15 @@ def list_queries(engine: Engine) -> list[dict[str, Any]]:
         return [_public(r) for r in conn.execute(select(Q).order_by(Q.c.name)).mappings()]
 
 
-def update_query(engine: Engine, *, name: str, description: str | None = None, query: Any = None) -> dict[str, Any]:
+def update_query(engine: Engine, *, name: str, description: str | None = None, query: Any = None,
+                 resolve_path: PathResolver | None = None) -> dict[str, Any]:
     """Change the description and/or the query body; at least one must be given."""
     name = check_name(name)
     if description is None and query is None:
         raise InvalidInput("nothing to update: give description, query, or both", field="query")
     values: dict[str, Any] = {"updated_at": time.time()}
     if query is not None:
-        values["query_json"] = json.dumps(parse_query(query))
+        values["query_json"] = json.dumps(parse_query(query, resolve_path=resolve_path))
     if description is not None:
         values["description"] = description
     with engine.begin() as conn:

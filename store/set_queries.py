@@ -19,7 +19,7 @@ from sqlalchemy.exc import DBAPIError
 
 from store.entries import T, entry_public, iso, subtree_clause
 from store.errors import InvalidInput, check_choice
-from store.filters import EntryFilter, normalize_extension, parse_end_time, parse_time
+from store.filters import EntryFilter, check_range, normalize_extension, parse_end_time, parse_time
 from store.patterns import match_clause
 from store.sets import E, M, S, descendant_ids, require_set
 
@@ -233,8 +233,7 @@ def time_range(conn: Connection, *, name: str, field: str, min: Any = None, max:
     check_choice(field, TIME_FIELDS, field="field", what="time field")
     lo = parse_time(min, field="min") if min is not None else None
     hi = parse_end_time(max, field="max") if max is not None else None
-    if lo is not None and hi is not None and lo > hi:
-        raise InvalidInput(f"min ({iso(lo)}) is after max ({iso(hi)}); nothing can match", field="min")
+    check_range(lo, hi, times=True)
     scope = scope_for(conn, name=name, include_children=include_children)
     # added_at is a membership time: the entry joined one of the covered sets within the range
     column = M.c.added_at if field == "added_at" else TIME_FIELDS[field]
@@ -252,8 +251,7 @@ def metric_range(conn: Connection, *, name: str, metric: str, min: int | float |
     for label, value in (("min", min), ("max", max)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
             raise InvalidInput(f"{label} must be a number, got {value!r}", field=label)
-    if min is not None and max is not None and min > max:
-        raise InvalidInput(f"min ({min}) is greater than max ({max}); nothing can match", field="min")
+    check_range(min, max)
     column = RANGE_METRICS[metric]
     where = ([column >= min] if min is not None else []) + ([column <= max] if max is not None else [])
     scope = scope_for(conn, name=name, include_children=include_children)
@@ -307,10 +305,7 @@ def search(conn: Connection, *, name: str, filters: EntryFilter | None = None, i
            sort_by: str = "size", sort_desc: bool = True, limit: int = 100, offset: int = 0) -> dict[str, Any]:
     """One page of the set's entries matching every filter, sorted, with the total count."""
     check_choice(sort_by, SEARCH_SORTS, field="sort_by", what="sort field")
-    flt = filters or EntryFilter()
-    for key in ("min_mtime", "max_mtime", "min_ctime", "max_ctime"):  # named as the tool's parameters are
-        if getattr(flt, key) is not None:
-            parse_time(getattr(flt, key), field=key)
+    flt = (filters or EntryFilter()).check(where=None)  # keys named as the tool's parameters are
     where = flt.clauses()
     scope = scope_for(conn, name=name, include_children=include_children)
     column = SEARCH_SORTS[sort_by]

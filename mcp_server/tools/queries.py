@@ -14,7 +14,8 @@ from store.filters import EntryFilter
 QueryName = Annotated[str, Field(description="Query name")]
 _KEYS = ", ".join(EntryFilter.model_fields)
 QUERY_HELP = (f"Query definition: an object of entry filters, all of which must hold. Keys: {_KEYS}. "
-              'Example: {"kind": "file", "extension": ".mp4", "min_size": 1073741824}. Unknown keys are rejected.')
+              'Example: {"kind": "file", "extension": ".mp4", "min_size": 1073741824}. Unknown keys are rejected, '
+              "as are empty ranges (min above max); path_prefix and parent must lie inside the allowed roots.")
 
 
 class SavedQueryInfo(BaseModel):
@@ -59,14 +60,15 @@ class QueryDeleteResponse(BaseModel):
 def register(mcp: MCPServer, app) -> None:
     @tool(mcp, "query-create", WRITES)
     def query_create(
-        name: Annotated[str, Field(description="Unique query name")],
+        name: Annotated[str, Field(description="Unique query name: " + store_queries.NAME_RULE)],
         query: Annotated[dict[str, Any], Field(description=QUERY_HELP)],
         description: Annotated[str | None, Field(description="Optional description")] = None,
     ) -> SavedQueryInfo:
         """Create a saved query for reuse. The query is checked now, so a typo in a key is reported instead of
         matching everything later."""
         return SavedQueryInfo.model_validate(
-            store_queries.create_query(app.engine, name=name, query=query, description=description))
+            store_queries.create_query(app.engine, name=name, query=query, description=description,
+                                       resolve_path=app.roots.resolve))
 
     @tool(mcp, "query-execute", READ_ONLY)
     def query_execute(
@@ -97,7 +99,8 @@ def register(mcp: MCPServer, app) -> None:
     ) -> SavedQueryInfo:
         """Update a saved query's description and/or definition (the new definition is checked first)."""
         return SavedQueryInfo.model_validate(
-            store_queries.update_query(app.engine, name=name, description=description, query=query))
+            store_queries.update_query(app.engine, name=name, description=description, query=query,
+                                       resolve_path=app.roots.resolve))
 
     @tool(mcp, "query-delete", DESTRUCTIVE)
     def query_delete(name: Annotated[str, Field(description="Query name to delete")]) -> QueryDeleteResponse:

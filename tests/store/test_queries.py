@@ -126,9 +126,34 @@ def test_execute_rejects_bad_paging(engine, kwargs, field):
     assert err.value.field == field
 
 
-def test_blank_name_is_rejected(engine):
-    with pytest.raises(InvalidInput, match="non-empty"):
-        queries.create_query(engine, name="  ", query={})
+@pytest.mark.parametrize("name", ["  ", "", "two words", "../up", "-dash-first", "x" * 129, "naïve"])
+def test_a_new_query_name_follows_the_rule_of_set_and_plan_names(engine, name):
+    with pytest.raises(InvalidInput, match="not a valid query name; use 1-128 characters") as err:
+        queries.create_query(engine, name=name, query={})
+    assert err.value.field == "name"
+
+
+def test_a_query_saved_under_an_older_name_rule_can_still_be_read_and_deleted(engine):
+    from sqlalchemy import insert
+
+    from store.models import SavedQuery
+
+    with engine.begin() as conn:
+        conn.execute(insert(SavedQuery.__table__).values(name="two words", query_json="{}", execution_count=0))
+    assert queries.get_query(engine, name="two words")["name"] == "two words"
+    assert queries.delete_query(engine, name="two words")["name"] == "two words"
+
+
+@pytest.mark.parametrize("body, field, says", [
+    ({"min_size": 10, "max_size": 5}, "query.min_size", "query.min_size (10) is greater than query.max_size (5)"),
+    ({"min_mtime": "2024-02-01", "max_mtime": "2024-01-01"}, "query.min_mtime", "is after query.max_mtime"),
+    ({"min_ctime": 200, "max_ctime": 100}, "query.min_ctime", "is after query.max_ctime"),
+    ({"media_type": "vidoe"}, "query", "media_type"),
+])
+def test_contradictory_or_impossible_filters_are_refused_rather_than_saved_to_match_nothing(engine, body, field, says):
+    with pytest.raises(InvalidInput) as err:
+        queries.create_query(engine, name="q", query=body)
+    assert says in err.value.message and err.value.field == field
 
 
 def test_a_stored_body_that_no_longer_validates_is_reported_with_how_to_fix_it(engine):
