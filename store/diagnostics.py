@@ -12,7 +12,7 @@ import posixpath
 import time
 from typing import Any
 
-from sqlalchemy import and_, exists, func, inspect, select, text
+from sqlalchemy import and_, exists, func, inspect, or_, select, text
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import SQLModel
 
@@ -136,10 +136,28 @@ def orphaned_records(engine: Engine) -> dict[str, int]:
 
 
 def stale_entries(engine: Engine, *, older_than: float = STALE_AFTER_SECONDS, now: float | None = None) -> int:
-    """Entries no index scan has seen for ``older_than`` seconds (re-index their folders to refresh them)."""
+    """Entries no index scan has seen for ``older_than`` seconds (re-index their folders to refresh them).
+
+    A re-scan does not rewrite an unchanged entry, so its ``indexed_at`` stays old: an entry counts as seen when an
+    index job of it or of a folder above it completed within the window."""
+    from store.entries import subtree_clause
+    from store.models import Job
+
     cutoff = (time.time() if now is None else now) - older_than
+    jobs = Job.__table__
     with engine.connect() as conn:
-        return conn.execute(select(func.count()).select_from(T).where(T.c.indexed_at < cutoff)).scalar_one()
+        recent = sorted(set(conn.scalars(select(jobs.c.root).where(
+            jobs.c.kind == "index", jobs.c.status == "completed", jobs.c.completed_at >= cutoff))))
+        tops: list[str] = []  # the recent roots not under another recent root
+        for root in recent:
+            if not any(root == t or root.startswith(t.rstrip("/") + "/") for t in tops):
+                tops.append(root)
+        where = [T.c.indexed_at < cutoff]
+        if len(tops) > _BATCH:
+            return 0  # too many recent scans to express in one statement: say nothing rather than overcount
+        if tops:
+            where.append(~or_(*(subtree_clause(t) for t in tops)))
+        return conn.execute(select(func.count()).select_from(T).where(*where)).scalar_one()
 
 
 def schema_problems(engine: Engine) -> list[str]:

@@ -53,6 +53,21 @@ def test_stale_entries_are_those_no_scan_has_seen_for_a_week(engine, indexed):
     assert diagnostics.stale_entries(engine, older_than=10 * diagnostics.STALE_AFTER_SECONDS) == 0
 
 
+def test_entries_a_recent_complete_scan_found_unchanged_are_not_stale(engine, tree):
+    from flows.index.flow import run_index_job
+    from store import jobs
+
+    run_index_job(engine, job_id=jobs.create_job(engine, root=str(tree)), root=str(tree))
+    old = time.time() - diagnostics.STALE_AFTER_SECONDS - 60
+    with engine.begin() as conn:  # written a week ago; the re-scan below leaves unchanged rows as they are
+        conn.execute(update(T).values(indexed_at=old))
+        conn.execute(update(jobs.J).values(completed_at=old))
+    assert diagnostics.stale_entries(engine) == 19
+    rescan = run_index_job(engine, job_id=jobs.create_job(engine, root=str(tree / "Photos")), root=str(tree / "Photos"))
+    assert rescan["status"] == "completed"
+    assert diagnostics.stale_entries(engine) == 19 - 6  # Photos, vacation, three photos and a note: seen now
+
+
 def test_dangling_foreign_keys_are_counted_per_column(engine, indexed):
     with engine.begin() as conn:
         conn.execute(text("PRAGMA foreign_keys=OFF"))
