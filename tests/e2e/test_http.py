@@ -7,14 +7,18 @@ import pytest
 from mcp import Client
 
 from tests.e2e.conftest import exercise
+from tests.e2e.test_stdio import GENERATIONS, exercise_refusals
 
 pytestmark = pytest.mark.e2e
 
 
-async def test_http_session_without_prefect(http_server, tree):
+@pytest.mark.parametrize("mode, version", GENERATIONS)
+async def test_http_session_without_prefect(http_server, tree, mode, version):
     server = http_server()
-    async with Client(server.url) as client:
+    async with Client(server.url, mode=mode) as client:
+        assert client.protocol_version == version
         await exercise(client, tree)
+        await exercise_refusals(client, tree)
     assert "assay serving over http at http://127.0.0.1:" in server.output()
 
 
