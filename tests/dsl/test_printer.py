@@ -131,3 +131,48 @@ def test_any_plan_reads_back_from_its_yaml(plan):
 def test_any_plan_reads_back_from_its_dsl(plan):
     assert parse_plan_text(plan_to_dsl(plan), format="dsl") == plan
     assert parse_plan_text(plan.to_dsl()) == plan
+
+
+# --- SQL-style lists: agents write (a, b) as often as [a, b] -------------------------------------------------------
+
+
+@pytest.mark.parametrize("text, brackets", [
+    ('extension in (".txt", ".md")', 'extension in [".txt", ".md"]'),
+    ("extension not in (.part, .tmp,)", "extension not in [.part, .tmp]"),
+    ("size in (1KB)", "size in [1KB]"),
+    ("kind = file and (name in (a, b) or size > 1MB)", "kind = file and (name in [a, b] or size > 1MB)"),
+    ("any(extension in (.jpg), not media_type in (video, audio))",
+     "any(extension in [.jpg], not media_type in [video, audio])"),
+])
+def test_a_list_in_parentheses_reads_as_the_same_list_in_brackets(text, brackets):
+    assert parse_expression(text) == parse_expression(brackets)
+    assert "[" in condition_to_text(parse_expression(text))  # printed back canonical, with brackets
+
+
+def test_sql_style_lists_work_in_yaml_when_strings_and_dsl_rules():
+    yaml_plan = parse_plan_text("name: p\nsources: [{name: s, type: filesystem.index, config: {path: /tmp}}]\n"
+                                "rules:\n  - name: r\n    when: extension in ('.txt', '.md')\n    outcomes: []\n")
+    dsl_plan = parse_plan_text("plan p\nsource s index /tmp\nrule r when extension in (.txt,\n  .md)\n")
+    assert yaml_plan.rules[0].when == dsl_plan.rules[0].when == parse_expression("extension in [.txt, .md]")
+
+
+def _with_sql_lists(cond) -> str:
+    """Expression text of ``cond`` with every list written in parentheses (values spelt as the printer spells them)."""
+    from dsl.fields import field_spec
+    from dsl.printer import value_text
+
+    if isinstance(cond, Compare) and cond.op == "in":
+        name = condition_to_text(C(cond.field, "=", cond.value[0], cond.arg)).split(" = ", 1)[0]
+        spec = field_spec(cond.field)
+        return f"{name} in ({', '.join(value_text(spec, 'in', v) for v in cond.value)})"
+    if isinstance(cond, Compare):
+        return condition_to_text(cond)
+    if isinstance(cond, Not):
+        return f"not ({_with_sql_lists(cond.condition)})"
+    return f"{cond.type}({', '.join(_with_sql_lists(c) for c in cond.conditions)})"
+
+
+@ROUND_TRIPS
+@given(conditions)
+def test_any_condition_reads_back_from_text_with_sql_style_lists(cond):
+    assert parse_expression(_with_sql_lists(cond)) == cond
