@@ -105,3 +105,22 @@ async def test_a_json_number_string_for_a_float_parameter_is_read_as_json_reads_
     assert done["status"] == "completed" and done["files"] == 10
     text, _ = await error_of(client, "index", {"root": str(tree), "async": "no"})
     assert "parameter 'async': input should be true or false" in text
+
+
+async def test_a_crash_is_an_internal_error_in_the_same_shape_that_tells_nothing_of_the_crash(app):
+    from mcp import Client
+
+    from mcp_server.app import build_server
+    from mcp_server.tools.common import READ_ONLY, tool
+
+    mcp = build_server(app)
+
+    @tool(mcp, "crash", READ_ONLY)
+    def crash() -> dict:
+        """A tool that fails in a way nobody foresaw."""
+        raise RuntimeError("secret detail of the crash")
+
+    async with Client(mcp) as client:
+        text, error = await error_of(client, "crash", {})
+    assert text == "INTERNAL_ERROR: crash failed unexpectedly; the server's log has the details"
+    assert error["code"] == -32603 and error["message"] == "Internal error"
