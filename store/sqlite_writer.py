@@ -4,9 +4,11 @@ Why a process: binding a row's parameters needs the GIL, so a writer *thread* an
 one core however many cores there are. A child process writes while the walker walks, each on its own core.
 
 Protocol on stdin, each frame a 4-byte big-endian length and a pickle: first ``{"sql": ..., "delete": ...,
-"delete_below": ..., "pragmas": [...]}``, then batches ``(rows, gone)``: ``gone`` lists ``(path, with_path)`` to
-delete (the subtree under ``path``, and ``path`` itself when ``with_path``), ``rows`` are row tuples to upsert; each
-batch is applied in that order and committed in one transaction. A zero length ends the stream; the child then
+"delete_below": ..., "pragmas": [...], "scan_id": ..., "indexed_at": ..., "media": {extension: media type}}``, then
+batches ``(rows, gone)``: ``gone`` lists ``(path, with_path)`` to delete (the subtree under ``path``, and ``path``
+itself when ``with_path``), ``rows`` are compact rows (see :func:`expand_rows`) to upsert; each batch is applied in
+that order and committed in one transaction. The columns derived from a row (extension, depth, media type, MIME type)
+are computed here, on the writer's core, not in the walking thread. A zero length ends the stream; the child then
 prints ``written removed`` (row counts) on stdout. On a database error the child writes the error to stderr and
 exits 1; the parent sees the broken pipe and raises it.
 This module imports nothing but the standard library, so the child starts in a few tens of milliseconds.
@@ -14,6 +16,7 @@ This module imports nothing but the standard library, so the child starts in a f
 
 from __future__ import annotations
 
+import mimetypes
 import pickle
 import sqlite3
 import struct
@@ -35,6 +38,30 @@ def _read_exact(stream, n: int) -> bytes:
     return data
 
 
+def expand_rows(rows, *, scan_id, indexed_at, media: dict, mimes: dict) -> list[tuple]:
+    """Compact rows ``(path, parent, name, kind, size, mtime, ctime, inode, scan_error)`` as full rows in
+    store.entries.ENTRY_COLUMNS order (``mimes`` caches extension -> MIME type across calls)."""
+    out = []
+    append = out.append
+    for path, parent, name, kind, size, mtime, ctime, inode, error in rows:
+        if kind == "file":
+            dot = name.rfind(".")
+            ext = name[dot:].lower() if dot > 0 else ""
+            mime = mimes.get(ext, False)
+            if mime is False:
+                mime = mimes[ext] = mimetypes.guess_type("x" + ext, strict=False)[0] if ext else None
+            append((path, parent, name, ext, kind, size, mtime, ctime, 0 if path == "/" else path.count("/"), inode,
+                    media.get(ext), mime, scan_id, indexed_at, error))
+        else:
+            append((path, parent, name, "", kind, size, mtime, ctime, 0 if path == "/" else path.count("/"), inode,
+                    None, None, scan_id, indexed_at, error))
+    return out
+
+
+def _path(row: tuple) -> str:
+    return row[0]
+
+
 def bounds(path: str) -> tuple[str, str]:
     base = path.rstrip("/")
     return base + "/", base + "0"
@@ -48,6 +75,7 @@ def serve(database: str, stream) -> tuple[int, int]:
     for pragma in setup.get("pragmas", []):
         conn.execute(f"PRAGMA {pragma}")
     sql, delete, delete_below = setup["sql"], setup.get("delete"), setup.get("delete_below")
+    scan_id, indexed_at, media, mimes = setup.get("scan_id"), setup.get("indexed_at"), setup.get("media", {}), {}
     written = removed = 0
     while True:
         header = stream.read(HEADER.size)
@@ -63,7 +91,9 @@ def serve(database: str, stream) -> tuple[int, int]:
                 low, high = bounds(path)
                 cur = conn.execute(delete, (path, low, high)) if with_path else conn.execute(delete_below, (low, high))
                 removed += max(cur.rowcount, 0)
-            conn.executemany(sql, rows)
+            full = expand_rows(rows, scan_id=scan_id, indexed_at=indexed_at, media=media, mimes=mimes)
+            full.sort(key=_path)  # in path order the unique index on path is appended to, not split at random
+            conn.executemany(sql, full)
         except BaseException:
             conn.execute("ROLLBACK")
             raise

@@ -87,10 +87,17 @@ def kind_of(mode: int) -> str:
     return "other"
 
 
-def _apply(conn, frame: tuple[list, list]) -> int:
+_MIMES: dict[str, str | None] = {}  # extension -> MIME type, shared by the in-process writers
+
+
+def _apply(conn, frame: tuple[list, list], *, scan_id: int, now: float) -> int:
+    """Apply one batch in this process: deletes, then the upserts of its compact rows."""
+    from store.sqlite_writer import expand_rows
+
     rows, gone = frame
     removed = store_entries.delete_gone(conn, gone) if gone else 0
-    store_entries.upsert_entries(conn, rows)
+    store_entries.upsert_entries(conn, expand_rows(rows, scan_id=scan_id, indexed_at=now,
+                                                   media=store_entries.MEDIA_TYPES, mimes=_MIMES))
     return removed
 
 
@@ -98,8 +105,9 @@ class _ThreadWriter:
     """Writes batches on a background thread (for PostgreSQL, whose driver waits on the network without the GIL).
     The queue holds at most two batches: memory stays bounded."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, *, scan_id: int, now: float) -> None:
         self.engine = engine
+        self.scan_id, self.now = scan_id, now
         self.written = 0
         self.removed = 0
         self.error: BaseException | None = None
@@ -116,7 +124,7 @@ class _ThreadWriter:
                 continue  # drain without writing, so the walker never blocks on a dead writer
             try:
                 with self.engine.begin() as conn:
-                    self.removed += _apply(conn, frame)
+                    self.removed += _apply(conn, frame, scan_id=self.scan_id, now=self.now)
                 self.written += len(frame[0])
             except BaseException as exc:  # handed to the walker thread, which raises it
                 self.error = exc
@@ -140,7 +148,7 @@ class _ProcessWriter:
     The pipe is the queue: when the child falls behind, the walker blocks on the write, so memory stays bounded.
     """
 
-    def __init__(self, database: str) -> None:
+    def __init__(self, database: str, *, scan_id: int, now: float) -> None:
         import subprocess
         import tempfile
 
@@ -158,7 +166,8 @@ class _ProcessWriter:
         self._send({"sql": store_entries.SQLITE_UPSERT, "delete": store_entries.SQLITE_DELETE_SUBTREE,
                     "delete_below": store_entries.SQLITE_DELETE_BELOW,
                     "pragmas": ["synchronous=NORMAL", "busy_timeout=30000", "cache_size=-65536",
-                                "foreign_keys=ON"]})  # deletes cascade to set memberships and artifacts
+                                "foreign_keys=ON"],  # deletes cascade to set memberships and artifacts
+                    "scan_id": scan_id, "indexed_at": now, "media": store_entries.MEDIA_TYPES})
 
     def _send(self, obj) -> None:
         try:
@@ -198,8 +207,9 @@ class _Writer:
     """Picks how to write: a tree that fits in one batch is written in the caller's thread (no start-up cost);
     bigger trees go to a writer process for a SQLite file, or a writer thread otherwise."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, *, scan_id: int, now: float) -> None:
         self.engine = engine
+        self.scan_id, self.now = scan_id, now
         self.impl: _ThreadWriter | _ProcessWriter | None = None
         self._written = 0
         self._removed = 0
@@ -216,14 +226,14 @@ class _Writer:
         if self.impl is None:
             if final:
                 with self.engine.begin() as conn:
-                    self._removed += _apply(conn, frame)
+                    self._removed += _apply(conn, frame, scan_id=self.scan_id, now=self.now)
                 self._written += len(frame[0])
                 return
             database = self.engine.url.database if self.engine.dialect.name == "sqlite" else None
             if database and database != ":memory:" and os.environ.get("ASSAY_INDEX_WRITER") != "thread":
-                self.impl = _ProcessWriter(database)
+                self.impl = _ProcessWriter(database, scan_id=self.scan_id, now=self.now)
             else:
-                self.impl = _ThreadWriter(self.engine)
+                self.impl = _ThreadWriter(self.engine, scan_id=self.scan_id, now=self.now)
         self.impl.put(frame)
 
     def close(self) -> None:
@@ -247,7 +257,7 @@ class _Walk:
         self.now = time.time()
         self.rows: list[tuple] = []
         self.gone: list[tuple[str, bool]] = []
-        self.writer = _Writer(engine)
+        self.writer = _Writer(engine, scan_id=scan_id, now=self.now)
         self.state = IndexProgress()
         self.issues: list[tuple[str, str]] = []
         self.issue_count = 0
@@ -266,8 +276,7 @@ class _Walk:
 
     def emit(self, path: str, parent: str | None, name: str, kind: str, size: int, st: os.stat_result,
              error: str | None = None) -> None:
-        self.rows.append(store_entries.row_tuple(path, parent, name, kind, size, st.st_mtime, st.st_ctime,
-                                                 st.st_ino, self.scan_id, self.now, error))
+        self.rows.append((path, parent, name, kind, size, st.st_mtime, st.st_ctime, st.st_ino, error))
         if len(self.rows) + len(self.gone) >= self.batch_size:
             self.flush()
 
@@ -356,12 +365,15 @@ class _Walk:
             frame[0] += sum(s[1] for s in stored.values())  # its known contents stay, and so does their size
             self.issue(directory, frame[4])
             return
-        follow, scan_id, now, rows, state = self.follow, self.scan_id, self.now, self.rows, self.state
-        row_tuple = store_entries.row_tuple
+        # the hot loop: counters in locals, written back before anything that reads them (tick, exit)
+        follow, rows, gone, batch_size, state = self.follow, self.rows, self.gone, self.batch_size, self.state
+        frames, stack = self.frames, self.stack
+        listed, done, next_tick = self.listed, self.done, self.next_tick
+        files = total = 0
         try:
             with it:
                 for item in it:
-                    self.listed += 1
+                    listed += 1
                     name = item.name
                     if not name.isascii() and not _utf8(name):  # os.fsdecode kept undecodable bytes as surrogates
                         self.issue(os.fsencode(item.path).decode("utf-8", "backslashreplace"),
@@ -388,33 +400,41 @@ class _Walk:
                                 self.issue(path, "symlink loop: directory already visited")
                                 continue
                             visited.add(key)
-                        self.frames[path] = [0, st, name, prev, None]
-                        self.stack.append((True, path))
+                        frames[path] = [0, st, name, prev, None]
+                        stack.append((True, path))
                         continue
                     if _S_ISREG(mode):
                         kind, size = "file", st.st_size
-                        state.files += 1
-                        state.total_size += size
-                        frame[0] += size
+                        files += 1
+                        total += size
                     else:
                         kind, size = ("symlink" if _S_ISLNK(mode) else "other"), 0
-                    self.done += 1
-                    if prev != (kind, size, st.st_mtime, st.st_ctime, st.st_ino, None):
+                    done += 1
+                    if prev is None or prev != (kind, size, st.st_mtime, st.st_ctime, st.st_ino, None):
                         if prev is not None and prev[0] == "directory":
-                            self.gone.append((path, False))  # a directory replaced: what was under it is gone
-                        rows.append(row_tuple(path, directory, name, kind, size, st.st_mtime, st.st_ctime,
-                                              st.st_ino, scan_id, now))
-                        if len(rows) + len(self.gone) >= self.batch_size:
+                            gone.append((path, False))  # a directory replaced: what was under it is gone
+                        rows.append((path, directory, name, kind, size, st.st_mtime, st.st_ctime, st.st_ino, None))
+                        if len(rows) + len(gone) >= batch_size:
                             self.flush()
-                            rows = self.rows
-                    if self.listed >= self.next_tick:
+                            rows, gone = self.rows, self.gone
+                    if listed >= next_tick:
+                        self.listed, self.done = listed, done
+                        state.files += files
+                        state.total_size += total
+                        frame[0] += total
+                        files = total = 0
                         self.tick()
-                        rows = self.rows
+                        next_tick = self.next_tick
         except OSError as exc:  # the listing broke off: what was not listed is unknown, so it is kept
             frame[4] = f"unreadable: {exc.strerror or exc}"
             frame[0] += sum(s[1] for s in stored.values())
             self.issue(directory, frame[4])
-            return
+            stored = {}
+        finally:
+            self.listed, self.done = listed, done
+            state.files += files
+            state.total_size += total
+            frame[0] += total
         if stored:  # a complete listing: stored children it did not show are gone from disk
             self.gone.extend((directory + "/" + name if directory != "/" else "/" + name, True) for name in stored)
             if len(self.rows) + len(self.gone) >= self.batch_size:
