@@ -122,6 +122,17 @@ def _parameter_path(loc: tuple) -> str | None:
     return path or None
 
 
+def _message(err: dict) -> str:
+    ctx = err.get("ctx") or {}
+    if err["type"] == "too_short":  # pydantic: "List should have at least 1 item after validation, not 0"
+        return f"input should have at least {ctx.get('min_length')} item(s)"
+    if err["type"] == "too_long":
+        return f"input should have at most {ctx.get('max_length')} item(s)"
+    if err["type"] == "extra_forbidden":
+        return "unknown key here"
+    return err["msg"].removeprefix("Value error, ")
+
+
 def _problem(field: str | None, errors: list[dict]) -> str:
     """One sentence for one parameter, from every error pydantic reported on it (several for a union)."""
     if any(e["type"] == "missing" for e in errors):
@@ -129,7 +140,7 @@ def _problem(field: str | None, errors: list[dict]) -> str:
     specific = [e for e in errors if e["type"] not in _EXPECTED]
     if specific or any(e["type"] == "json_scalar" for e in errors):
         chosen = specific or [e for e in errors if e["type"] == "json_scalar"]
-        messages = list(dict.fromkeys(e["msg"].removeprefix("Value error, ") for e in chosen))
+        messages = list(dict.fromkeys(_message(e) for e in chosen))
         message = "; ".join(m[0].lower() + m[1:] for m in messages)
     else:
         wanted = list(dict.fromkeys(_EXPECTED[e["type"]] for e in errors))

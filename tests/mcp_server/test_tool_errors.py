@@ -71,11 +71,14 @@ async def test_a_misspelt_parameter_is_refused_with_the_accepted_ones(client, ap
     ("resource-time-range", {"name": "s", "field": "mtime", "min": {}},
      "parameter 'min': input should be a string or a number (got {})"),
     ("query-create", {"name": "q", "query": "x"}, "parameter 'query': input should be an object (got \"x\")"),
+    ("rename-files", {"renames": []}, "parameter 'renames': input should have at least 1 item(s) (got [])"),
+    ("move-files", {"moves": [{"from": "/a", "to": "/b", "too": "/c"}]},
+     "parameter 'moves[0].too': unknown key here (got \"/c\")"),
 ])
 async def test_argument_errors_speak_json_and_never_name_internal_types(client, tool, args, said):
     text, _ = await error_of(client, tool, args)
     assert said in text
-    for internal in ("PathOp", "instance of", "dictionary", ".str", ".int", ".float", "function-"):
+    for internal in ("PathOp", "instance of", "dictionary", ".str", ".int", ".float", "function-", "List "):
         assert internal not in text
 
 
