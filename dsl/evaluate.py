@@ -30,9 +30,10 @@ from functools import lru_cache
 from typing import Any, Callable, Mapping, Protocol
 
 from dsl import units
-from dsl.conditions import Compare, Group, Not
+from dsl.nodes import Compare, Group, Not
 from dsl.errors import PlanError
 from dsl.fields import FieldSpec, field_spec, missing_producer
+from dsl.printer import condition_to_text
 from dsl.regex import regex_search
 
 
@@ -272,39 +273,5 @@ def value_match(op: str, value: Any, seen: Any, kind: str) -> bool:
 
 
 def condition_text(cond: Any) -> str:
-    """The condition as expression text: :func:`dsl.printer.condition_to_text` when present, else a plain form."""
-    try:
-        from dsl.printer import condition_to_text
-    except ImportError:
-        return _text(cond)
+    """The condition as expression text (:func:`dsl.printer.condition_to_text`)."""
     return condition_to_text(cond)
-
-
-def _text(cond: Any) -> str:
-    if isinstance(cond, Compare):
-        spec = field_spec(cond.field)
-        subject = f'{cond.field}("{cond.arg}")' if cond.arg is not None else cond.field
-        if cond.op == "in":
-            value = "[" + ", ".join(_value_text(spec, v) for v in cond.value) + "]"
-        elif cond.op == "between":
-            value = " and ".join(_value_text(spec, v) for v in cond.value)
-        else:
-            value = _value_text(spec, cond.value)
-        return f"{subject} {cond.op} {value}"
-    if isinstance(cond, Not):
-        return f"not ({_text(cond.condition)})"
-    if not cond.conditions:
-        return "false" if cond.type == "any" else "true"
-    joined = (" or " if cond.type in ("any", "none") else " and ").join(
-        _text(c) if isinstance(c, Compare) else f"({_text(c)})" for c in cond.conditions)
-    return f"not ({joined})" if cond.type == "none" else joined
-
-
-def _value_text(spec: FieldSpec, value: Any) -> str:
-    if spec.type == "size":
-        return units.format_size(value)
-    if spec.type == "duration":
-        return units.format_duration(value)
-    if isinstance(value, str) and not re.fullmatch(r"[\w.:/+-]+|now [+-] \w+", value):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    return str(value)

@@ -12,12 +12,10 @@ from typing import Any
 from lark import Lark, Token, Transformer, v_args
 from pydantic import ValidationError
 
-from dsl.conditions import Compare, Group, Not
 from dsl.errors import Problem, caret_context
 from dsl.fields import UnknownField, field_spec
 from dsl.limits import DEPTH_RULE, MAX_DEPTH, MAX_NUMBER, NUMBER_RULE
-from dsl.model import SOURCE_TYPES
-from dsl.outcomes import OUTCOME_MODELS
+from dsl.nodes import Compare, Group, Not
 
 OPEN, CLOSE = frozenset({"LPAR", "LSQB", "LBRACE"}), frozenset({"RPAR", "RSQB", "RBRACE"})
 
@@ -78,9 +76,12 @@ _FLOAT = re.compile(r"[+-]?(?:\d+\.\d*|\.\d+|\d+(?=[eE]))(?:[eE][+-]?\d+)?")
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'"}
 TEXT_TYPES = ("text", "content", "label", "set", "choice")
 
-SOURCE_WORDS = {"index": "filesystem.index", "watch": "filesystem.watch", "set": "selection_set", "query": "query",
-                **{t: t for t in SOURCE_TYPES}}
-# outcome type -> the fields its positional values fill, in order
+# The grammar knows the words of source and outcome types, not their models (which sit above it, with conditions
+# that read expression text through this grammar); tests check these tables against dsl.model and dsl.outcomes.
+SHORT_SOURCES = {"index": "filesystem.index", "watch": "filesystem.watch", "set": "selection_set", "query": "query"}
+SOURCE_TYPES = tuple(SHORT_SOURCES.values())
+SOURCE_WORDS = {**SHORT_SOURCES, **{t: t for t in SOURCE_TYPES}}
+# outcome type -> the fields its positional values fill, in order (every outcome type has an entry)
 POSITIONALS: dict[str, tuple[str, ...]] = {"selection_set": ("selectionSetName", "operation"),
                                            "classifier": ("classifierOperation",), "embed": ("collection",),
                                            "map": ("strategy",), "label": ("classes",), "chained": ()}
@@ -373,8 +374,8 @@ class Build(Transformer):
         type_ = text_of(kind)
         data: dict[str, Any] = {"type": type_}
         where = {(): self.pos(kind), ("type",): self.pos(kind)}
-        if type_ not in OUTCOME_MODELS:
-            self.problem(f"unknown outcome type {type_!r}; use one of: {', '.join(OUTCOME_MODELS)}", kind)
+        if type_ not in POSITIONALS:
+            self.problem(f"unknown outcome type {type_!r}; use one of: {', '.join(POSITIONALS)}", kind)
             return Built(data, where)
         slots = POSITIONALS[type_]
         positionals = [item[1] for item in items if item[0] == "positional"]

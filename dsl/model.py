@@ -5,6 +5,10 @@
 A plan names its sources (where entries come from), its rules (a condition and the outcomes for entries that pass)
 and preferences. The reference's single ``conditions`` + ``outcomes`` pair is shorthand for one rule named after the
 plan.
+
+The text front doors sit above this module: :func:`dsl.parse.parse_plan_text` and :func:`~dsl.parse.parse_plan_file`
+read DSL, YAML and JSON; :func:`dsl.printer.plan_to_yaml` and :func:`~dsl.printer.plan_to_dsl` print a plan back
+(all four re-exported from :mod:`dsl`).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from dsl.conditions import TRUE, Condition
 from dsl.errors import PlanValidationError, Problem
 from dsl.limits import OBJECT_DEPTH_RULE, object_too_deep
-from dsl.outcomes import Outcome
+from dsl.outcomes import OUTCOME_MODELS, Outcome
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 NAME_RULE = "1-128 letters, digits, '-', '_' or '.', starting with a letter or digit"
@@ -196,7 +200,7 @@ class Plan(BaseModel):
                 seen.add(item.name)
         return self
 
-    # --- front doors ------------------------------------------------------------------------------------------
+    # --- objects in and out ----------------------------------------------------------------------------------
 
     @classmethod
     def from_object(cls, data: Any, *, source: str | None = None, locate=None) -> "Plan":
@@ -233,31 +237,9 @@ class Plan(BaseModel):
                         p.path = p.path[len("rules[0]."):]
             raise PlanValidationError(problems=problems, source=source) from None
 
-    @classmethod
-    def from_text(cls, text: str, *, format: str = "auto", source: str | None = None) -> "Plan":
-        from dsl.parse import parse_plan_text
-
-        return parse_plan_text(text, format=format, source=source)
-
-    @classmethod
-    def from_path(cls, path) -> "Plan":
-        from dsl.parse import parse_plan_file
-
-        return parse_plan_file(path)
-
     def to_object(self) -> dict[str, Any]:
         """The canonical JSON-ready object (conditions as trees)."""
         return self.model_dump(mode="json", exclude_defaults=False)
-
-    def to_yaml(self) -> str:
-        from dsl.printer import plan_to_yaml
-
-        return plan_to_yaml(self)
-
-    def to_dsl(self) -> str:
-        from dsl.printer import plan_to_dsl
-
-        return plan_to_dsl(self)
 
 
 # --- error locations ------------------------------------------------------------------------------------------
@@ -356,8 +338,6 @@ def problems_from(exc: ValidationError, data: Any, *, locate=None) -> list[Probl
 
 def _accepted_keys(parts: list[Any], data: Any) -> list[str]:
     """The keys the model at ``parts`` accepts (for 'unknown key' messages)."""
-    from dsl import outcomes as o
-
     if not parts:
         return list(Plan.model_fields)
     node = data
@@ -373,8 +353,8 @@ def _accepted_keys(parts: list[Any], data: Any) -> list[str]:
             return list(Source.model_fields)
         if len(parts) >= 2 and parts[-2] == "rules":
             return ["name", "when", "outcomes"]
-        if kind in o.OUTCOME_MODELS and ("outcomes" in parts):
-            return list(o.OUTCOME_MODELS[kind].model_fields)
+        if kind in OUTCOME_MODELS and ("outcomes" in parts):
+            return list(OUTCOME_MODELS[kind].model_fields)
         if kind == "compare" or "field" in node:
             return ["field", "op", "value", "arg"]
         if kind in ("all", "any", "none"):

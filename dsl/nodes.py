@@ -1,9 +1,11 @@
 """Condition trees: ``all`` / ``any`` / ``none`` groups, ``not``, and comparison leaves ``field op value``.
 
-Every input form ends here: condition objects, the reference's JSON leaves (``{type: size, minSize: ...}``),
-``{all: [...]}`` shorthands, lists (meaning all), and expression text (``media_type = video and size > 1GB``), which
-:mod:`dsl.parse` turns into the same tree. Leaves are checked and their values normalised when built (units parsed,
-regexes compiled, choices checked), so a tree that exists is valid and prints back to the same tree.
+The bottom of the plan language: node types that read every *object* form of a condition -- condition objects, the
+reference's JSON leaves (``{type: size, minSize: ...}``), ``{all: [...]}`` shorthands, lists (meaning all) and
+booleans. Expression text (``media_type = video and size > 1GB``) is read one level up, by
+:data:`dsl.conditions.Condition`, which parses it with the grammar before these types see it. Leaves are checked and
+their values normalised when built (units parsed, regexes checked, choices checked), so a tree that exists is valid
+and prints back to the same tree.
 
 Semantics: empty ``all`` is true, empty ``any`` false, empty ``none`` true; ``none`` means no child matches.
 """
@@ -133,12 +135,20 @@ def _storable(spec: FieldSpec, value: int | float) -> int | float:
 
 class Group(_Node):
     type: Literal["all", "any", "none"]
-    conditions: list["Condition"] = []
+    conditions: list["Node"] = []
 
 
 class Not(_Node):
     type: Literal["not"] = "not"
-    condition: "Condition"
+    condition: "Node"
+
+
+class BadExpression:
+    """Expression text that did not parse, left in an input where a condition goes, so that the error is reported
+    at that place (see :func:`dsl.conditions.read_expressions`)."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
 
 
 # --- input forms -------------------------------------------------------------------------------------------------
@@ -171,21 +181,17 @@ def _from_reference(data: dict[str, Any]) -> dict[str, Any]:
     return leaves[0] if len(leaves) == 1 else {"type": "all", "conditions": leaves}
 
 
-def coerce_condition(data: Any) -> Any:
-    """Turn every accepted input form into the canonical object form (validation proper happens after)."""
+def coerce_node(data: Any) -> Any:
+    """Turn every accepted object form into the canonical object form (validation proper happens after)."""
     if isinstance(data, _Node):
         return data
+    if isinstance(data, BadExpression):
+        raise ValueError(data.message)
     if isinstance(data, bool):
         return {"type": "all" if data else "any", "conditions": []}
     if isinstance(data, str):
-        from dsl.parse import parse_expression  # the expression grammar; imported late (parse imports us)
-
-        from dsl.errors import PlanError
-
-        try:
-            return parse_expression(data)
-        except PlanError as exc:
-            raise ValueError(exc.message) from None
+        raise ValueError("expression text is read by dsl.conditions.Condition (a plan's when:, conditions:); "
+                         "here give a condition object such as {field: size, op: '>', value: 10MB}")
     if isinstance(data, list):
         return {"type": "all", "conditions": data}
     if isinstance(data, dict):
@@ -215,11 +221,12 @@ def _tag(data: Any) -> str | None:
     return "group" if kind in GROUP_TYPES else kind
 
 
-Condition = Annotated[
+# A condition node from its object forms; expression text is not read here (see dsl.conditions.Condition).
+Node = Annotated[
     Union[Annotated[Group, Tag("group")], Annotated[Not, Tag("not")], Annotated[Compare, Tag("compare")]],
     Discriminator(_tag, custom_error_type="invalid_condition",
                   custom_error_message="not a condition; use a type of " + ", ".join(CONDITION_TYPES)),
-    BeforeValidator(coerce_condition),
+    BeforeValidator(coerce_node),
 ]
 
 Group.model_rebuild()

@@ -1,25 +1,6 @@
 """The front doors of the plan language: DSL text, YAML, JSON and plain objects all end in :meth:`Plan.from_object`.
 
-Condition expressions (YAML ``when:`` strings and the DSL)::
-
-    media_type = video and size > 1GB
-    extension in [.pdf, .epub] or (name glob "*.md" and not path contains /drafts/)
-    mtime > now - 7d and size between 1MB and 1.5GiB
-    exif.Model startswith Canon and similarity("a beach at sunset") >= 0.4
-    none(kind = directory, name startswith .) and extension not in [.part, .tmp]
-
-- precedence: ``or`` < ``and`` < ``not`` < comparison; parentheses group (a parenthesised group stays a group);
-  ``all(a, b)``, ``any(a, b)``, ``none(a, b)`` are groups too (``all()`` is true, ``any()`` false), as are
-  ``true`` and ``false``.
-- a comparison is ``FIELD OP VALUE``: fields are names (``size``), dotted names (``exif.Model``,
-  ``metadata.codec``), ``similarity("a phrase")`` or "quoted" names; operators ``= == != < <= > >= in contains
-  startswith endswith matches glob``, ``between X and Y``, and ``not`` before a word operator (``not in``,
-  ``not contains``, ``not between``) negates the comparison.
-- values: bare words (numbers with units ``10MB 1.5GiB 500ms 7d``, dates ``2024-01-01``, date-times
-  ``2024-01-01T12:00:00Z``, ``video``, ``.pdf``, ``image/jpeg``, paths without spaces ``/tmp/x``, globs ``*.tmp``;
-  a bare word is letters, digits and ``_ . / ~ * ? @ % + - :``), ``"double"`` or ``'single'`` quoted text (escapes
-  ``\\" \\' \\\\ \\n \\t \\r``; any other backslash is kept, so regexes read as written), ``now``, ``now - 7d``,
-  ``now + 1h`` and lists ``[a, b, c]``. A bare number is a number unless the field holds text (``name = 007``).
+Condition expressions are read by :mod:`dsl.expressions` (its docstring has the syntax).
 
 The plan DSL (files ``*.plan``), one statement a line, ``#`` comments; inside ``( ) [ ] { }`` a statement may
 continue over several lines::
@@ -72,10 +53,14 @@ import yaml
 from lark.exceptions import UnexpectedInput
 
 from dsl.errors import PlanSyntaxError, PlanValidationError, Problem, caret_context
+from dsl.expressions import at_offset, check_length, parse_expression, too_deep
 from dsl.grammar import PARSER, Build, TooDeep
-from dsl.limits import DEPTH_RULE, MAX_NUMBER, MAX_TEXT, NUMBER_RULE, OBJECT_DEPTH_RULE, TEXT_RULE
+from dsl.limits import MAX_NUMBER, NUMBER_RULE, OBJECT_DEPTH_RULE
 from dsl.model import Plan
-from dsl.syntax_errors import DSL_EXAMPLES, EXPRESSION_EXAMPLES, syntax_error
+from dsl.syntax_errors import DSL_EXAMPLES, syntax_error
+
+__all__ = ["FORMATS", "detect_format", "locate_problems", "parse_dsl", "parse_expression", "parse_plan_file",
+           "parse_plan_object", "parse_plan_text"]
 
 log = logging.getLogger(__name__)
 
@@ -84,68 +69,20 @@ SUFFIXES = {".yaml": "yaml", ".yml": "yaml", ".json": "json", ".plan": "dsl"}
 _DSL_START = re.compile(r"\A(?:\s*(?:#[^\n]*)?\n)*\s*plan[ \t]+[^\s:#]")
 
 
-def _expression_tree(text: str):
-    return PARSER.parse(text.replace("\r", " ").replace("\n", " "), start="expression")
-
-
 def _dsl_tree(text: str):
     return PARSER.parse(text if text.endswith("\n") else text + "\n", start="plan")
-
-
-def _at_offset(text: str, offset: int, message: str, source: str | None = None) -> PlanSyntaxError:
-    before = text[:offset]
-    line, column = before.count("\n") + 1, offset - (before.rfind("\n") + 1) + 1
-    return PlanSyntaxError(problems=[Problem(message, line=line, column=column,
-                                             context=caret_context(text, line, column))], source=source)
-
-
-def _check_length(text: str, what: str, source: str | None = None) -> None:
-    if len(text) > MAX_TEXT:
-        raise _at_offset(text, MAX_TEXT, f"the {what} is {len(text):,} characters long; {TEXT_RULE}", source)
-
-
-def _too_deep(exc: TooDeep, text: str, source: str | None = None) -> PlanSyntaxError:
-    return _at_offset(text, exc.token.start_pos or 0, f"nested too deeply: {DEPTH_RULE}; write long chains "
-                      "flat (a and b and c), not nested", source)
-
-
-def parse_expression(text: str):
-    """A condition tree from expression text (``size > 10MB and extension = .pdf``)."""
-    if not isinstance(text, str):
-        raise PlanSyntaxError(problems=[Problem(f"a condition expression is text, got {type(text).__name__}")])
-    _check_length(text, "expression")
-    try:
-        tree = _expression_tree(text)
-    except UnexpectedInput as exc:
-        raise _in_expression(syntax_error(exc, text, _expression_tree, EXPRESSION_EXAMPLES, PARSER), text) from None
-    except TooDeep as exc:
-        raise _in_expression(_too_deep(exc, text), text) from None
-    build = Build(text)
-    cond = build.transform(tree)
-    if build.problems:
-        raise _in_expression(PlanValidationError(problems=build.problems), text) from None
-    return cond
-
-
-def _in_expression(exc, text: str):
-    """Errors of expression text (usually one line inside a YAML file) read as 'column N of the expression'."""
-    p = exc.problems[0]
-    where = f"column {p.column}" if "\n" not in text.strip() else f"line {p.line}, column {p.column}"
-    exc.message = f"{p.message} (at {where} of the expression)\n{p.context}"
-    exc.args = (exc.message,)
-    return exc
 
 
 def parse_dsl(text: str, source: str | None = None) -> Plan:
     """A plan from DSL text; syntax errors raise PlanSyntaxError, everything else PlanValidationError, each with
     its line, column and the line with a caret."""
-    _check_length(text, "plan text", source)
+    check_length(text, "plan text", source)
     try:
         tree = _dsl_tree(text)
     except UnexpectedInput as exc:
         raise syntax_error(exc, text, _dsl_tree, DSL_EXAMPLES, PARSER, source=source) from None
     except TooDeep as exc:
-        raise _too_deep(exc, text, source) from None
+        raise too_deep(exc, text, source) from None
     build = Build(text)
     built = build.transform(tree)
     if build.problems:
@@ -225,7 +162,7 @@ def _long_number(text: str, source: str | None) -> PlanSyntaxError:
     message = f"a number is too long; {NUMBER_RULE}"
     if found is None:
         return PlanSyntaxError(problems=[Problem(message)], source=source)
-    return _at_offset(text, found.start(), message, source)
+    return at_offset(text, found.start(), message, source)
 
 
 def _load_json(text: str, source: str | None) -> Any:
@@ -267,7 +204,7 @@ def parse_plan_text(text: str, format: str = "auto", source: str | None = None) 
                                                     f"{', '.join(FORMATS)}")], source=source)
     if not isinstance(text, str):
         raise PlanSyntaxError(problems=[Problem(f"plan text is text, got {type(text).__name__}")], source=source)
-    _check_length(text, "plan text", source)
+    check_length(text, "plan text", source)
     if format == "auto":
         format = detect_format(text)
     log.debug("parsing a %s plan from %s", format, source or "text")

@@ -12,16 +12,16 @@ from typing import Any
 
 import yaml
 
-from dsl.conditions import Compare, Group, Not, normalise_value
+from dsl.nodes import Compare, Group, Not, normalise_value
 from dsl.fields import FieldSpec, field_spec
-from dsl.grammar import POSITIONALS, SOURCE_WORDS, is_bare, option_value, quote, unescape, word_value
+from dsl.grammar import POSITIONALS, SHORT_SOURCES, is_bare, option_value, quote, unescape, word_value
 from dsl.model import Plan, Source
 from dsl.outcomes import OutcomeBase
 from dsl.units import format_duration, format_size
 
 TRUE_TEXT = "all()"
 WORD_OPS = ("in", "contains", "startswith", "endswith", "matches", "glob", "between")
-SHORT_SOURCE = {full: short for short, full in SOURCE_WORDS.items() if short != full}
+SHORT_SOURCE = {full: short for short, full in SHORT_SOURCES.items()}
 
 # --- conditions --------------------------------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 from pydantic import TypeAdapter
 
-from dsl.conditions import REFERENCE_LEAVES
+from dsl.nodes import REFERENCE_LEAVES
 from dsl.fields import FIELDS, OPERATORS
 from dsl.model import NAME_RE, SOURCE_TYPES, Plan, SourceConfig
 from dsl.outcomes import OUTCOME_MODELS

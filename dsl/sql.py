@@ -20,7 +20,7 @@ from typing import Any, Callable, Protocol
 from sqlalchemy import and_, false, func, literal, not_, or_, true
 from sqlalchemy.sql.elements import ColumnElement
 
-from dsl.conditions import Compare, Group, Not, iter_leaves
+from dsl.nodes import Compare, Group, Not, iter_leaves
 from dsl.evaluate import TEXT_ONLY_OPS, glob_regex, is_number, not_available, pushable_spec, time_tests
 from dsl.fields import field_spec
 

@@ -55,12 +55,13 @@ def _read_plan(spec: str, app=None):
     from pathlib import Path
 
     from dsl.model import Plan
+    from dsl.parse import parse_plan_file, parse_plan_text
 
     if spec == "-":
-        return Plan.from_text(sys.stdin.read(), source="<stdin>")
+        return parse_plan_text(sys.stdin.read(), source="<stdin>")
     path = Path(spec).expanduser()
     if path.exists():
-        return Plan.from_path(path).with_base_dir(str(path.resolve().parent))
+        return parse_plan_file(path).with_base_dir(str(path.resolve().parent))
     if app is not None:
         from store import plans as store_plans
 
@@ -74,6 +75,7 @@ def _read_plan(spec: str, app=None):
 
 def run(args: argparse.Namespace, make_app) -> int:
     from dsl.errors import PlanError
+    from dsl.printer import plan_to_dsl, plan_to_yaml
 
     cmd = args.plan_command
     if cmd == "schema":
@@ -106,7 +108,7 @@ def run(args: argparse.Namespace, make_app) -> int:
         return status
     if cmd == "show":
         plan = _read_plan(args.plan)
-        text = {"yaml": plan.to_yaml, "dsl": plan.to_dsl,
+        text = {"yaml": lambda: plan_to_yaml(plan), "dsl": lambda: plan_to_dsl(plan),
                 "json": lambda: json.dumps(plan.to_object(), indent=2) + "\n"}[args.format]()
         sys.stdout.write(text)
         return 0

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dsl.model import Plan
+from dsl import parse_plan_file, parse_plan_text, plan_to_dsl, plan_to_yaml
 from flows.plans.service import PlanService
 from flows.roots import Roots
 from store import sets as store_sets
@@ -29,9 +29,9 @@ def test_there_are_example_plans_in_every_format():
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
 def test_example_plan_parses_and_round_trips(path):
-    plan = Plan.from_path(path)
-    assert Plan.from_text(plan.to_yaml(), format="yaml") == plan
-    assert Plan.from_text(plan.to_dsl(), format="dsl") == plan
+    plan = parse_plan_file(path)
+    assert parse_plan_text(plan_to_yaml(plan), format="yaml") == plan
+    assert parse_plan_text(plan_to_dsl(plan), format="dsl") == plan
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +91,7 @@ EXPECTED = {
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_example_plan_runs_on_the_example_corpus(service, workspace, name):
-    plan = Plan.from_path(workspace / "plans" / name).with_base_dir(str(workspace / "plans"))
+    plan = parse_plan_file(workspace / "plans" / name).with_base_dir(str(workspace / "plans"))
     service.save(plan, create=True)
     row = service.execute(plan, wait=True)
     assert row["status"] in ("success", "partial"), row["error_message"]

@@ -17,6 +17,8 @@ from typing import Any
 
 from dsl.errors import PlanError
 from dsl.model import Plan
+from dsl.parse import parse_plan_text
+from dsl.printer import plan_to_dsl, plan_to_yaml
 from store import plans as store_plans
 from store.errors import AssayError
 
@@ -69,8 +71,8 @@ class PlansDirectory:
         if self._written.get(key) == _digest(text):
             return None  # our own write coming back
         try:
-            plan = Plan.from_text(text, format="dsl" if file.suffix == ".plan" else
-                                  "json" if file.suffix == ".json" else "yaml", source=file.name)
+            plan = parse_plan_text(text, format="dsl" if file.suffix == ".plan" else
+                                   "json" if file.suffix == ".json" else "yaml", source=file.name)
             plan.with_base_dir(str(self.path))
             existing = store_plans.find_plan(self.service.engine, name=plan.name)
             other = existing["origin_path"] if existing else None
@@ -110,13 +112,13 @@ class PlansDirectory:
         origin = existing["origin_path"] if existing else None
         target = Path(origin) if origin and Path(origin).parent == self.path else self.path / f"{plan.name}.yaml"
         if target.suffix == ".plan":
-            text = plan.to_dsl()
+            text = plan_to_dsl(plan)
         elif target.suffix == ".json":
             import json
 
             text = json.dumps(plan.to_object(), indent=2) + "\n"
         else:
-            text = plan.to_yaml()
+            text = plan_to_yaml(plan)
         self.path.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{target.name}.tmp")
         tmp.write_text(text)

@@ -13,6 +13,7 @@ from sqlalchemy.engine import Engine
 
 from dsl.errors import PlanValidationError, Problem
 from dsl.model import Plan
+from dsl.parse import parse_plan_text
 from flows.plans import engine as plan_exec
 from flows.roots import Roots
 from store import plans as store_plans
@@ -218,7 +219,7 @@ def plan_from_arguments(*, text: str | dict | None = None, format: str = "auto",
     or ``text`` holding the whole plan as DSL, YAML or JSON (then ``name``, if given, must agree)."""
     given = {k: v for k, v in fields.items() if v is not None}
     if text is not None:
-        plan = Plan.from_object(text) if isinstance(text, dict) else Plan.from_text(text, format=format)
+        plan = Plan.from_object(text) if isinstance(text, dict) else parse_plan_text(text, format=format)
         extra = [k for k in given if k != "name"]
         if extra:
             raise InvalidInput(f"give the plan either as text or as fields, not both (also got: {', '.join(extra)})",

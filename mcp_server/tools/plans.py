@@ -11,6 +11,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from pydantic import BaseModel, ConfigDict, Field
 
 from dsl.model import Plan
+from dsl.printer import plan_to_dsl, plan_to_yaml
 from flows.plans.service import merge_update, plan_from_arguments, validation_problems
 from mcp_server.tools.common import DESTRUCTIVE, IDEMPOTENT_WRITE, READ_ONLY, WRITES, McpProgress, tool
 from store import plans as store_plans
@@ -133,7 +134,7 @@ def register(mcp: MCPServer, app) -> None:
                                    sources=sources, conditions=conditions, outcomes=outcomes, rules=rules,
                                    preferences=preferences)
         row = _save(service, plan, create=True, text=text, format=format)
-        return PlanDetail(**_info(row), text=plan.to_yaml())
+        return PlanDetail(**_info(row), text=plan_to_yaml(plan))
 
     @tool(mcp, "plan-execute", WRITES)
     async def plan_execute(
@@ -185,7 +186,7 @@ def register(mcp: MCPServer, app) -> None:
             executions, total = store_plans.list_executions(app.engine, plan_name=name, limit=execution_limit)
             detail["executions"] = executions
             detail["execution_total"] = total
-        detail["text"] = {"yaml": plan.to_yaml, "dsl": plan.to_dsl,
+        detail["text"] = {"yaml": lambda: plan_to_yaml(plan), "dsl": lambda: plan_to_dsl(plan),
                           "json": lambda: json.dumps(plan.to_object(), indent=2)}[format]()
         return PlanDetail(**detail)
 
@@ -212,7 +213,7 @@ def register(mcp: MCPServer, app) -> None:
                             sources=sources, conditions=conditions, outcomes=outcomes, rules=rules,
                             preferences=preferences)
         row = _save(service, plan, create=False, text=text, format=format)
-        return PlanDetail(**_info(row), text=plan.to_yaml())
+        return PlanDetail(**_info(row), text=plan_to_yaml(plan))
 
     @tool(mcp, "plan-delete", DESTRUCTIVE)
     def plan_delete(name: PlanName) -> DeleteResponse:
@@ -243,8 +244,8 @@ def register(mcp: MCPServer, app) -> None:
             text=text, format=format)
         if problems:
             return ValidateResponse(valid=False, problems=[p.as_dict() | {"where": p.where} for p in problems])
-        return ValidateResponse(valid=True, problems=[], plan=plan.to_object(), yaml=plan.to_yaml(),
-                                dsl=plan.to_dsl())
+        return ValidateResponse(valid=True, problems=[], plan=plan.to_object(), yaml=plan_to_yaml(plan),
+                                dsl=plan_to_dsl(plan))
 
     def _plan_for(name: str | None, text: str | None, format: str) -> Plan:
         if text is not None:

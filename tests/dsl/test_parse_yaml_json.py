@@ -10,6 +10,7 @@ import pytest
 from dsl import Plan, PlanSyntaxError, PlanValidationError, parse_expression, parse_plan_file, parse_plan_text
 from dsl.conditions import Compare, Group
 from dsl.parse import parse_plan_object
+from dsl.printer import plan_to_dsl, plan_to_yaml
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "plans"
 
@@ -164,7 +165,7 @@ def test_an_unknown_format_is_refused_with_the_accepted_ones():
 @pytest.mark.parametrize("suffix", [".yaml", ".yml", ".json", ".plan", ".txt"])
 def test_plan_files_are_read_by_their_suffix(tmp_path, suffix):
     plan = parse_plan_text(DESIGN_YAML)
-    text = {".json": json.dumps(plan.to_object()), ".plan": plan.to_dsl()}.get(suffix, plan.to_yaml())
+    text = {".json": json.dumps(plan.to_object()), ".plan": plan_to_dsl(plan)}.get(suffix, plan_to_yaml(plan))
     path = tmp_path / f"plan{suffix}"
     path.write_text(text)
     assert parse_plan_file(path) == plan
@@ -179,5 +180,5 @@ def test_a_missing_plan_file_is_a_plan_error(tmp_path):
 @pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*")) if EXAMPLES.is_dir() else [], ids=lambda p: p.name)
 def test_every_example_plan_parses_and_round_trips(path):
     plan = parse_plan_file(path)
-    assert parse_plan_text(plan.to_yaml(), format="yaml") == plan
-    assert parse_plan_text(plan.to_dsl(), format="dsl") == plan
+    assert parse_plan_text(plan_to_yaml(plan), format="yaml") == plan
+    assert parse_plan_text(plan_to_dsl(plan), format="dsl") == plan

@@ -47,10 +47,10 @@ def test_the_example_plans_validate_against_the_schema(name, data):
 
 
 def test_printed_yaml_validates_against_the_schema():
-    from dsl import parse_plan_text
+    from dsl import parse_plan_text, plan_to_yaml
 
     plan = parse_plan_text(DESIGN_YAML)
-    assert [e.message for e in _validator().iter_errors(yaml.safe_load(plan.to_yaml()))] == []
+    assert [e.message for e in _validator().iter_errors(yaml.safe_load(plan_to_yaml(plan)))] == []
 
 
 @pytest.mark.parametrize("data", [
