@@ -316,6 +316,11 @@ def test_synchronous_index_and_plan_execute_report_monotonic_progress(report):
     for session, step in steps_of(report, "call", "good"):
         if "progress" not in step:
             continue
+        # (the TypeScript SDK runs notification handlers a tick later than response handlers, so the final 100,
+        # sent just before the result, is dropped when both arrive in one read; tests/mcp_server/test_progress.py
+        # and the Python e2e tests check that it is sent)
         values = [p["progress"] for p in step["progress"]]
-        assert values, (session["label"], step["id"], "no progress notification")
-        assert values == sorted(values) and values[-1] == step["progress"][-1]["total"] == 100
+        where = (session["label"], step["id"], step["progress"])
+        assert values, where
+        assert all(a < b for a, b in zip(values, values[1:])), where
+        assert all(0 <= v <= 100 and p["total"] == 100 for v, p in zip(values, step["progress"])), where
