@@ -17,7 +17,7 @@ from flows.runner import JobRunner
 from flows.index.sources import SourceManager
 from mcp_server.config import TOOL_GROUPS, Settings, prepare_environment
 from mcp_server.tools import GROUP_MODULES
-from mcp_server.tools.common import argument_error_result, crash_result
+from mcp_server.tools.common import argument_error_result, crash_result, refusal
 from flows.plans.service import PlanService
 from flows.plans.watch import PlanWatchers
 from store import jobs as store_jobs
@@ -95,6 +95,9 @@ class AssayServer(MCPServer):
     (see tools.common.refusal)."""
 
     async def call_tool(self, name, arguments, context=None):
+        if self._tool_manager.get_tool(name) is None:
+            return refusal("NOT_FOUND", f"unknown tool {name!r}; tools/list lists the tools this server offers",
+                           field="name")
         try:
             return await super().call_tool(name, arguments, context)
         except UnexpectedToolError:

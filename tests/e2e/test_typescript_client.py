@@ -126,6 +126,7 @@ def bad_calls(t: Path, good: list[dict]) -> list[dict]:
         ("source-start", {"name": "ghost"}, "NOT_FOUND"), ("source-stop", {"name": "ghost"}, "NOT_FOUND"),
         ("source-get", {"name": "ghost"}, "NOT_FOUND"), ("source-delete", {"name": "ghost"}, "NOT_FOUND"),
         ("source-stats", {"name": "ghost"}, "NOT_FOUND"),
+        ("no-such-tool", {}, "unknown tool 'no-such-tool'"),
     ]
     steps = [{"kind": "call", "id": f"bad {i} {tool}", "tool": tool, "args": args, "expect": word}
              for i, (tool, args, word) in enumerate(specific)]
