@@ -47,7 +47,7 @@ def listing_state(entry) -> dict[str, Any]:
     """Whether a directory's stored listing is complete, and if not why (unreadable, or a walk that stopped)."""
     error = entry["scan_error"]
     if error is None:
-        return {"complete": True, "scanError": None}
+        return {"complete": True, "scanError": None}  # no message key: the shape of a whole listing
     if error.startswith("unreadable"):
         note = (f"{entry['path']} could not be read ({error.removeprefix('unreadable: ')}); the entries shown are "
                 "those known from an earlier scan, if any")
@@ -73,7 +73,7 @@ def inspect_entry(engine: Engine, roots: Roots, *, path: str) -> dict[str, Any]:
         "resourceUri": uri, "metadataUri": uri + "/metadata",
         "thumbnailUri": thumb["cache_path"] if thumb else None,
         "timelineUri": timeline["cache_path"] if timeline else None,
-        "metadataCount": len(metadata), "metadata": metadata,
+        "metadataCount": len(metadata), "metadata": metadata, "complete": True, "scanError": None,
     }
     if entry["kind"] == "directory":
         _, result["childCount"] = store_entries.list_children(engine, path=resolved, limit=1)

@@ -48,9 +48,9 @@ class InspectResponse(BaseModel):
     metadataUri: str
     metadataCount: int
     metadata: list[dict]
-    complete: bool | None = Field(default=None, description="directories: false when the listing is not complete "
-                                                            "(see scanError)")
-    scanError: str | None = Field(default=None, description="directories: why the listing is not complete")
+    complete: bool = Field(default=True, description="false for a directory whose listing is not complete "
+                                                     "(unreadable, or an index job stopped inside it)")
+    scanError: str | None = Field(default=None, description="why a directory's listing is not complete")
 
 
 def register(mcp: MCPServer, app) -> None:
@@ -65,7 +65,8 @@ def register(mcp: MCPServer, app) -> None:
     ) -> NavigateResponse:
         """Shell-like directory navigation over indexed entries (like `ls`): one page of a directory's children
         with sizes (directories: total size of their subtree), kinds and modification times. Dot-files are left
-        out when the show_hidden preference is false."""
+        out when the show_hidden preference is false. A folder that could not be read, or whose indexing was
+        stopped, says so: complete is false and scanError gives the reason (also on such folders in a listing)."""
         prefs = app.preferences
         return NavigateResponse(**navigate_dir(app.engine, app.roots, path=path, limit=limit, offset=offset,
                                                sort=sort or prefs.get("default_sort", "name"), desc=desc,
@@ -74,5 +75,6 @@ def register(mcp: MCPServer, app) -> None:
     @tool(mcp, "inspect", READ_ONLY)
     def inspect(path: Annotated[str, Field(description="Path to inspect")]) -> InspectResponse:
         """Detailed information about a file or directory, including generated artifacts such as thumbnails and
-        video timeline frames."""
+        video timeline frames. For a directory, complete and scanError say whether its listing is whole (not
+        unreadable, not left incomplete by a stopped index job)."""
         return InspectResponse(**inspect_entry(app.engine, app.roots, path=path))
