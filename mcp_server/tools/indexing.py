@@ -126,8 +126,9 @@ def register(mcp: MCPServer, app) -> None:
 
     @tool(mcp, "cancel-job", WRITES)
     def cancel_job(jobId: JobId) -> CancelResult:
-        """Cancel a running or pending indexing job. The walk stops at its next batch; entries already written are
-        kept and nothing is removed."""
+        """Cancel a running or pending indexing job. The walk stops within one batch of entries; what it wrote is
+        kept and browsable (the folders it had not finished are marked incomplete). A job that has already ended
+        answers cancelled: false with its status."""
         job_id = store_jobs.parse_job_id(jobId)
         result = app.runner.cancel(job_id)
         return CancelResult(**store_jobs.job_public(result), cancelled=result["cancelled"], message=result["message"])
