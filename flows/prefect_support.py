@@ -1,55 +1,231 @@
-"""How assay runs its Prefect flows in-process.
+"""How assay runs its Prefect flows in-process, and which Prefect API they report to.
 
-Prefect 3.8's flow engine keeps a heartbeat thread per flow run and joins it at the end; the thread sleeps in whole
-seconds, so every flow run, however short, takes about a second longer. assay's own job rows already catch runs that
-died (a job left running is marked failed at the next start), so its flows run without heartbeats.
+**The API.** Before Prefect is first imported in a process, :func:`ensure_api` points ``PREFECT_API_URL`` at an API
+that answers, first found of:
 
-Without ``PREFECT_API_URL``, the first flow run of a process starts Prefect's embedded API server (10-20 s here). Two
-first runs at once (an index job and a plan execution, say) would each start one, so the first run holds a lock the
-others wait on; ``warm_up`` starts it in the background when a server starts, before any client asks for work.
+1. the operator's own ``PREFECT_API_URL`` (a `prefect server start` with its UI, say);
+2. the API of an ``assay serve`` on the same data dir, which records it in ``<data dir>/prefect-api.json`` once it
+   answers: so ``assay index`` or ``assay plan run`` next to a running server skip Prefect's 10-20 s cold start and
+   their flow runs appear beside the server's;
+3. our own API server, started as a child process (flows/prefect_server.py) on a loopback socket we bind. The child
+   exits when this process does, however it ends (SIGKILL included), unlike Prefect's own ephemeral server, which
+   outlived a killed parent.
+
+**Imports.** Prefect is imported once, under a lock: two threads importing it at once (the start-up warm-up and the
+first job, say) met a half-initialised module ("Failed to initialize plugins: cannot import name
+'get_current_settings' ...").
+
+**Heartbeats.** Prefect 3.8's flow engine keeps a heartbeat thread per flow run and joins it at the end; the thread
+sleeps in whole seconds, so every flow run, however short, takes about a second longer. assay's own job rows already
+catch runs that died (a job left running is marked failed at the next start), so its flows run without heartbeats.
 """
 
 from __future__ import annotations
 
+import atexit
+import json
 import logging
+import os
+import socket
+import subprocess
+import sys
 import threading
+import time
+import urllib.error
+import urllib.request
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Iterator
 
 log = logging.getLogger(__name__)
 
-_first_run = threading.Lock()
-_started = threading.Event()
+API_RECORD = "prefect-api.json"
+# seconds for our API server to answer (a busy 2-core machine needs 15-30 s); Prefect's own setting if given
+STARTUP_TIMEOUT = float(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS") or 90)
+
+_lock = threading.RLock()
+_prepared = threading.Event()
+_data_dir: Path | None = None
+_publish = False
+_child: subprocess.Popen | None = None
+_record: Path | None = None  # the record this process wrote, removed at exit
+
+
+def configure(data_dir: Path, *, publish: bool | None = None) -> None:
+    """Where this process keeps its data (the first call wins, as PREFECT_HOME does); ``publish``: a server shares
+    the API it starts with command-line calls on the same data dir."""
+    global _data_dir, _publish
+    with _lock:
+        if _data_dir is None:
+            _data_dir = Path(data_dir)
+        if publish is not None:
+            _publish = publish
+
+
+def _healthy(url: str, timeout: float) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=timeout) as response:
+            return response.status == 200
+    except (OSError, urllib.error.URLError, ValueError):
+        return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def recorded_api(data_dir: Path) -> str | None:
+    """The Prefect API a server on ``data_dir`` recorded, if that server is alive and the API answers."""
+    try:
+        record = json.loads((Path(data_dir) / API_RECORD).read_text())
+        url, owner = str(record["url"]), int(record["owner"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not _alive(owner) or not _healthy(url, timeout=2.0):
+        return None
+    return url
+
+
+def _start_child() -> str:
+    """Start our API server child on a socket bound here (so its URL is known and its port ours); its URL."""
+    global _child
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}/api"
+    project = str(Path(__file__).resolve().parents[1])
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env["PYTHONPATH"] = project + os.pathsep + env.get("PYTHONPATH", "")
+    try:
+        # stdin: a pipe only we write to (end-of-file = we are gone); stdout: our stderr, never a stdio protocol;
+        # a session of its own: a Ctrl-C or a SIGTERM sent to our process group reaches us, not it, so our flow runs
+        # can still finish and report while we stop (we close the pipe last, at exit)
+        _child = subprocess.Popen([sys.executable, "-m", "flows.prefect_server", str(sock.fileno())],
+                                  stdin=subprocess.PIPE, stdout=sys.stderr.fileno(), pass_fds=(sock.fileno(),),
+                                  env=env, cwd=project, start_new_session=True)
+    finally:
+        sock.close()  # the child holds it now
+    atexit.register(stop_api)
+    log.info("starting Prefect's API server at %s (pid %d)", url, _child.pid)
+    return url
+
+
+def _wait_ready(url: str) -> None:
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    while not _healthy(url, timeout=5.0):
+        if _child is not None and _child.poll() is not None:
+            raise RuntimeError(f"Prefect's API server exited with status {_child.returncode} before answering "
+                               "(its messages are above in this log)")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"Prefect's API server at {url} did not answer within {STARTUP_TIMEOUT:.0f} s")
+        time.sleep(0.1)
+
+
+def _write_record(url: str) -> None:
+    global _record
+    assert _data_dir is not None and _child is not None
+    path = _data_dir / API_RECORD
+    tmp = path.with_name(f".{API_RECORD}.{os.getpid()}")
+    tmp.write_text(json.dumps({"url": url, "owner": os.getpid(), "pid": _child.pid}))
+    os.replace(tmp, path)
+    _record = path
+
+
+def ensure_api() -> str | None:
+    """Point this process's Prefect at an API that answers (see the module docstring); its URL. Call before
+    importing Prefect; idempotent and thread-safe."""
+    with _lock:
+        if _prepared.is_set():
+            return os.environ.get("PREFECT_API_URL")
+        url = os.environ.get("PREFECT_API_URL")
+        chosen = not url
+        if chosen:
+            shared = recorded_api(_data_dir) if _data_dir is not None else None
+            if shared:
+                log.info("using the Prefect API of the assay server on this data dir: %s", shared)
+                url = shared
+            else:
+                url = _start_child()
+            os.environ["PREFECT_API_URL"] = url
+            if "prefect.context" in sys.modules:  # imported before us (a test, a bench): make it see the URL
+                from prefect.context import refresh_global_settings_context
+
+                refresh_global_settings_context()
+        try:
+            import prefect  # noqa: F401  (once, here: see "Imports" above; while our API server starts)
+            import prefect.flow_engine  # noqa: F401
+            import prefect.settings  # noqa: F401
+
+            if _child is not None:
+                _wait_ready(url)
+                log.info("Prefect's API server is ready")
+                if _publish and _data_dir is not None:
+                    _write_record(url)
+        except BaseException:
+            stop_api()
+            if chosen:  # the next flow run chooses again
+                os.environ.pop("PREFECT_API_URL", None)
+            raise
+        _prepared.set()
+        return url
+
+
+def stop_api() -> None:
+    """Stop our API server child (closing its stdin: it shuts down cleanly) and drop our record; at exit."""
+    global _child, _record
+    with _lock:
+        if _record is not None:
+            try:
+                if json.loads(_record.read_text()).get("owner") == os.getpid():
+                    _record.unlink()
+            except (OSError, ValueError):
+                pass
+            _record = None
+        child, _child = _child, None
+    if child is None or child.poll() is not None:
+        return
+    try:
+        child.stdin.close()
+        child.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
+
+
+def child_pid() -> int | None:
+    """The pid of our API server child, if this process started one."""
+    return _child.pid if _child is not None else None
 
 
 @contextmanager
 def flow_settings() -> Iterator[None]:
-    """Settings for a flow run started from this thread: no heartbeat thread (see the module docstring)."""
+    """Settings for a flow run started from this thread: an API that answers, no heartbeat thread."""
+    if not _prepared.is_set():
+        ensure_api()
     from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
     with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
-        if _started.is_set():
-            yield
-            return
-        with _first_run:  # the first flow run of the process starts Prefect; the others wait for it
-            try:
-                yield
-            finally:
-                _started.set()
+        yield
 
 
 def warm_up() -> threading.Thread:
-    """Start Prefect (its embedded API server, unless PREFECT_API_URL points at one) in a background thread."""
+    """Bring Prefect up (its API and a first no-op flow run) in a background thread, before a client asks."""
 
     def run() -> None:
         try:
-            from prefect import flow
-
-            @flow(name="assay-start", persist_result=False, log_prints=False)
-            def assay_start() -> None:
-                """assay's server started (a no-op that brings Prefect up)."""
-
             with flow_settings():
+                from prefect import flow
+
+                @flow(name="assay-start", persist_result=False, log_prints=False)
+                def assay_start() -> None:
+                    """assay's server started (a no-op that brings Prefect up)."""
+
                 assay_start()
             log.info("Prefect is ready")
         except Exception:  # the first real flow run will try again and report what is wrong

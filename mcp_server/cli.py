@@ -112,17 +112,26 @@ def _progress_bar(stream=sys.stderr):
 
 
 def cmd_index(args: argparse.Namespace) -> int:
+    # Only what indexing needs (no MCP server, no plans): a command-line call starts fast. Jobs a server on the same
+    # store left running are not reaped here: that server may well be running them now.
     from flows.index.service import index_path
-    from mcp_server.app import AssayApp
+    from flows.roots import Roots
+    from flows.runner import JobRunner
+    from mcp_server.config import prepare_environment
+    from store.engine import get_engine
 
     settings = _settings(args, use_prefect=not args.no_prefect)
-    app = AssayApp.create(settings)
+    prepare_environment(settings)
+    engine = get_engine(settings.db_url)
+    runner = JobRunner(engine, settings.db_url, use_prefect=settings.use_prefect)
     try:
-        root = app.roots.resolve(os.path.abspath(os.path.expanduser(args.path)), field="path")
-        result = index_path(app.runner, root=root, async_=False, force=args.force, max_age=args.max_age,
+        root = Roots.of(settings.effective_roots).resolve(os.path.abspath(os.path.expanduser(args.path)),
+                                                          field="path")
+        result = index_path(runner, root=root, async_=False, force=args.force, max_age=args.max_age,
                             follow_symlinks=args.follow_symlinks, on_progress=_progress_bar())
     finally:
-        app.close()
+        runner.shutdown()
+        engine.dispose()
     sys.stderr.write("\n")
     if result.get("skipped"):
         print(result["skipReason"])
@@ -159,6 +168,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, stop)
+    if settings.use_prefect:
+        from flows import prefect_support
+
+        prefect_support.configure(settings.data_dir, publish=True)  # `assay index` here reuses our Prefect API
     app.start_background()
     app.sources.start_enabled()
     for path in args.index:

@@ -177,7 +177,8 @@ def prepare_environment(settings: Settings) -> None:
     os.environ.setdefault("PREFECT_HOME", str(settings.data_dir / "prefect"))
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_CLI_PROMPT", "false")
-    # Prefect's embedded API server gets 20 s to start by default; a busy 2-core machine can need more
-    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+    from flows import prefect_support
+
+    prefect_support.configure(settings.data_dir)  # where a server records the Prefect API it shares
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
