@@ -48,16 +48,17 @@ class AssayApp:
     sources: SourceManager | None = None  # live and manual sources (reference 000, "Source Management")
 
     @classmethod
-    def create(cls, settings: Settings) -> "AssayApp":
+    def create(cls, settings: Settings, *, reap: bool = True) -> "AssayApp":
+        """``reap=False`` for a command-line call, which may run beside a server whose jobs are alive."""
         prepare_environment(settings)
         load_capabilities()
         engine = get_engine(settings.db_url)
-        reaped = store_jobs.reap_orphans(engine)
+        reaped = store_jobs.reap_orphans(engine) if reap else 0
         if reaped:
             log.warning("marked %d job(s) left running by a previous server as failed", reaped)
         roots = Roots.of(settings.effective_roots)
         runner = JobRunner(engine, settings.db_url, use_prefect=settings.use_prefect)
-        reaped = store_plans.reap_running(engine)
+        reaped = store_plans.reap_running(engine) if reap else 0
         if reaped:
             log.warning("marked %d plan execution(s) left running by a previous server as errors", reaped)
         plans = PlanService(engine, roots, use_prefect=settings.use_prefect)

@@ -202,7 +202,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from mcp_server.app import AssayApp
 
     def make_app(use_prefect: bool = True):
-        return AssayApp.create(_settings(args, use_prefect=use_prefect))
+        return AssayApp.create(_settings(args, use_prefect=use_prefect), reap=False)  # a server may be running
 
     return plan_cli.run(args, make_app)
 

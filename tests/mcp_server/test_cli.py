@@ -106,3 +106,23 @@ def test_bad_config_key_stops_serve_naming_it(tmp_path, tree):
     cfg.write_text("server:\n  prot: 3000\n")
     res = assay(tmp_path, "serve", "--config", str(cfg), "--root", str(tree), timeout=60)
     assert res.returncode == 2 and "server.prot" in res.stderr and "server.port" in res.stderr
+
+
+def test_command_line_calls_leave_a_running_servers_jobs_alone(tmp_path, tree):
+    """`assay index` and `assay plan` run beside a server on the same store: the job that server is running stays
+    running (they used to mark it failed, as a server does at start with jobs nobody runs any more)."""
+    from store import jobs
+    from store.engine import get_engine
+
+    (tmp_path / "data").mkdir()
+    engine = get_engine(f"sqlite:///{tmp_path / 'data' / 'assay.db'}")
+    job = jobs.create_job(engine, root=str(tree))
+    jobs.mark_running(engine, job_id=job)
+    plan = tmp_path / "p.plan"
+    plan.write_text(f"plan p\nsource home index {tree}\nrule r when size > 1KB\n  do selection_set big\n")
+    res = assay(tmp_path, "index", str(tree / "Photos"), "--root", str(tree), "--no-prefect")
+    assert res.returncode == 0, res.stderr
+    res = assay(tmp_path, "plan", "validate", str(plan), "--root", str(tree))
+    assert res.returncode == 0, res.stderr + res.stdout
+    assert jobs.get_job(engine, job_id=job)["status"] == "running"
+    engine.dispose()
