@@ -38,6 +38,7 @@ log = logging.getLogger("bench.run")
 FIND_FORMAT = "%s %T@ %p\n"
 GOAL_INDEX_RATIO = 4.0
 GOAL_RSS_RATIO = 1.5
+GOAL_REINDEX_SHARE = 0.25  # re-index of an unchanged tree, as a share of the first index
 GOAL_NAVIGATE_P50_MS = 20.0
 LATENCY_SIZE = 100_000
 SET_NAME = "bench-all"
@@ -397,8 +398,12 @@ def timing_rows(n: int, cache: str, find_s: float, runs: list[dict]) -> list[tup
         (f"`index` rate, {label}", f"{first['files'] / index_s:,.0f} files/s",
          f"find: {n / find_s:,.0f} files/s", f"{find_s / index_s:.2f}× find's rate", "—"),
         (f"re-index of the unchanged tree, same store, same process ({n:,} files, then warm)",
-         secs(again["seconds"]), "find", f"{again['seconds'] / find_s:.2f}× find",
-         yes_no(again["seconds"] <= GOAL_INDEX_RATIO * find_s)),
+         secs(again["seconds"]), f"goal ≤ {GOAL_REINDEX_SHARE:.0%} of the first index = "
+                                 f"{secs(GOAL_REINDEX_SHARE * index_s)}",
+         f"{again['seconds'] / index_s:.0%} of the first index; {again['seconds'] / find_s:.2f}× find",
+         yes_no(again["seconds"] <= GOAL_REINDEX_SHARE * index_s)),
+        ("  of which walk + compare (job row started → completed; unchanged entries are not written)",
+         secs(again["job_seconds"]), "find", f"{again['job_seconds'] / find_s:.2f}× find", "—"),
     ]
 
 
