@@ -190,6 +190,13 @@ def stop_api() -> None:
         child, _child = _child, None
     if child is None or child.poll() is not None:
         return
+    if "prefect.logging.handlers" in sys.modules:  # logs of our flow runs still queued: to the API while it is up
+        try:
+            from prefect.logging.handlers import APILogHandler
+
+            APILogHandler().flush()
+        except Exception:  # noqa: BLE001 (best effort at exit)
+            log.debug("flushing Prefect's log queue failed", exc_info=True)
     try:
         child.stdin.close()
         child.wait(timeout=15)
