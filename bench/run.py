@@ -164,6 +164,7 @@ def _child_env() -> dict[str, str]:
     """The environment without the caller's Prefect/assay settings, so each run gets a fresh Prefect home."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "ASSAY_"))}
     env["PYTHONPATH"] = str(REPO)
+    env["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = "120"  # a loaded machine starts Prefect's server slowly
     return env
 
 
