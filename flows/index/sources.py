@@ -19,6 +19,7 @@ from sqlalchemy.engine import Engine
 from flows.roots import Roots
 from flows.runner import JobRunner
 from flows.index.watch import ChangeSet, TreeWatcher, count_under
+from store import jobs as store_jobs
 from store import sources as store_sources
 from store.errors import AssayError, InvalidInput, NotFound
 
@@ -157,6 +158,10 @@ class SourceManager:
         try:
             job = self.runner.wait(job_id)
             error = None if job["status"] in ("completed", "cancelled") else job["error_message"] or job["status"]
+            if job["status"] == "completed":
+                unreadable = dict(store_jobs.unreadable_paths(self.engine, job_id=job_id))
+                if job["root"] in unreadable:
+                    error = f"cannot read {job['root']}: {unreadable[job['root']].removeprefix('unreadable: ')}"
             if job["status"] != "cancelled":
                 root = job["root"]
                 store_sources.record_scan(self.engine, name=name, duration_ms=job["duration_ms"] or 0,

@@ -231,5 +231,12 @@ async def test_a_live_source_on_an_unreadable_folder_reports_it_in_its_status(tm
             assert home["last_error"] == f"could not read 1 folder(s): {tree / 'Videos'} (Permission denied)"
             page = await call(server, "navigate", {"path": str(tree / "Videos")})
             assert page["complete"] is False and page["scanError"] == "unreadable: Permission denied"
+
+            await call(server, "source-create", {"name": "by-hand", "type": "manual", "path": str(tree / "Videos")})
+            await call(server, "source-start", {"name": "by-hand"})
+            manual = await poll(lambda: call(server, "source-get", {"name": "by-hand"}),
+                                lambda s: s["status"] != "running", "the manual source's index job")
+            assert manual["status"] == "error"
+            assert manual["last_error"] == f"cannot read {tree / 'Videos'}: Permission denied"
     finally:
         (tree / "Videos").chmod(0o755)
