@@ -27,7 +27,7 @@ pytestmark = pytest.mark.e2e
 
 STARTUP = 180  # seconds: Prefect's API server on a loaded 2-core machine
 PREFECT_SERVER = re.compile(r"prefect[._]server")  # Prefect's API server process, ours or Prefect's own ephemeral one
-BAD_LINES = ("Traceback", "Failed to initialize plugins", "Error flushing events", " ERROR ")
+BAD_LINES = ("Traceback", "Failed to initialize plugins", "Error flushing events", "Error logging to API", " ERROR ")
 
 
 def big_tree(root: Path, dirs: int = 60, files: int = 500) -> Path:
