@@ -128,13 +128,17 @@ def index_driver(argv: list[str]) -> int:
 
     prepare_environment(load_settings({"roots": [root], "data_dir": data_dir}))
     started = time.perf_counter()
-    from prefect import flow
+    from flows import prefect_support
 
-    @flow(name="bench-warm-up", persist_result=False)
-    def warm_up() -> int:
-        return 1
+    prefect_support.configure(Path(data_dir))
+    with prefect_support.flow_settings():  # the Prefect API exactly as `assay index` starts it (a child process)
+        from prefect import flow
 
-    warm_up()
+        @flow(name="bench-warm-up", persist_result=False)
+        def warm_up() -> int:
+            return 1
+
+        warm_up()
     prefect_start = time.perf_counter() - started
     from mcp_server import cli
     from store import jobs as store_jobs
@@ -154,7 +158,8 @@ def index_driver(argv: list[str]) -> int:
                      "directories": job["directories"], "job_seconds": job["completed_at"] - job["started_at"],
                      "main_peak_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
                      "writer_peak_kb": writer.peak_kb})
-    server_kb = max([_status_kb(pid, "VmHWM") for pid, cmd in _children() if "prefect.server" in cmd] or [0])
+    server_kb = max([_status_kb(pid, "VmHWM") for pid, cmd in _children()
+                     if "prefect.server" in cmd or "prefect_server" in cmd] or [0])
     Path(out).write_text(json.dumps({"prefect_start": prefect_start, "base_kb": base_kb,
                                      "first": runs[0], "again": runs[1], "prefect_server_kb": server_kb}))
     return 0
