@@ -127,6 +127,9 @@ class EntryFilter(BaseModel):
         times = {name: parse_time(getattr(self, name), field=key(name)) if name.startswith("min_")
                  else parse_end_time(getattr(self, name), field=key(name))
                  for name in ("min_mtime", "max_mtime", "min_ctime", "max_ctime") if getattr(self, name) is not None}
+        if isinstance(self.extension, list) and not self.extension:  # IN () would match nothing, silently
+            raise InvalidInput(f"{key('extension')} is an empty list, which matches nothing; give one or more "
+                               'extensions (".jpg", "pdf"), or leave it out', field=key("extension"))
         check_range(self.min_size, self.max_size, low_name=key("min_size"), high_name=key("max_size"))
         for field in ("mtime", "ctime"):
             check_range(times.get(f"min_{field}"), times.get(f"max_{field}"), low_name=key(f"min_{field}"),

@@ -37,6 +37,15 @@ async def test_a_range_with_min_above_max_is_refused_by_every_tool_that_takes_on
     assert "nothing can match" in text
 
 
+@pytest.mark.parametrize("tool, args, field", [
+    ("resource-search", {"name": "home", "extension": []}, "extension"),
+    ("query-create", {"name": "q", "query": {"extension": []}}, "query.extension"),
+])
+async def test_an_empty_list_of_extensions_is_refused_rather_than_matching_nothing(client, home, tool, args, field):
+    with pytest.raises(ToolFailed, match=f"INVALID_PARAMS: {field} is an empty list, which matches nothing"):
+        await call(client, tool, args)
+
+
 async def test_equal_bounds_are_a_range_of_one_value_not_an_error(client, home):
     res = await call(client, "resource-search", {"name": "home", "min_size": 10, "max_size": 10})
     assert [e["name"] for e in res["entries"]] == ["notes.txt"]
