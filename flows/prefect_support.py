@@ -87,6 +87,8 @@ def recorded_api(data_dir: Path) -> str | None:
         url, owner = str(record["url"]), int(record["owner"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
+    if not url.startswith("http://127.0.0.1:"):  # we only ever record our own loopback child
+        return None
     if not _alive(owner) or not _healthy(url, timeout=2.0):
         return None
     return url
