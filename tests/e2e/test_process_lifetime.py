@@ -219,3 +219,19 @@ def test_a_healthy_start_and_stop_print_no_errors(tmp_path, env):
     output = log.read_text()
     assert not [line for line in output.splitlines() if any(bad in line for bad in BAD_LINES)], output
     assert api_record(tmp_path) is None  # the record goes with the server
+
+
+def test_a_record_left_by_a_dead_server_is_ignored(tmp_path, env):
+    """A server killed with SIGKILL leaves its record behind: `assay index` checks it and starts its own API."""
+    tree = make_tree(tmp_path / "home" / "user")
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "prefect-api.json").write_text(
+        json.dumps({"url": f"http://127.0.0.1:{free_port()}/api", "owner": gone.pid, "pid": gone.pid}))
+    done = subprocess.run(cli("index", str(tree), "--root", str(tree)), capture_output=True, text=True, env=env,
+                          cwd=REPO, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "completed: 10 files" in done.stdout
+    assert "using the Prefect API of the assay server" not in done.stderr
+    assert "starting Prefect's API server at http://127.0.0.1:" in done.stderr
