@@ -202,6 +202,16 @@ def test_assay_index_reuses_the_prefect_api_of_a_server_on_the_same_data_dir(tmp
                           json={"flow_runs": {"name": {"any_": [f"index {tree}"]}}}, timeout=10).json()
         assert [r["state_type"] for r in runs] == ["COMPLETED"]
         assert not [line for line in done.stderr.splitlines() if any(bad in line for bad in BAD_LINES)]
+
+        plan = tmp_path / "big.plan"
+        plan.write_text(f"plan big\nsource home index {tree}\nrule r when size > 1KB\n  do selection_set big\n")
+        done = subprocess.run(cli("plan", "run", str(plan), "--root", str(tree)), capture_output=True, text=True,
+                              env=env, cwd=REPO, timeout=300)
+        assert done.returncode == 0, done.stderr
+        assert f"using the Prefect API of the assay server on this data dir: {record['url']}" in done.stderr
+        runs = httpx.post(f"{record['url']}/flow_runs/filter",
+                          json={"flow_runs": {"name": {"any_": ["big"]}}}, timeout=10).json()
+        assert [r["state_type"] for r in runs] == ["COMPLETED"]
     finally:
         _stop(proc)
 
