@@ -30,6 +30,7 @@ from typing import Callable
 from sqlalchemy.engine import Engine
 
 from store import entries as store_entries
+from store.sqlite_writer import expand_rows
 
 log = logging.getLogger(__name__)
 
@@ -92,8 +93,6 @@ _MIMES: dict[str, str | None] = {}  # extension -> MIME type, shared by the in-p
 
 def _apply(conn, frame: tuple[list, list], *, scan_id: int, now: float) -> int:
     """Apply one batch in this process: deletes, then the upserts of its compact rows."""
-    from store.sqlite_writer import expand_rows
-
     rows, gone = frame
     removed = store_entries.delete_gone(conn, gone) if gone else 0
     store_entries.upsert_entries(conn, expand_rows(rows, scan_id=scan_id, indexed_at=now,
@@ -155,6 +154,7 @@ class _ProcessWriter:
         import store
         from store import sqlite_writer
 
+        self.scan_id, self.now = scan_id, now
         self.written = 0  # rows handed over; the child commits each batch as it arrives
         self.removed = 0  # known when the child has finished
         self._frame = sqlite_writer.write_frame
@@ -166,8 +166,7 @@ class _ProcessWriter:
         self._send({"sql": store_entries.SQLITE_UPSERT, "delete": store_entries.SQLITE_DELETE_SUBTREE,
                     "delete_below": store_entries.SQLITE_DELETE_BELOW,
                     "pragmas": ["synchronous=NORMAL", "busy_timeout=30000", "cache_size=-65536",
-                                "foreign_keys=ON"],  # deletes cascade to set memberships and artifacts
-                    "scan_id": scan_id, "indexed_at": now, "media": store_entries.MEDIA_TYPES})
+                                "foreign_keys=ON"]})  # deletes cascade to set memberships and artifacts
 
     def _send(self, obj) -> None:
         try:
@@ -181,8 +180,10 @@ class _ProcessWriter:
         return self._stderr.read().decode(errors="replace").strip() or f"exit status {self._proc.returncode}"
 
     def put(self, frame: tuple[list, list]) -> None:
-        self._send(frame)
-        self.written += len(frame[0])
+        rows, gone = frame
+        self._send((expand_rows(rows, scan_id=self.scan_id, indexed_at=self.now, media=store_entries.MEDIA_TYPES,
+                                mimes=_MIMES), gone))
+        self.written += len(rows)
 
     def close(self) -> None:
         """Send the end frame and wait until the child has committed everything it received."""
