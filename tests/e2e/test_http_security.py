@@ -3,9 +3,7 @@ rebinding, foreign web pages), with raw HTTP requests (httpx)."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
