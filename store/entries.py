@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import mimetypes
+import os
 import posixpath
 from datetime import datetime, timezone
 from typing import Any, Iterable, Literal, Sequence
@@ -237,10 +238,20 @@ def get_entry(conn: Connection | Engine, *, path: str) -> RowMapping | None:
 
 
 def require_entry(engine: Engine, *, path: str) -> RowMapping:
+    """The entry at ``path``; NotFound otherwise, saying "not in the index" only where indexing would bring it in
+    (something is on disk there), "does not exist" where nothing is."""
     row = get_entry(engine, path=path)
     if row is None:
-        raise NotFound(f"'{path}' is not in the index; index it (or its folder) first with the index tool", field="path")
+        raise missing_entry(path)
     return row
+
+
+def missing_entry(path: str) -> NotFound:
+    """The error for a path with no entry: indexing helps only if something is on disk at that path."""
+    if os.path.lexists(path):
+        return NotFound(f"{path} is not in the index; index it (or a folder above it) first with the index tool",
+                        field="path")
+    return NotFound(f"{path} does not exist (nothing on disk at that path, nothing indexed)", field="path")
 
 
 def check_sort(sort: str, allowed: Iterable[str] = SORT_FIELDS) -> str:

@@ -24,8 +24,7 @@ def navigate_dir(engine: Engine, roots: Roots, *, path: str, limit: int = 100, o
     store_entries.check_sort(sort)
     entry = store_entries.get_entry(engine, path=resolved)
     if entry is None:
-        raise NotFound(f"{resolved} is not in the index; run the index tool on it (or a folder above it) first",
-                       field="path")
+        raise store_entries.missing_entry(resolved)
     if entry["kind"] != "directory":
         raise InvalidInput(f"{resolved} is a {entry['kind']}, not a directory; use inspect for a single entry",
                            field="path")

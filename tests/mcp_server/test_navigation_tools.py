@@ -68,6 +68,17 @@ async def test_navigate_explains_unindexed_file_and_outside_paths(client, indexe
         await call(client, "navigate", {"path": str(tmp_path)})
 
 
+@pytest.mark.parametrize("tool", ["navigate", "inspect"])
+async def test_a_path_with_nothing_on_disk_does_not_exist_rather_than_wanting_an_index(client, indexed, tool):
+    """"not in the index" only where indexing would help: a path with nothing on disk is said not to exist."""
+    with pytest.raises(ToolFailed) as err:
+        await call(client, tool, {"path": str(indexed / "ghost")})
+    assert "does not exist" in str(err.value) and "not in the index" not in str(err.value)
+    (indexed / "later.txt").write_text("on disk, not indexed")
+    with pytest.raises(ToolFailed, match="not in the index; index it"):
+        await call(client, tool, {"path": str(indexed / "later.txt")})
+
+
 async def test_inspect_reference_example_shape(client, indexed):
     movie = indexed / "Videos" / "movie.mp4"
     res = await call(client, "inspect", {"path": str(movie)})
