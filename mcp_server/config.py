@@ -44,6 +44,7 @@ class ServerSection(BaseModel):
 class DatabaseSection(BaseModel):
     model_config = ConfigDict(extra="forbid")
     url: str | None = None
+    statement_timeout: float | None = Field(default=None, ge=0)
 
 
 class ToolsSection(BaseModel):
@@ -72,6 +73,8 @@ class Settings(BaseModel):
     port: int = Field(default=3000, ge=1, le=65535)
     data_dir: Path = Path(DEFAULT_DATA_DIR).expanduser()
     database_url: str | None = None
+    # seconds a store statement may run (store.engine); None: ASSAY_STATEMENT_TIMEOUT or the default
+    statement_timeout: float | None = Field(default=None, ge=0)
     roots: list[str] = Field(default_factory=list)
     # origins browsers may call from besides the loopback ones; "*": any (reference 000's default, not ours)
     cors_origins: list[str] = Field(default_factory=list)
@@ -138,12 +141,15 @@ def load_settings(cli: dict[str, Any] | None = None, *, config_file: str | Path 
         values.update({k: v for k, v in {
             "transport": srv.transport, "host": srv.host, "port": srv.port, "cors_origins": srv.cors_origins,
             "cors_credentials": srv.cors_credentials, "allowed_hosts": srv.allowed_hosts, "data_dir": cfg.data_dir, "database_url": cfg.database.url,
+            "statement_timeout": cfg.database.statement_timeout,
             "roots": cfg.roots, "tool_groups": cfg.tools.groups, "plans_dir": cfg.plans.dir,
         }.items() if v is not None})
     if env.get("ASSAY_DATA_DIR"):
         values["data_dir"] = env["ASSAY_DATA_DIR"]
     if env.get("ASSAY_DATABASE_URL"):
         values["database_url"] = env["ASSAY_DATABASE_URL"]
+    if env.get("ASSAY_STATEMENT_TIMEOUT"):
+        values["statement_timeout"] = env["ASSAY_STATEMENT_TIMEOUT"]
     if env.get("ASSAY_ROOTS"):
         values["roots"] = _split(env["ASSAY_ROOTS"], os.pathsep)
     if env.get("CORS_ORIGINS"):
@@ -177,6 +183,8 @@ def prepare_environment(settings: Settings) -> None:
     os.environ.setdefault("PREFECT_HOME", str(settings.data_dir / "prefect"))
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_CLI_PROMPT", "false")
+    if settings.statement_timeout is not None:  # the store reads it when it builds an engine
+        os.environ["ASSAY_STATEMENT_TIMEOUT"] = f"{settings.statement_timeout:g}"
     from flows import prefect_support
 
     prefect_support.configure(settings.data_dir)  # where a server records the Prefect API it shares

@@ -36,6 +36,8 @@ SETTINGS: list[tuple[str, str, str, str, str]] = [
     ("--data-dir", "ASSAY_DATA_DIR", "data_dir", "~/.assay", "store, Prefect home and caches"),
     ("--database-url", "ASSAY_DATABASE_URL", "database.url", "SQLite in the data dir",
      "SQLAlchemy URL of the store, e.g. postgresql+psycopg://user@host/assay"),
+    ("", "ASSAY_STATEMENT_TIMEOUT", "database.statement_timeout", "30",
+     "seconds a store statement may run before it is stopped with QUERY_TIMEOUT (0: no limit)"),
     ("--tool-groups", "ASSAY_TOOL_GROUPS", "tools.groups", "all",
      "tool groups to list (fewer tools, less of an agent's context)"),
     ("--plans-dir", "ASSAY_PLANS_DIR", "plans.dir", "none",

@@ -141,3 +141,20 @@ def test_allowed_hosts_from_each_layer(tmp_path):
     env = {"ASSAY_ALLOWED_HOSTS": "env.lan, 10.0.0.5 ,"}
     assert load_settings(config_file=cfg, env=env).allowed_hosts == ["env.lan", "10.0.0.5"]
     assert load_settings({"allowed_hosts": ["cli.lan"]}, config_file=cfg, env=env).allowed_hosts == ["cli.lan"]
+
+
+def test_statement_timeout_from_yaml_and_env_reaches_the_store(tmp_path, monkeypatch):
+    from mcp_server.config import prepare_environment
+    from store.engine import statement_timeout_from_env
+
+    config = tmp_path / "assay.yaml"
+    config.write_text("database: {statement_timeout: 5}\n")
+    assert load_settings(config_file=config, env={}).statement_timeout == 5
+    assert load_settings(config_file=config, env={"ASSAY_STATEMENT_TIMEOUT": "0"}).statement_timeout == 0
+    with pytest.raises(ConfigError, match="statement_timeout"):
+        load_settings(env={"ASSAY_STATEMENT_TIMEOUT": "-1"})
+    monkeypatch.setenv("ASSAY_STATEMENT_TIMEOUT", "")  # restored after the test, whatever prepare_environment sets
+    monkeypatch.setattr("flows.prefect_support.configure", lambda data_dir: None)  # not this test's business
+    settings = load_settings(config_file=config, env={"ASSAY_DATA_DIR": str(tmp_path / "data")})
+    prepare_environment(settings)
+    assert statement_timeout_from_env() == 5
