@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Callable
 
 from sqlalchemy.engine import Engine
 
@@ -60,9 +61,14 @@ class JobRunner:
         return job_id
 
     def run_index(self, *, root: str, follow_symlinks: bool = False, on_progress: ProgressHook | None = None,
-                  params: dict | None = None) -> dict:
-        """Create an index job and run it in this thread; returns the finished job row."""
+                  params: dict | None = None, on_start: Callable[[int], None] | None = None) -> dict:
+        """Create an index job and run it in this thread; returns the finished job row. ``on_start`` gets the job's
+        id before the walk starts (so another thread can cancel it)."""
         job_id = store_jobs.create_job(self.engine, root=root, params=params)
+        with self._lock:
+            self._events.setdefault(job_id, threading.Event())
+        if on_start is not None:
+            on_start(job_id)
         return self._execute(job_id, root, follow_symlinks, on_progress)
 
     def cancel(self, job_id: int) -> dict:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import logging
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
@@ -23,6 +24,9 @@ from flows.plans.watch import PlanWatchers
 from store import jobs as store_jobs
 from store import plans as store_plans
 from store.engine import get_engine
+
+if TYPE_CHECKING:
+    from mcp_server.control import ControlSocket
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +50,7 @@ class AssayApp:
     plans: PlanService
     preferences: dict = field(default_factory=dict)  # session preferences (also persisted in the store)
     sources: SourceManager | None = None  # live and manual sources (reference 000, "Source Management")
+    control: ControlSocket | None = None  # <data dir>/assay.sock: `assay index` hands its jobs to this process
 
     @classmethod
     def create(cls, settings: Settings, *, reap: bool = True) -> "AssayApp":
@@ -73,16 +78,23 @@ class AssayApp:
 
     def start_background(self) -> None:
         """What a serving process runs beside the protocol: starting Prefect, reloading plan files, resuming
-        continuous plans."""
+        continuous plans, listening for command-line calls (mcp_server/control.py)."""
         if self.settings.use_prefect:
             from flows.prefect_support import warm_up
 
             warm_up()
+        from mcp_server.control import ControlSocket
+
+        self.control = ControlSocket(self)
+        self.control.start()
         if self.plans.plans_dir is not None:
             self.plans.plans_dir.start()
         self.plans.resume()
 
     def close(self) -> None:
+        if self.control is not None:
+            self.control.stop()  # first: no new calls; those running are cancelled and answered
+            self.control = None
         if self.plans.plans_dir is not None:
             self.plans.plans_dir.stop()
         self.plans.shutdown()

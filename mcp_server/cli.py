@@ -115,26 +115,13 @@ def _progress_bar(stream=sys.stderr):
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    # Only what indexing needs (no MCP server, no plans): a command-line call starts fast. Jobs a server on the same
-    # store left running are not reaped here: that server may well be running them now.
-    from flows.index.service import index_path
     from flows.roots import Roots
-    from flows.runner import JobRunner
-    from mcp_server.config import prepare_environment
-    from store.engine import get_engine
 
     settings = _settings(args, use_prefect=not args.no_prefect)
-    prepare_environment(settings)
-    engine = get_engine(settings.db_url)
-    runner = JobRunner(engine, settings.db_url, use_prefect=settings.use_prefect)
-    try:
-        root = Roots.of(settings.effective_roots).resolve(os.path.abspath(os.path.expanduser(args.path)),
-                                                          field="path")
-        result = index_path(runner, root=root, async_=False, force=args.force, max_age=args.max_age,
-                            follow_symlinks=args.follow_symlinks, on_progress=_progress_bar())
-    finally:
-        runner.shutdown()
-        engine.dispose()
+    root = Roots.of(settings.effective_roots).resolve(os.path.abspath(os.path.expanduser(args.path)), field="path")
+    result = _index_via_server(settings, root, args) if settings.use_prefect else None
+    if result is None:
+        result = _index_here(settings, root, args)
     sys.stderr.write("\n")
     if result.get("skipped"):
         print(result["skipReason"])
@@ -147,6 +134,44 @@ def cmd_index(args: argparse.Namespace) -> int:
     if result.get("error"):
         print(f"  {result['error']}")
     return 0 if result["status"] == "completed" else 1
+
+
+def _index_via_server(settings, root: str, args: argparse.Namespace) -> dict | None:
+    """Hand the job to an `assay serve` on this data dir (mcp_server/control.py): it runs it as a Prefect flow with
+    Prefect already warm, and this process never imports Prefect. None when no server takes it."""
+    from mcp_server import control
+
+    log = logging.getLogger("assay")
+
+    def accepted(where: str, info: dict) -> None:
+        log.info("indexing handed to the assay server at %s (pid %s)", where, info.get("pid"))
+
+    try:
+        return control.index_via_server(settings.data_dir, path=root, force=args.force, max_age=args.max_age,
+                                        follow_symlinks=args.follow_symlinks, store=settings.db_url,
+                                        on_progress=_progress_bar(), on_accepted=accepted)
+    except control.NoServer as why:
+        log.log(logging.INFO if why.refused else logging.DEBUG, "indexing here: %s", why)
+        return None
+
+
+def _index_here(settings, root: str, args: argparse.Namespace) -> dict:
+    # Only what indexing needs (no MCP server, no plans): a command-line call starts fast. Jobs a server on the same
+    # store left running are not reaped here: that server may well be running them now.
+    from flows.index.service import index_path
+    from flows.runner import JobRunner
+    from mcp_server.config import prepare_environment
+    from store.engine import get_engine
+
+    prepare_environment(settings)
+    engine = get_engine(settings.db_url)
+    runner = JobRunner(engine, settings.db_url, use_prefect=settings.use_prefect)
+    try:
+        return index_path(runner, root=root, async_=False, force=args.force, max_age=args.max_age,
+                          follow_symlinks=args.follow_symlinks, on_progress=_progress_bar())
+    finally:
+        runner.shutdown()
+        engine.dispose()
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

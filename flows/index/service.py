@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
+from typing import Any, Callable
 
 from flows.index.flow import ProgressHook
 from flows.runner import JobRunner
@@ -13,8 +13,10 @@ from store.errors import InvalidInput, NotFound
 
 
 def index_path(runner: JobRunner, *, root: str, async_: bool = True, force: bool = False, max_age: float = 3600,
-               follow_symlinks: bool = False, on_progress: ProgressHook | None = None) -> dict[str, Any]:
-    """Index ``root`` (already resolved inside the allowed roots). Returns reference 000's response shapes."""
+               follow_symlinks: bool = False, on_progress: ProgressHook | None = None,
+               on_start: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """Index ``root`` (already resolved inside the allowed roots). Returns reference 000's response shapes.
+    ``on_start`` (sync only) gets the job id before the walk starts."""
     started = time.perf_counter()
     if max_age < 0:
         raise InvalidInput(f"maxAge must be 0 or more seconds, got {max_age}", field="maxAge")
@@ -35,7 +37,8 @@ def index_path(runner: JobRunner, *, root: str, async_: bool = True, force: bool
     if async_:
         job_id = runner.submit_index(root=root, follow_symlinks=follow_symlinks, params=params)
         return {"jobId": job_id, "root": root, "status": "pending", "statusUrl": f"synthesis://jobs/{job_id}"}
-    job = runner.run_index(root=root, follow_symlinks=follow_symlinks, on_progress=on_progress, params=params)
+    job = runner.run_index(root=root, follow_symlinks=follow_symlinks, on_progress=on_progress, params=params,
+                           on_start=on_start)
     return {
         "jobId": job["id"], "root": root, "status": job["status"], "files": job["files"],
         "directories": job["directories"], "totalSize": job["total_size"], "removed": job["removed"],
