@@ -57,6 +57,21 @@ def serve_args(tree: Path, *, prefect: bool, extra: list[str] = ()) -> list[str]
     return args if prefect else args + ["--no-prefect"]
 
 
+
+def wait_listening(proc: subprocess.Popen, port: int, log: Path, timeout: float = 90) -> None:
+    """Wait until the server process listens on ``port`` on loopback; fail with its log if it exits or never does."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"assay serve exited with {proc.returncode}:\n{log.read_text()}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"assay serve did not listen on {port}:\n{log.read_text()}") from None
+            time.sleep(0.1)
+
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
     return make_tree(tmp_path / "home" / "user")
@@ -129,17 +144,7 @@ def http_server(tmp_path: Path, tree: Path):
                 stdout=out, stderr=subprocess.STDOUT, env=server_env(tmp_path, prefect=prefect), cwd=REPO,
                 start_new_session=True)
         started.append(proc)
-        deadline = time.monotonic() + 90
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"assay serve exited with {proc.returncode}:\n{log.read_text()}")
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"assay serve did not listen on {port}:\n{log.read_text()}") from None
-                time.sleep(0.1)
+        wait_listening(proc, port, log)
         return HttpServer(proc, port, log)
 
     yield start

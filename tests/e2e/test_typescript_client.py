@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import make_tree
-from tests.e2e.conftest import REFERENCE_TOOLS, REPO, _stop, free_port, serve_args, server_env
+from tests.e2e.conftest import REFERENCE_TOOLS, REPO, _stop, free_port, serve_args, server_env, wait_listening
 
 pytestmark = pytest.mark.e2e
 
@@ -198,7 +198,7 @@ def report(tmp_path_factory) -> dict:
                 "steps": session_steps(http_tree)}
         plan, out = base / "plan.json", base / "report.json"
         plan.write_text(json.dumps({"sessions": [stdio, http]}))
-        _wait_listening(server, port, http_log)
+        wait_listening(server, port, http_log)
         run = subprocess.run(["node", str(TS_DIR / "client.mjs"), str(plan), str(out)], cwd=TS_DIR,
                              capture_output=True, text=True, timeout=600)
         assert run.returncode == 0, f"node failed:\n{run.stdout}\n{run.stderr[-4000:]}"
@@ -210,23 +210,6 @@ def report(tmp_path_factory) -> dict:
         wanted = {"stdio": stdio, "http": http}[session["label"]]["steps"]
         session["wanted"] = {s["id"]: s for s in wanted}
     return result
-
-
-def _wait_listening(proc, port: int, log: Path) -> None:
-    import socket
-    import time
-
-    deadline = time.monotonic() + 90
-    while True:
-        if proc.poll() is not None:
-            raise RuntimeError(f"assay serve exited with {proc.returncode}:\n{log.read_text()}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"assay serve did not listen on {port}:\n{log.read_text()}") from None
-            time.sleep(0.1)
 
 
 def steps_of(report: dict, kind: str, prefix: str = ""):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
+from contextlib import contextmanager
 
 from store import entries
 from store.diagnostics import diagnose
@@ -56,3 +58,34 @@ def unreadable_for_children(tmp_path) -> bool:
         probe.chmod(0o755)
         probe.rmdir()
     return run.returncode != 0 and "PermissionError" in run.stderr
+
+
+@contextmanager
+def vanishing_mid_walk(victims: set[str]):
+    """While inside, the indexer's listings delete ``victims`` (paths) between listing them and their stat, as a
+    concurrent process would."""
+    import flows.index.indexer as indexer_mod
+
+    real_scandir = indexer_mod.os.scandir
+
+    class Vanishing:
+        def __init__(self, it):
+            self.it = it
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.it.close()
+
+        def __iter__(self):
+            for item in self.it:
+                if item.path in victims:
+                    os.unlink(item.path)
+                yield item
+
+    indexer_mod.os.scandir = lambda p: Vanishing(real_scandir(p))
+    try:
+        yield
+    finally:
+        indexer_mod.os.scandir = real_scandir

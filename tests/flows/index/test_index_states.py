@@ -15,7 +15,7 @@ from flows.index.indexer import Cancelled, index_tree
 from flows.index.service import index_path
 from flows.runner import JobRunner
 from store import entries, jobs
-from tests.flows.index.checks import assert_store_consistent, stored_under
+from tests.flows.index.checks import assert_store_consistent, stored_under, vanishing_mid_walk
 
 
 @pytest.fixture
@@ -219,30 +219,11 @@ def oracle(root: Path) -> dict[str, tuple]:
     return out
 
 
-def test_the_walk_stores_exactly_what_an_independent_listing_sees(engine, tmp_path, monkeypatch):
+def test_the_walk_stores_exactly_what_an_independent_listing_sees(engine, tmp_path):
     root = awkward_tree(tmp_path / "awkward")
-    real_scandir = os.scandir
     victims = {str(root / "dir" / f"vanish{i}.txt") for i in range(0, 30, 3)}
-
-    class Vanishing:  # files deleted between the listing and their stat, as a concurrent process would
-        def __init__(self, it):
-            self.it = it
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            self.it.close()
-
-        def __iter__(self):
-            for item in self.it:
-                if item.path in victims:
-                    os.unlink(item.path)
-                yield item
-
-    monkeypatch.setattr(indexer_mod.os, "scandir", lambda p: Vanishing(real_scandir(p)))
-    result = index_tree(engine, str(root), scan_id=1)
-    monkeypatch.setattr(indexer_mod.os, "scandir", real_scandir)
+    with vanishing_mid_walk(victims):  # files deleted between the listing and their stat
+        result = index_tree(engine, str(root), scan_id=1)
     stored = {r["path"]: (r["kind"], r["size"]) for r in stored_under(engine, str(root))}
     assert stored == oracle(root)
     reasons = sorted({reason for _, reason in result.issues})

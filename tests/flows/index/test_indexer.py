@@ -11,6 +11,7 @@ import flows.index.indexer as indexer_mod
 from flows.index.flow import run_index_job
 from flows.index.indexer import Cancelled, index_tree
 from store import entries, jobs
+from tests.flows.index.checks import vanishing_mid_walk
 
 
 def entry(engine, path) -> dict | None:
@@ -94,28 +95,10 @@ def test_unreadable_directory_is_recorded_skipped_and_its_known_contents_kept(en
     assert result.files == 8
 
 
-def test_file_vanishing_mid_walk_is_recorded_and_skipped(engine, tree, monkeypatch):
+def test_file_vanishing_mid_walk_is_recorded_and_skipped(engine, tree):
     victim = tree / "docs" / "readme.md"
-    real_scandir = os.scandir
-
-    class Vanishing:
-        def __init__(self, it):
-            self.it = it
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            self.it.close()
-
-        def __iter__(self):
-            for item in self.it:
-                if item.path == str(victim):
-                    victim.unlink()  # deleted between listing and stat, as a concurrent process would
-                yield item
-
-    monkeypatch.setattr(indexer_mod.os, "scandir", lambda p: Vanishing(real_scandir(p)))
-    result = index_tree(engine, str(tree), scan_id=1)
+    with vanishing_mid_walk({str(victim)}):
+        result = index_tree(engine, str(tree), scan_id=1)
     assert (str(victim), "vanished during the walk") in result.issues
     assert entry(engine, victim) is None
     assert result.files == 9
