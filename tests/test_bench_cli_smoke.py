@@ -1,5 +1,5 @@
 """The command-line benchmark runs end to end on a tiny folder and prints every row of its table (not the numbers);
-every run beside the server reported to the server's Prefect API."""
+every run beside the server was handed to it, and every run outside its roots reported to its Prefect API."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ EXPECTED_ROWS = [
     "`assay index` of 5 files, `--no-prefect` (the floor)",
     "no server, first run on a fresh data dir",
     "`assay index` of 5 files as a Prefect flow, no server |",
-    "`assay serve` running on the same data dir",
+    "`assay serve` running on the same data dir: handed to the server, run there",
+    "handed to the server over its socket, no flow run in the command (its hand-off line on every run) | yes",
+    "`assay index` of 5 files outside the server's roots: run in the command, on the server's Prefect API",
     "reported to the server's Prefect API (its log line on every run) | yes",
 ]
 

@@ -1,4 +1,5 @@
-"""Processes that never outlive assay, and command-line calls that reuse a running server's Prefect API.
+"""Processes that never outlive assay (nor their control sockets), and command-line calls that reuse a running
+server's Prefect API.
 
 Real `assay serve` and `assay index` processes, with Prefect on: each test collects the process tree (psutil) while
 the work runs, kills the top process with SIGKILL (not its group: the children must go by themselves), and checks
@@ -174,32 +175,39 @@ def test_a_stdio_server_whose_client_went_away_exits_with_its_children(tmp_path,
         proc.stdin.flush()
         assert b'"serverInfo"' in proc.stdout.readline()
         wait_until(lambda: has_prefect_server(proc.pid), STARTUP, "Prefect's API server under the stdio server")
+        sock = tmp_path / "data" / "assay.sock"
+        wait_until(sock.exists, 60, "the control socket of the stdio server")
         procs = tree_of(proc.pid)
         proc.stdin.close()  # the client went away
         proc.stdout.close()
         proc.wait(timeout=60)
         left = survivors(procs)
         assert not left, f"still running after the stdio client went away: {left}"
+        assert not sock.exists()  # command-line calls find no server there any more
     finally:
         _stop(proc)
         kill_all(procs)
 
 
 def test_assay_index_reuses_the_prefect_api_of_a_server_on_the_same_data_dir(tmp_path, env):
+    """A job the server will not take (a path outside its roots; tests/e2e/test_cli_handoff.py has the hand-off of
+    the others) runs in the command, reporting to the server's Prefect API."""
     tree = make_tree(tmp_path / "home" / "user")
+    outside = make_tree(tmp_path / "elsewhere")
     proc, log = start_http(tmp_path, tree, env)
     try:
         wait_until(lambda: "Prefect is ready" in log.read_text(), STARTUP, "Prefect under the server", log)
         record = api_record(tmp_path)
         assert record and record["url"].startswith("http://127.0.0.1:"), record
-        done = subprocess.run(cli("index", str(tree), "--root", str(tree)), capture_output=True, text=True, env=env,
-                              cwd=REPO, timeout=300)
+        done = subprocess.run(cli("index", str(outside), "--root", str(outside)), capture_output=True, text=True,
+                              env=env, cwd=REPO, timeout=300)
         assert done.returncode == 0, done.stderr
         assert "completed: 10 files" in done.stdout
+        assert "leaves this job to us" in done.stderr and "indexing handed" not in done.stderr
         assert f"using the Prefect API of the assay server on this data dir: {record['url']}" in done.stderr
         assert "starting Prefect's API server" not in done.stderr  # no cold start of its own
         runs = httpx.post(f"{record['url']}/flow_runs/filter",
-                          json={"flow_runs": {"name": {"any_": [f"index {tree}"]}}}, timeout=10).json()
+                          json={"flow_runs": {"name": {"any_": [f"index {outside}"]}}}, timeout=10).json()
         assert [r["state_type"] for r in runs] == ["COMPLETED"]
         assert not [line for line in done.stderr.splitlines() if any(bad in line for bad in BAD_LINES)]
 
