@@ -79,15 +79,16 @@ def free_port() -> int:
 
 
 def start_server(folder: Path, data_dir: Path, log_file: Path) -> subprocess.Popen:
-    """`assay serve --transport http` on ``data_dir``, returned once its Prefect API is recorded (it answers) and its
-    control socket is there."""
+    """`assay serve --transport http` on ``data_dir``, returned once its Prefect API is recorded (it answers), its
+    control socket is there and its Prefect warm-up has run (a server that has been up a while, as users meet it)."""
     with open(log_file, "wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "mcp_server.cli", "serve", "--transport", "http", "--port",
                                  str(free_port()), "--root", str(folder)], stdout=out, stderr=subprocess.STDOUT,
                                 env=env_for(data_dir), cwd=REPO, start_new_session=True)
     record = data_dir / "prefect-api.json"
     deadline = time.monotonic() + 300
-    while not (record.exists() and (data_dir / "assay.sock").exists()):
+    sock = data_dir / "assay.sock"
+    while not (record.exists() and sock.exists() and "Prefect is ready" in log_file.read_text()):
         if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()
             raise RuntimeError(f"assay serve did not start its Prefect API:\n{log_file.read_text()[-3000:]}")
