@@ -218,3 +218,47 @@ def test_the_socket_protocol_refuses_another_store_and_answers_bad_requests(serv
     assert ask(b'{"op": "erase"}\n')["error"]["code"] == "INVALID_PARAMS"
     done = served.run("index", str(served.tree / "docs"), "--root", str(served.tree), "--force")
     assert done.returncode == 0 and "indexing handed to the assay server" in done.stderr, done.stderr[-3000:]
+
+
+def test_a_command_that_goes_away_mid_job_has_its_job_cancelled_in_the_server(served):
+    request = {"op": "index", "path": str(served.big), "force": True, "maxAge": 0, "prefect": True,
+               "store": f"sqlite:///{served.tmp / 'data' / 'assay.db'}"}
+    with socket.socket(socket.AF_UNIX) as conn:
+        conn.settimeout(60)
+        conn.connect(str(served.sock))
+        conn.sendall(json.dumps(request).encode() + b"\n")
+        lines = conn.makefile("rb")
+        assert "accepted" in json.loads(lines.readline())
+        job_id = json.loads(lines.readline())["job"]
+        assert "progress" in json.loads(lines.readline())
+        lines.close()
+    # closed without a word, as a killed command does
+    wait_until(lambda: f"job {job_id} cancelled: the command-line call went away" in served.log.read_text(), 60,
+               "the server to cancel the job", served.log)
+    wait_until(lambda: served.job(job_id)["status"] == "cancelled", 60, "the job row to say cancelled")
+
+
+def test_a_server_without_prefect_leaves_prefect_jobs_to_the_command(tmp_path):
+    tree = make_tree(tmp_path / "home" / "user")
+    env = server_env(tmp_path, prefect=False)
+    log = tmp_path / "stdio.err"
+    proc = subprocess.Popen([sys.executable, "-m", "mcp_server.cli", "serve", "--root", str(tree), "--no-prefect"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(log, "wb"), env=env, cwd=REPO,
+                            start_new_session=True)
+    try:
+        wait_until(lambda: LISTENING in log.read_text(), 120, "the stdio server's control socket", log)
+        with socket.socket(socket.AF_UNIX) as conn:
+            conn.settimeout(30)
+            conn.connect(str(tmp_path / "data" / "assay.sock"))
+            conn.sendall(json.dumps({"op": "index", "path": str(tree), "prefect": True,
+                                     "store": f"sqlite:///{tmp_path / 'data' / 'assay.db'}"}).encode() + b"\n")
+            assert json.loads(conn.makefile("rb").readline())["refused"]["code"] == "NO_PREFECT"
+        done = subprocess.run(cli("index", str(tree), "--root", str(tree), "--no-prefect"), capture_output=True,
+                              text=True, env=env, cwd=REPO, timeout=120)
+        assert done.returncode == 0 and done.stdout.startswith("completed: 10 files"), done.stderr[-3000:]
+        assert "indexing handed" not in done.stderr  # --no-prefect never asks a server
+    finally:
+        proc.stdin.close()  # the stdio client goes away: the server stops and takes its socket with it
+        proc.wait(timeout=60)
+        _stop(proc)
+    assert not (tmp_path / "data" / "assay.sock").exists()
