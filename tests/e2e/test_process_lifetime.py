@@ -122,6 +122,14 @@ def has_prefect_server(pid: int) -> bool:
     return any(PREFECT_SERVER.search(c) for c in cmdlines(tree_of(pid)[1:]))
 
 
+
+def assert_sigkill_leaves_nothing(proc: subprocess.Popen, procs: list, what: str) -> None:
+    """SIGKILL the top process only (no chance to clean up), then none of ``procs`` may still run."""
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    left = survivors(procs)
+    assert not left, f"still running after SIGKILL of {what}: {left}"
+
 def test_sigkill_of_assay_serve_leaves_no_process_behind(tmp_path, env):
     tree = big_tree(tmp_path / "big")
     proc, log = start_http(tmp_path, tree, env, "--index", str(tree))
@@ -129,10 +137,7 @@ def test_sigkill_of_assay_serve_leaves_no_process_behind(tmp_path, env):
         wait_until(lambda: "Prefect is ready" in log.read_text(), STARTUP, "Prefect under the server", log)
         procs = tree_of(proc.pid)
         assert any(PREFECT_SERVER.search(c) for c in cmdlines(procs[1:])), cmdlines(procs)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-        left = survivors(procs)
-        assert not left, f"still running after SIGKILL of assay serve: {left}"
+        assert_sigkill_leaves_nothing(proc, procs, "assay serve")
     finally:
         _stop(proc)
         kill_all(procs if "procs" in locals() else [])
@@ -153,10 +158,7 @@ def test_sigkill_of_assay_index_leaves_no_process_behind(tmp_path, env):
             return any(PREFECT_SERVER.search(c) for c in lines[1:]) and any("store.sqlite_writer" in c for c in lines)
 
         wait_until(writer_running, STARTUP, "the Prefect API server and the index writer under assay index", log)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-        left = survivors(seen)
-        assert not left, f"still running after SIGKILL of assay index: {left}"
+        assert_sigkill_leaves_nothing(proc, seen, "assay index")
     finally:
         _stop(proc)
         kill_all(seen)
