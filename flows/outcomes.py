@@ -2,11 +2,17 @@
 name by the capability that provides it (``flows.capabilities``); a plan naming a type with no executor is refused at
 validation (``flows.plans.engine.check_plan``).
 
-An executor may apply an outcome set-based (``apply_sql``: one INSERT ... SELECT over a batch of matches, for outcomes
+An executor may apply an outcome set-based (``apply_ids``: a few statements over a batch of entry ids, for outcomes
 that are idempotent by nature, such as set membership) and must be able to apply it to a list of entry rows
-(``apply_rows``: for matches filtered in Python, chained outcomes and watch events). Outcomes with expensive work
-(thumbnails, embeddings) set ``records_work`` so each (entry state, outcome parameters) is done once: see
-``flows.plans.engine``.
+(``apply_rows``: for matches filtered in Python, chained outcomes and watch events).
+
+The engine hands a batch to ``run_batch(engine, outcome, rows, ctx)``, outside any transaction. Its default opens one
+short transaction around ``apply_rows``: right for outcomes that only write. An outcome with heavy work (decoding
+media, running ffmpeg, embedding) overrides ``run_batch``: it does the work with no transaction open and writes the
+results in short transactions of its own, so an index job, a watcher or a tool call never waits on it for long
+(``flows.classify`` is the example). ``records_work`` makes the engine skip entries whose (state, outcome parameters)
+were already done by the same rule; an executor may also keep its own work records (the classifier does, so chained
+and tool-started work is skipped too) and report what it skipped in ``BatchResult.skipped``.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Sequence
 
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine
 
 from dsl.outcomes import OutcomeBase
 
@@ -27,7 +33,8 @@ class BatchResult:
     """What one outcome did to one batch."""
 
     applied: int = 0  # entries the outcome changed or produced something for
-    unchanged: int = 0  # entries it had nothing to do for (already members, work already done)
+    unchanged: int = 0  # entries it had nothing to do for (already members, nothing applicable)
+    skipped: int = 0  # entries whose work was already done in the same state (unchanged files)
     errors: list[tuple[int, str]] = field(default_factory=list)  # (entry id, reason)
     failed_ids: set[int] = field(default_factory=set)
 
@@ -36,6 +43,7 @@ class OutcomeExecutor:
     type: ClassVar[str]
     records_work: ClassVar[bool] = False
     set_based: ClassVar[bool] = False  # applies to a list of entry ids in a few statements (``apply_ids``)
+    batch_size: ClassVar[int | None] = None  # entries per batch (one Prefect task run); None: the engine's default
 
     def apply_ids(self, conn: Connection, outcome: OutcomeBase, ids: Sequence[int]) -> BatchResult:
         """Apply to the entries ``ids`` set-based (only for ``set_based`` executors)."""
@@ -44,12 +52,23 @@ class OutcomeExecutor:
     def apply_rows(self, conn: Connection, outcome: OutcomeBase, rows: Sequence[Any], ctx: "RunContext") -> BatchResult:
         raise NotImplementedError
 
+    def run_batch(self, engine: Engine, outcome: OutcomeBase, rows: Sequence[Any], ctx: "RunContext") -> BatchResult:
+        """Apply to ``rows`` (entry rows), called with no transaction open. The default writes in one short
+        transaction; executors with heavy work override this to work first and write in short batches after."""
+        with engine.begin() as conn:
+            return self.apply_rows(conn, outcome, rows, ctx)
+
 
 @dataclass
 class RunContext:
-    """What executors may need beyond the connection: the evaluator of per-outcome conditions."""
+    """What executors may need beyond the connection: the evaluator of per-outcome conditions, the execution they
+    work for, a cancellation check and a progress hook for long batches."""
 
     evaluate: Callable[[Any, Any], bool]  # (condition, entry row) -> bool
+    execution_id: int | None = None  # the plan execution (None for work started by a tool or the command line)
+    rule: str | None = None
+    should_cancel: Callable[[], bool] = lambda: False
+    on_item: Callable[[str], None] | None = None  # called with an entry's path as each one is done
 
 
 EXECUTORS: dict[str, OutcomeExecutor] = {}
@@ -77,3 +96,12 @@ def executor_for(outcome: OutcomeBase) -> OutcomeExecutor:
     except KeyError:
         raise LookupError(f"outcome type {outcome.type!r} is not installed; installed: {', '.join(EXECUTORS)}") \
             from None
+
+
+def batch_size_for(outcome: OutcomeBase, default: int) -> int:
+    """Entries per batch for ``outcome``: the smallest its executors ask for (a chained outcome with a classifier step
+    goes at the classifier's pace), at most ``default``."""
+    from dsl.outcomes import iter_outcomes
+
+    sizes = [executor_for(o).batch_size for o in iter_outcomes([outcome])]
+    return min([default, *(s for s in sizes if s)])

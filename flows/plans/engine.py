@@ -27,7 +27,7 @@ from dsl.fields import field_spec, missing_producer
 from dsl.model import PARTIAL_NAMES, Plan, Rule, Source
 from dsl.outcomes import OutcomeBase, iter_outcomes
 from flows.plans import conditions as cond_sql
-from flows.outcomes import BatchResult, RunContext, executor_for, installed_executors
+from flows.outcomes import BatchResult, RunContext, batch_size_for, executor_for, installed_executors
 from flows.roots import Roots
 from store import jobs as store_jobs
 from store import plans as store_plans
@@ -346,51 +346,63 @@ class PlanRun:
         state = self.outcomes[position]
         executor = executor_for(state.outcome)
         state.batches += 1
-        with self.engine.begin() as conn:
-            where = and_(candidates_clause(conn, self.plan, roots=self.roots, restrict_ids=self.restrict_ids),
-                         state.push, T.c.path > after)
-            if state.residual is None and executor.set_based and not executor.records_work:
+        if state.residual is None and executor.set_based and not executor.records_work:
+            with self.engine.begin() as conn:  # a few set-based statements: one short transaction
+                where = and_(candidates_clause(conn, self.plan, roots=self.roots, restrict_ids=self.restrict_ids),
+                             state.push, T.c.path > after)
                 batch = conn.execute(select(T.c.id, T.c.path).where(where).order_by(T.c.path)
                                      .limit(self.id_batch_size)).all()
                 ids = [row[0] for row in batch]
                 result = executor.apply_ids(conn, state.outcome, ids)
-                rule = self.rules_by_name[state.rule]
-                if rule.counted_by == position:
-                    rule.matched += len(ids)
-                state.last_path = batch[-1][1] if batch else state.last_path
-                state.finished = len(ids) < self.id_batch_size
-                self._account(state, result)
-                return {"last": state.last_path, "done": state.finished, "applied": result.applied}
-            rows = conn.execute(select(T).where(where).order_by(T.c.path).limit(self.batch_size)).mappings().all()
-            done = len(rows) < self.batch_size
-            last = rows[-1]["path"] if rows else state.last_path
-            state.last_path = last
-            state.finished = done
-            if state.residual is not None:
-                rows = [r for r in rows if self._eval.evaluate(state.residual, r)]
-            result = self._apply_rows(conn, state, executor, rows)
+            rule = self.rules_by_name[state.rule]
+            if rule.counted_by == position:
+                rule.matched += len(ids)
+            state.last_path = batch[-1][1] if batch else state.last_path
+            state.finished = len(ids) < self.id_batch_size
+            self._account(state, result)
+            return {"last": state.last_path, "done": state.finished, "applied": result.applied}
+        with self.engine.connect() as conn:  # read the batch; the outcome works and writes with no transaction open
+            where = and_(candidates_clause(conn, self.plan, roots=self.roots, restrict_ids=self.restrict_ids),
+                         state.push, T.c.path > after)
+            limit = batch_size_for(state.outcome, self.batch_size)
+            rows = conn.execute(select(T).where(where).order_by(T.c.path).limit(limit)).mappings().all()
+        done = len(rows) < limit
+        last = rows[-1]["path"] if rows else state.last_path
+        if state.residual is not None:
+            rows = [r for r in rows if self._eval.evaluate(state.residual, r)]
+        result = self._apply_rows(state, executor, rows)
+        state.last_path = last
+        state.finished = done
         self._account(state, result)
         return {"last": last, "done": done, "applied": result.applied}
 
-
-    def _apply_rows(self, conn: Connection, state: OutcomeState, executor, rows) -> BatchResult:
+    def _apply_rows(self, state: OutcomeState, executor, rows) -> BatchResult:
         keys: dict[int, str] = {}
         if executor.records_work and rows:
             keys = {r["id"]: work_key(r, state.rule, state.outcome) for r in rows}
-            done = store_plans.known_work_keys(conn, list(keys.values()))
+            with self.engine.connect() as conn:
+                done = store_plans.known_work_keys(conn, list(keys.values()))
             before = len(rows)
             rows = [r for r in rows if keys[r["id"]] not in done]
             state.skipped += before - len(rows)
-        ctx = RunContext(evaluate=self._eval.evaluate)
-        result = executor.apply_rows(conn, state.outcome, rows, ctx)
+        ctx = RunContext(evaluate=self._eval.evaluate, execution_id=self.execution_id, rule=state.rule,
+                         should_cancel=self._cancel_requested,
+                         on_item=lambda path: self._progress(stage=f"{state.outcome.type} {state.rule} "
+                                                                   f"[batch {state.batches}]", throttle=True))
+        result = executor.run_batch(self.engine, state.outcome, rows, ctx)
+        state.skipped += result.skipped
         if executor.records_work and rows:
             failed = dict(result.errors)
-            store_plans.record_outcomes(conn, (
-                {"execution_id": self.execution_id, "entry_id": r["id"], "rule": state.rule,
-                 "outcome_type": state.outcome.type, "work_key": keys[r["id"]],
-                 "status": "error" if r["id"] in failed else "applied", "detail": failed.get(r["id"])}
-                for r in rows))
+            with self.engine.begin() as conn:
+                store_plans.record_outcomes(conn, (
+                    {"execution_id": self.execution_id, "entry_id": r["id"], "rule": state.rule,
+                     "outcome_type": state.outcome.type, "work_key": keys[r["id"]],
+                     "status": "error" if r["id"] in failed else "applied", "detail": failed.get(r["id"])}
+                    for r in rows))
         return result
+
+    def _cancel_requested(self) -> bool:
+        return self.cancel_event is not None and self.cancel_event.is_set()
 
     def _account(self, state: OutcomeState, result: BatchResult) -> None:
         state.applied += result.applied
@@ -462,7 +474,14 @@ class PlanRun:
             before = conn.execute(select(func.count()).select_from(T).where(T.c.path <= path)).scalar() or 0
         return min(before / self._total, 1.0) if self._total else 0.0
 
-    def _progress(self, *, stage: str) -> None:
+    _last_progress = 0.0
+
+    def _progress(self, *, stage: str, throttle: bool = False) -> None:
+        if throttle:  # per-item calls from long outcome batches: at most four a second
+            now = time.monotonic()
+            if now - self._last_progress < 0.25:
+                return
+            self._last_progress = now
         if self.on_progress is not None:
             try:
                 self.on_progress({"stage": stage, "percent": self.percent(),
@@ -482,17 +501,22 @@ def run_stages(run: PlanRun, *, task: Callable[[str, Callable, tuple], Any] | No
             call(f"scan {source.name}", run.scan_source, (i,))
         run.count_candidates()
         store_plans.update_execution(engine, execution_id=run.execution_id, entries_processed=run.processed)
-        for i, state in enumerate(run.rules):
-            call(f"match {state.rule.name}", run.match_rule, (i,))
-        for position, state in enumerate(run.outcomes):
-            after, k = "", 1
-            while True:
-                out = call(f"{state.outcome.type} {state.rule} [batch {k}]", run.outcome_batch, (position, after))
-                if out["done"]:
-                    break
-                after, k = out["last"], k + 1
-            store_plans.update_execution(engine, execution_id=run.execution_id,
-                                         outcomes_applied=sum(o.applied for o in run.outcomes))
+        # rule by rule, each matched just before its outcomes run: a rule after a classifier rule sees what the
+        # classifier wrote (rule 2 "width > 3000" after rule 1 extracted the metadata)
+        for i, rule_state in enumerate(run.rules):
+            call(f"match {rule_state.rule.name}", run.match_rule, (i,))
+            for position, state in enumerate(run.outcomes):
+                if state.rule != rule_state.rule.name:
+                    continue
+                after, k = "", 1
+                while True:
+                    out = call(f"{state.outcome.type} {state.rule} [batch {k}]", run.outcome_batch,
+                               (position, after))
+                    if out["done"]:
+                        break
+                    after, k = out["last"], k + 1
+                store_plans.update_execution(engine, execution_id=run.execution_id,
+                                             outcomes_applied=sum(o.applied for o in run.outcomes))
         run.outcome_summary()
         counters = run.counters()
         errors = sum(o.errors for o in run.outcomes)

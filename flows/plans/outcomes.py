@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from typing import Sequence
 
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine
 
 from dsl.outcomes import ChainedOutcome, SelectionSetOutcome
 from flows.outcomes import BatchResult, OutcomeExecutor, executor_for, register_executor
@@ -39,29 +39,35 @@ class SelectionSetExecutor(OutcomeExecutor):
 
 
 class ChainedExecutor(OutcomeExecutor):
-    """Apply several outcomes in order; with stopOnError an entry that failed one skips the rest."""
+    """Apply several outcomes in order; with stopOnError an entry that failed one skips the rest.
+
+    Each step runs through its executor's ``run_batch`` (its own short transactions, heavy work outside them), so a
+    step's per-outcome condition sees what the steps before it wrote (``when: width > 3000`` after a classifier)."""
 
     type = "chained"
 
-    def apply_rows(self, conn: Connection, outcome: ChainedOutcome, rows, ctx) -> BatchResult:
+    def run_batch(self, engine: Engine, outcome: ChainedOutcome, rows, ctx) -> BatchResult:
         total = BatchResult()
         remaining = list(rows)
         for child in outcome.outcomes:
             chosen = [r for r in remaining if child.when is None or ctx.evaluate(child.when, r)]
             executor = executor_for(child)
             try:
-                with conn.begin_nested():
-                    result = executor.apply_rows(conn, child, chosen, ctx)
-            except Exception as exc:  # the whole batch failed this step
+                result = executor.run_batch(engine, child, chosen, ctx)
+            except Exception as exc:  # the whole step failed for this batch
                 log.warning("chained outcome %s failed: %s", child.type, exc)
                 result = BatchResult(errors=[(r["id"], f"{child.type}: {exc}") for r in chosen],
                                      failed_ids={r["id"] for r in chosen})
             total.applied += result.applied
+            total.skipped += result.skipped
             total.errors.extend(result.errors)
             total.failed_ids |= result.failed_ids
             if outcome.stopOnError and result.failed_ids:
                 remaining = [r for r in remaining if r["id"] not in result.failed_ids]
         return total
+
+    def apply_rows(self, conn: Connection, outcome: ChainedOutcome, rows, ctx) -> BatchResult:
+        raise TypeError("chained outcomes run through run_batch (each step writes in its own transactions)")
 
 
 register_executor(SelectionSetExecutor())
