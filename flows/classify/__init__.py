@@ -1,0 +1,1 @@
+"""Classification: thumbnails, video timelines, metadata and content hashes (the ``classifier`` outcome)."""

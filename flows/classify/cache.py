@@ -1,0 +1,63 @@
+"""The content-addressed artifact cache under the data dir: ``<data dir>/cache/ab/cd/<xxh3-128 of the bytes>.<ext>``.
+
+A file's name is the hash of its bytes, so identical thumbnails are stored once, a file is never rewritten in place
+(readers never see half a file: it is written beside and renamed), and HTTP can serve it as immutable. Rows in the
+``artifacts`` table point at cache paths; a file no row points at is an orphan, removed by :func:`sweep`. Cache paths
+are relative to the data dir and always start with ``cache/`` (the form ``/api/content?path=cache/...`` takes).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from pathlib import Path
+
+import xxhash
+
+CACHE_DIR = "cache"
+_CACHE_PATH = re.compile(r"cache/[0-9a-f]{2}/[0-9a-f]{2}/[0-9a-f]{32}\.(jpg|png|webp|json)")
+MIME_TYPES = {"jpg": "image/jpeg", "png": "image/png", "webp": "image/webp", "json": "application/json"}
+
+
+def cache_dir(data_dir: str | Path) -> Path:
+    return Path(data_dir) / CACHE_DIR
+
+
+def put(data_dir: str | Path, data: bytes, ext: str = "jpg") -> str:
+    """Store ``data`` and return its cache path (``cache/ab/cd/<hash>.<ext>``); storing the same bytes twice is free."""
+    digest = xxhash.xxh3_128_hexdigest(data)
+    rel = f"{CACHE_DIR}/{digest[:2]}/{digest[2:4]}/{digest}.{ext}"
+    target = Path(data_dir) / rel
+    if target.exists():
+        return rel
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix="." + ext)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return rel
+
+
+def is_cache_path(rel: str) -> bool:
+    """Whether ``rel`` has the exact shape of a cache path (nothing else may be served or deleted)."""
+    return bool(_CACHE_PATH.fullmatch(rel))
+
+
+def resolve(data_dir: str | Path, rel: str) -> Path | None:
+    """The file of cache path ``rel``, or None when ``rel`` is not a well-formed cache path or the file is gone."""
+    if not is_cache_path(rel):
+        return None
+    path = Path(data_dir) / rel
+    return path if path.is_file() else None
+
+
+def mime_type(rel: str) -> str:
+    return MIME_TYPES.get(rel.rsplit(".", 1)[-1], "application/octet-stream")
