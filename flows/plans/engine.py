@@ -522,8 +522,10 @@ def run_stages(run: PlanRun, *, task: Callable[[str, Callable, tuple], Any] | No
         errors = sum(o.errors for o in run.outcomes)
         status = "success" if counters["entries_matched"] > 0 or (not plan.rules and run.processed > 0) else "partial"
         message = None
-        if errors:
-            message = f"{errors} outcome error(s); see summary.rules.*.outcomes[].error_samples"
+        if errors:  # some entries failed an outcome (a corrupt video, say); the rest were done
+            status = "partial"
+            message = (f"{errors} outcome error(s), {counters['outcomes_applied']} applied; see "
+                       "summary.rules.*.outcomes[].error_samples")
         elif status == "partial":
             message = "nothing matched" if plan.rules else "the sources yielded no entries"
         run.summary["timings_ms"]["total"] = int((time.perf_counter() - started) * 1000)
