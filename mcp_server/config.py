@@ -39,6 +39,7 @@ class ServerSection(BaseModel):
     cors_origins: list[str] | None = None
     cors_credentials: bool | None = None
     allowed_hosts: list[str] | None = None
+    public_url: str | None = None
 
 
 class DatabaseSection(BaseModel):
@@ -81,6 +82,8 @@ class Settings(BaseModel):
     cors_credentials: bool = True
     # Host header values accepted besides the loopback names; required for a non-loopback binding; "*": any
     allowed_hosts: list[str] = Field(default_factory=list)
+    # the HTTP server's address as clients reach it (behind a proxy); artifact URLs (/api/content) start with it
+    public_url: str | None = None
     tool_groups: list[str] | None = None  # None: every group
     use_prefect: bool = True
     plans_dir: Path | None = None
@@ -121,7 +124,7 @@ def _read_config_file(path: Path) -> ConfigFile:
         )
         raise ConfigError(
             f"config file {path}: {problems}. Known keys: server.transport, server.host, server.port, "
-            "server.cors_origins, server.cors_credentials, server.allowed_hosts, data_dir, database.url, roots, tools.groups, plans.dir",
+            "server.cors_origins, server.cors_credentials, server.allowed_hosts, server.public_url, data_dir, database.url, roots, tools.groups, plans.dir",
             field="config",
         ) from None
 
@@ -140,7 +143,8 @@ def load_settings(cli: dict[str, Any] | None = None, *, config_file: str | Path 
         srv = cfg.server
         values.update({k: v for k, v in {
             "transport": srv.transport, "host": srv.host, "port": srv.port, "cors_origins": srv.cors_origins,
-            "cors_credentials": srv.cors_credentials, "allowed_hosts": srv.allowed_hosts, "data_dir": cfg.data_dir, "database_url": cfg.database.url,
+            "cors_credentials": srv.cors_credentials, "allowed_hosts": srv.allowed_hosts,
+            "public_url": srv.public_url, "data_dir": cfg.data_dir, "database_url": cfg.database.url,
             "statement_timeout": cfg.database.statement_timeout,
             "roots": cfg.roots, "tool_groups": cfg.tools.groups, "plans_dir": cfg.plans.dir,
         }.items() if v is not None})
@@ -156,6 +160,8 @@ def load_settings(cli: dict[str, Any] | None = None, *, config_file: str | Path 
         values["cors_origins"] = _split(env["CORS_ORIGINS"], ",")
     if env.get("ASSAY_ALLOWED_HOSTS"):
         values["allowed_hosts"] = _split(env["ASSAY_ALLOWED_HOSTS"], ",")
+    if env.get("ASSAY_PUBLIC_URL"):
+        values["public_url"] = env["ASSAY_PUBLIC_URL"]
     if env.get("ASSAY_PLANS_DIR"):
         values["plans_dir"] = env["ASSAY_PLANS_DIR"]
     if env.get("ASSAY_TOOL_GROUPS"):

@@ -31,6 +31,8 @@ SETTINGS: list[tuple[str, str, str, str, str]] = [
      "Host header values accepted besides localhost, 127.0.0.1 and [::1] (comma-separated); required when --host "
      "is not a loopback address; * allows any"),
     ("", "", "server.cors_credentials", "true", "send Access-Control-Allow-Credentials"),
+    ("", "ASSAY_PUBLIC_URL", "server.public_url", "http://HOST:PORT",
+     "the HTTP server's address as clients reach it (behind a proxy); artifact URLs (/api/content) start with it"),
     ("--root", "ASSAY_ROOTS", "roots", "your home directory",
      "directories callers may touch (repeat the flag; os.pathsep-separated in the env)"),
     ("--data-dir", "ASSAY_DATA_DIR", "data_dir", "~/.assay", "store, Prefect home and caches"),
