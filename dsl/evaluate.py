@@ -18,6 +18,8 @@ Semantics (the SQL compiler follows every one of them):
 - Times resolve against ``now``. A date-only value (``2024-01-01``, midnight UTC) means the whole UTC day for ``=``
   and ``!=`` and as the upper bound of ``between``; ``<``, ``<=``, ``>``, ``>=`` compare with its first instant.
 - ``set = photos`` is membership of photos, ``set in [a, b]`` of any of them, ``set != photos`` not of photos.
+- A computed field (``duplicates``) is asked of the context (``EvalContext.computed``); None is a missing value, as
+  above (``duplicates`` of an entry not yet hashed).
 - ``text``, ``label`` and ``similarity`` need modules this version does not have: evaluating them raises
   :class:`FieldNotAvailable`.
 """
@@ -52,6 +54,10 @@ class EvalContext(Protocol):
     def metadata(self, entry: Mapping[str, Any], key: str) -> Any | None:
         """The entry's value for ``key``: the number when one is stored, else the text; None when there is none."""
 
+    def computed(self, entry: Mapping[str, Any], name: str) -> Any | None:
+        """The value of the computed field ``name`` (``FieldSpec.computed``) for the entry; None when it has none.
+        Raises :class:`FieldNotAvailable` when no installed module computes it."""
+
 
 TEXT_ONLY_OPS = ("contains", "startswith", "endswith", "matches", "glob")
 COMPARE: dict[str, Callable[[Any, Any], bool]] = {
@@ -69,8 +75,9 @@ def is_number(value: Any) -> bool:
 
 
 def pushable_spec(spec: FieldSpec) -> bool:
-    """Whether the field is stored where SQL can test it: an entries column, set membership or a metadata row."""
-    return spec.column is not None or spec.type == "set" or spec.metadata_key is not None
+    """Whether SQL can test the field: an entries column, set membership, a metadata row or a computed field (whose
+    expression the SQL context gives)."""
+    return spec.column is not None or spec.type == "set" or spec.metadata_key is not None or spec.computed
 
 
 def _escape(ch: str) -> str:
@@ -222,6 +229,9 @@ def _leaf(leaf: Compare, entry: Mapping[str, Any], ctx: EvalContext, *, with_see
     if spec.metadata_key is not None:
         seen = ctx.metadata(entry, spec.metadata_key)
         return metadata_match(op, value, seen), seen
+    if spec.computed:
+        seen = ctx.computed(entry, spec.name)
+        return value_match(op, value, seen, _kind(spec)), seen
     if spec.column is None:
         raise not_available(spec)
     seen = entry.get(spec.column)
@@ -232,8 +242,12 @@ def _leaf(leaf: Compare, entry: Mapping[str, Any], ctx: EvalContext, *, with_see
             return False, seen
         tests, negate = time_tests(op, value, ctx.now)
         return all(COMPARE[o](seen, t) for o, t in tests) != negate, seen
-    kind = "number" if spec.type in ("number", "size", "duration") else "text"
-    return value_match(op, value, seen, kind), seen
+    return value_match(op, value, seen, _kind(spec)), seen
+
+
+def _kind(spec: FieldSpec) -> str:
+    """What a column or computed field holds: number or text."""
+    return "number" if spec.type in ("number", "size", "duration") else "text"
 
 
 def metadata_match(op: str, value: Any, seen: Any) -> bool:

@@ -2,7 +2,13 @@
 
 Fields of the entries table are always available. Fields that later modules fill (metadata from classifiers, text
 content, zero-shot labels, semantic similarity) parse now; a plan that uses one before its producer is installed is
-refused at validation, naming what is missing (see :func:`missing_producer`).
+refused at validation, naming what is missing (see :func:`missing_producer`). A capability installs its producer
+with :func:`install_producer` when it is imported.
+
+Where a field's value lives: an entries ``column``, a ``metadata_values`` row (``metadata_key``), or neither: a
+``computed`` field (``duplicates``) is worked out from the store when it is tested. ``dsl`` does not know how: the
+SQL context gives the expression (``SqlContext.computed``), the evaluation context the value of one entry
+(``EvalContext.computed``); the store side keeps a registry that capabilities fill (``flows.plans.conditions``).
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ class FieldSpec:
     producer: str | None = None  # the module that fills it; None: always available
     choices: tuple[str, ...] = ()
     needs_arg: bool = False  # similarity("a phrase")
+    computed: bool = False  # worked out from the store when tested (no column, no metadata row)
 
     @property
     def operators(self) -> tuple[str, ...]:
@@ -56,7 +63,15 @@ PRODUCERS: dict[str, str] = {
     "labels": "the zero-shot labelling module (outcome type label)",
     "embeddings": "the embedding module (outcome type embed)",
 }
-INSTALLED_PRODUCERS: set[str] = set()  # modules add their name here when imported
+INSTALLED_PRODUCERS: set[str] = set()  # modules add their name here when imported (install_producer)
+
+
+def install_producer(name: str) -> None:
+    """Mark ``name`` (a key of PRODUCERS) as installed: conditions on the fields it fills are accepted. Called by a
+    capability's package when it is imported; calling it again changes nothing."""
+    if name not in PRODUCERS:
+        raise ValueError(f"unknown producer {name!r}; known: {', '.join(PRODUCERS)}")
+    INSTALLED_PRODUCERS.add(name)
 
 
 def _entry(name: str, type_: FieldType, description: str, **kw) -> FieldSpec:
@@ -91,6 +106,8 @@ FIELDS: dict[str, FieldSpec] = {f.name: f for f in [
     _meta("pages", "number", "number of pages of a document"),
     _meta("title", "text", "document title"),
     _meta("author", "text", "document author"),
+    FieldSpec("duplicates", "number", "how many other entries have the same content hash (no value before the file "
+              "is hashed)", producer="metadata", computed=True),
     FieldSpec("text", "content", "the text content of a document", producer="text"),
     FieldSpec("label", "label", "a zero-shot label given by a label outcome", producer="labels"),
     FieldSpec("similarity", "similarity", "semantic similarity (0-1) of the text to a phrase: similarity(\"...\")",

@@ -40,9 +40,14 @@ class SqlContext(Protocol):
     def metadata_exists(self, key: str, build: Callable[[ColumnElement[Any], ColumnElement[Any]], Clause]) -> Clause:
         """EXISTS a metadata row of the current entry under ``key`` whose (num_value, text_value) satisfy ``build``."""
 
+    def computed(self, name: str) -> tuple[ColumnElement[Any], Clause]:
+        """The computed field ``name`` (``FieldSpec.computed``) for the current entry: (its value, usually a scalar
+        subquery correlated with the entries table; whether the entry has a value, a cheap test that guards it)."""
+
 
 def can_push(leaf: Compare) -> bool:
-    """Whether SQL can test the leaf: entries columns, set membership and metadata; not text, label, similarity."""
+    """Whether SQL can test the leaf: entries columns, set membership, metadata and computed fields; not text, label,
+    similarity."""
     return pushable_spec(field_spec(leaf.field))
 
 
@@ -107,6 +112,10 @@ def _leaf(leaf: Compare, ctx: SqlContext) -> Clause:
     if spec.metadata_key is not None:
         return ctx.metadata_exists(spec.metadata_key,
                                    lambda num, text: metadata_clause(op, value, num, text, ctx.dialect))
+    if spec.computed:
+        value_sql, present = ctx.computed(spec.name)
+        return and_(present, value_clause(value_sql, op, value, "number" if spec.type == "number" else "text",
+                                          ctx.dialect))
     if spec.column is None:
         raise not_available(spec)
     col = ctx.column(spec.column)

@@ -1,12 +1,20 @@
 """The store's side of condition evaluation: the contexts ``dsl.sql`` and ``dsl.evaluate`` need (entry columns,
-set membership, metadata values), bound to the store's tables."""
+set membership, metadata values, computed fields), bound to the store's tables.
+
+Computed fields (``dsl.fields.FieldSpec.computed``, such as ``duplicates``) have no column: the capability that
+fills them registers how to work them out with :func:`register_computed` (``flows.classify.fields`` registers
+``duplicates``): an SQL expression correlated with the entries table for pushdown, and the same value for one entry
+in Python, so the two agree.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
 
 from sqlalchemy import and_, exists, select, true
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.sql.elements import ColumnElement
 
 from dsl.conditions import Group
 from store.entries import T
@@ -14,6 +22,50 @@ from store.models import MetadataValue
 from store.sets import M, S
 
 MV = MetadataValue.__table__
+
+
+@dataclass(frozen=True)
+class ComputedField:
+    """How to work out one computed field.
+
+    ``sql()``: (its value for the current row of the entries table ``store.entries.T``, the clause that says
+    whether that row has a value); ``value(conn, entry)``: the same for one entry row, None where it has none.
+    """
+
+    name: str
+    sql: Callable[[], tuple[ColumnElement[Any], ColumnElement[bool]]]
+    value: Callable[[Connection, Mapping[str, Any]], Any]
+
+
+COMPUTED: dict[str, ComputedField] = {}
+
+
+def register_computed(field: ComputedField) -> ComputedField:
+    """Register how ``field.name`` (a computed field of ``dsl.fields``) is worked out; once per name."""
+    from dsl.fields import field_spec
+
+    if not field_spec(field.name).computed:
+        raise ValueError(f"field {field.name!r} is not a computed field of dsl.fields")
+    if field.name in COMPUTED:
+        raise ValueError(f"computed field {field.name!r} is registered twice")
+    COMPUTED[field.name] = field
+    return field
+
+
+def computed_field(name: str) -> ComputedField:
+    """The registration of ``name``, once the installed capabilities have registered theirs; FieldNotAvailable
+    (naming the module that would fill it) when none has."""
+    if name not in COMPUTED:
+        from flows.capabilities import load_capabilities
+
+        load_capabilities()
+    try:
+        return COMPUTED[name]
+    except KeyError:
+        from dsl.evaluate import not_available
+        from dsl.fields import field_spec
+
+        raise not_available(field_spec(name)) from None
 
 
 def split(cond) -> tuple[Any, Any]:
@@ -50,6 +102,9 @@ class SqlStore:
     def metadata_exists(self, key: str, build):
         return exists().where(MV.c.entry_id == T.c.id, MV.c.key == key, build(MV.c.num_value, MV.c.text_value))
 
+    def computed(self, name: str):
+        return computed_field(name).sql()
+
     def clause(self, cond):
         from dsl import sql as dsl_sql
 
@@ -81,6 +136,11 @@ class EvalStore:
         if row is None:
             return None
         return row[0] if row[0] is not None else row[1]
+
+    def computed(self, entry, name: str) -> Any:
+        field = computed_field(name)
+        with self.engine.connect() as conn:
+            return field.value(conn, entry)
 
     def evaluate(self, cond, entry) -> bool:
         from dsl import evaluate as dsl_eval

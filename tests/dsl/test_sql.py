@@ -1,5 +1,8 @@
 """dsl.sql against a real store: known queries give known entries, and SQL agrees with dsl.evaluate on every entry of
-every random condition tree (NULL columns, missing metadata, not / none / empty groups included)."""
+every random condition tree (NULL columns, missing metadata, computed fields, not / none / empty groups included).
+
+Computed fields (``duplicates``) are worked out by the store's registry (flows.plans.conditions, filled by
+flows.classify.fields): the contexts here hand them over to it, so the agreement covers the real code."""
 
 from __future__ import annotations
 
@@ -17,6 +20,8 @@ from dsl.conditions import Compare, Group, Not
 from dsl.evaluate import evaluate
 from dsl.fields import OPERATORS, field_spec
 from dsl.sql import can_push, split, to_sql
+import flows.classify.fields  # noqa: F401  (installs the classifier's fields: metadata producer, duplicates)
+from flows.plans.conditions import computed_field
 from store.engine import make_engine
 from store.models import Entry, MetadataValue, ResourceSet, SetMember
 
@@ -58,8 +63,8 @@ CORPUS = [
     _file("Photos/sunset.JPG", 2000, "image", "image/jpeg", mtime=DAY0 - DAY),
     _file("Photos/vacation/IMG_0001.jpeg", 5000, "image", "image/jpeg"),
     _file("Photos/100%_real.png", 1000, "image", "image/png"),
-    _file("Photos/café.jpg", 1500, "image", "image/jpeg"),
-    _file("Photos/写真.png", 2500, "image", "image/png"),
+    _file("Photos/café.jpg", 1500, "image", "image/jpeg", hash="aa11"),
+    _file("Photos/写真.png", 2500, "image", "image/png", hash="aa11"),
     _file("Photos/emoji😀.gif", 700, "image", None),
     _file("Videos/movie.mp4", 2 * 10**9, "video", "video/mp4", mtime=NOW - 3 * DAY, hash="bb22"),
     _file("Videos/clip.mov", 8000, "video", "video/quicktime"),
@@ -81,7 +86,7 @@ CORPUS = [
     _file("star*.txt", 5, "text"),
     _file("quote'\".txt", 5, "text"),
     _entry(f"{HOME}/link.jpg", "symlink", 0, media_type="image"),
-    _file("UPPER.PDF", 2048, "document", "application/pdf"),
+    _file("UPPER.PDF", 2048, "document", "application/pdf", hash="cc33"),
     _file("a_b.txt", 3, "text"),
     _file("aXb.txt", 3, "text"),
     _file("empty.txt", 0, "text"),
@@ -160,6 +165,9 @@ class StoreSqlContext:
         return exists().where(META.c.entry_id == ENTRIES.c.id, META.c.key == key,
                               build(META.c.num_value, META.c.text_value))
 
+    def computed(self, name: str):
+        return computed_field(name).sql()
+
 
 class StoreEvalContext:
     def __init__(self, conn, now: float = NOW) -> None:
@@ -176,6 +184,9 @@ class StoreEvalContext:
         if row is None:
             return None
         return row.num_value if row.num_value is not None else row.text_value
+
+    def computed(self, entry, name: str):
+        return computed_field(name).value(self.conn, entry)
 
 
 class Store:
@@ -242,6 +253,7 @@ def none_(*c) -> Group:
 DIRS = {"", "home", "user", "Photos", "Videos", "docs", "t", "empty"}  # "" is the root, /
 NO_MEDIA = DIRS | {".hidden", "Makefile"}
 IMAGES = set(MEMBERSHIP["photos"]) | {"link.jpg"}
+HASHED = {"beach.jpg", "café.jpg", "写真.png", "movie.mp4", "report_2024.pdf", "UPPER.PDF"}
 T_FILES = {"midnight.txt", "end_of_day.txt", "next_day.txt", "before.txt", "future.txt", "week_old.txt"}
 
 CASES = [
@@ -279,7 +291,18 @@ CASES = [
      {e["name"] for e in CORPUS if e["media_type"] in (None, "other")}),
     ("none: no child matches (NULLs included)", none_(C("media_type", "in", ["image", "video", "text"])),
      NO_MEDIA | {"report_2024.pdf", "report%2024.pdf", "archive.tar.gz", "song.mp3", "podcast.ogg", "UPPER.PDF"}),
-    ("hash present", C("hash", "glob", "*"), {"beach.jpg", "movie.mp4", "report_2024.pdf"}),
+    ("hash present", C("hash", "glob", "*"), HASHED),
+    ("hash =", C("hash", "=", "aa11"), {"beach.jpg", "café.jpg", "写真.png"}),
+    ("duplicates > 0: other entries share the hash", C("duplicates", ">", 0),
+     {"beach.jpg", "café.jpg", "写真.png", "report_2024.pdf", "UPPER.PDF"}),
+    ("duplicates counts the others, not the entry", C("duplicates", "=", 2), {"beach.jpg", "café.jpg", "写真.png"}),
+    ("duplicates = 0 is a hashed entry alone", C("duplicates", "=", 0), {"movie.mp4"}),
+    ("duplicates between", C("duplicates", "between", [1, 1]), {"report_2024.pdf", "UPPER.PDF"}),
+    ("duplicates in", C("duplicates", "in", [0, 2]), {"beach.jpg", "café.jpg", "写真.png", "movie.mp4"}),
+    ("no hash, no duplicates value: < is false", C("duplicates", "<", 5), HASHED),
+    ("no hash: duplicates != 0 is true, exactly as not =", C("duplicates", "!=", 0), NAMES - {"movie.mp4"}),
+    ("duplicates with others", all_(C("duplicates", ">=", 1), C("media_type", "=", "document")),
+     {"report_2024.pdf", "UPPER.PDF"}),
     ("parent is NULL at /", Not(condition=C("parent", "startswith", "/")), {""}),
     ("depth", C("depth", ">", 6), {"c.txt"}),
     ("date-only = is the whole UTC day", all_(C("mtime", "=", "2024-01-01"), C("name", "in", sorted(T_FILES))),
@@ -357,10 +380,11 @@ POOLS: dict[str, list[Any]] = {
     "exif.ISO": [100, "auto", "100", 50, 200], "metadata.codec": ["h264", "prores", "h", 264],
     "metadata.year": [1999, "1999", "MCMXCIX", 2000, "M"],
     "title": ["Annual Report", "readme", "1999", "100% sure", "Ann", "r"], "author": ["Ann", "Émile", "É"],
+    "duplicates": [0, 1, 2, 3, -1, 1.5], "hash": ["aa11", "bb22", "cc33", "a", "", "x"],
 }
 FIELDS = ["path", "name", "extension", "parent", "kind", "size", "mtime", "ctime", "depth", "media_type", "mime",
           "hash", "set", "width", "height", "duration", "pages", "title", "author", "exif.Model", "exif.ISO",
-          "metadata.codec", "metadata.year"]
+          "metadata.codec", "metadata.year", "duplicates"]
 
 
 @st.composite
@@ -409,7 +433,7 @@ LABEL_LEAF = C("label", "=", "receipt")
 
 def test_can_push_stored_fields_but_not_content_labels_or_similarity():
     assert can_push(C("size", ">", 1)) and can_push(C("set", "=", "photos")) and can_push(C("exif.Model", "=", "x"))
-    assert can_push(C("width", ">", 1)) and can_push(C("mime", "=", "x"))
+    assert can_push(C("width", ">", 1)) and can_push(C("mime", "=", "x")) and can_push(C("duplicates", ">", 0))
     assert not can_push(TEXT_LEAF) and not can_push(LABEL_LEAF)
     assert not can_push(C("similarity", ">=", 0.4, arg="a beach"))
 
