@@ -19,6 +19,7 @@ from pathlib import Path
 
 from PIL import Image, ImageDraw
 from PIL.ExifTags import GPS, IFD, Base
+from PIL.TiffImagePlugin import IFDRational
 
 FFMPEG = shutil.which("ffmpeg")
 HAVE_FFMPEG = FFMPEG is not None and shutil.which("ffprobe") is not None
@@ -61,8 +62,10 @@ def picture(size: tuple[int, int], seed: int = 1) -> Image.Image:
 def jpeg(path: Path, size: tuple[int, int] = (800, 600), *, make: str = "FUJIFILM", model: str = "X-T4",
          taken: str = "2024:06:15 10:30:00", gps: tuple[float, float] | None = (46.5586, 7.9806),
          orientation: int | None = None, lens: str | None = "XF16-80mmF4 R OIS WR", seed: int = 1,
-         quality: int = 85) -> Path:
-    """A JPEG with EXIF: Make, Model, DateTimeOriginal, LensModel, GPS and (optionally) Orientation."""
+         quality: int = 85, exposure: tuple[int, int] | None = (1, 250), f_number: float | None = 4.0,
+         iso: int | None = 400, focal_length: float | None = 23.0, altitude: float | None = 1200.5) -> Path:
+    """A JPEG with EXIF: Make, Model, DateTimeOriginal, LensModel, exposure (ExposureTime, FNumber,
+    ISOSpeedRatings, FocalLength), GPS with altitude and (optionally) Orientation."""
     exif = Image.Exif()
     exif[Base.Make] = make
     exif[Base.Model] = model
@@ -73,6 +76,14 @@ def jpeg(path: Path, size: tuple[int, int] = (800, 600), *, make: str = "FUJIFIL
     sub[Base.DateTimeOriginal] = taken
     if lens:
         sub[Base.LensModel] = lens
+    if exposure is not None:
+        sub[Base.ExposureTime] = IFDRational(*exposure)
+    if f_number is not None:
+        sub[Base.FNumber] = f_number
+    if iso is not None:
+        sub[Base.ISOSpeedRatings] = iso
+    if focal_length is not None:
+        sub[Base.FocalLength] = focal_length
     if gps is not None:
         g = exif.get_ifd(IFD.GPSInfo)
         g[GPS.GPSVersionID] = b"\x02\x03\x00\x00"
@@ -80,6 +91,9 @@ def jpeg(path: Path, size: tuple[int, int] = (800, 600), *, make: str = "FUJIFIL
         g[GPS.GPSLatitude] = _dms(gps[0])
         g[GPS.GPSLongitudeRef] = "E" if gps[1] >= 0 else "W"
         g[GPS.GPSLongitude] = _dms(gps[1])
+        if altitude is not None:
+            g[GPS.GPSAltitudeRef] = b"\x00" if altitude >= 0 else b"\x01"
+            g[GPS.GPSAltitude] = abs(altitude)
     path.parent.mkdir(parents=True, exist_ok=True)
     picture(size, seed).save(path, "JPEG", quality=quality, exif=exif)
     return path

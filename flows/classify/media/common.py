@@ -1,0 +1,113 @@
+"""What every extractor shares: the short error they raise, the one way external tools are run (no shell, a
+timeout, killed when it expires), fitting a size into the thumbnail box and encoding the JPEG.
+
+Extractors raise :class:`MediaError` with a message a person can act on ("cannot identify image file (truncated or
+not an image)"); the worker puts it into ``FileResult.errors`` under the operation's name.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import shutil
+import subprocess
+from typing import Sequence
+
+from PIL import Image
+
+log = logging.getLogger(__name__)
+
+
+class MediaError(Exception):
+    """A file could not be read or made into the requested artifact; the message is short and human."""
+
+
+def tool(name: str) -> str:
+    """The absolute path of an external tool (ffmpeg / ffprobe), or MediaError saying how to install it."""
+    found = shutil.which(name)
+    if found is None:
+        raise MediaError(f"{name} is not installed (./scripts/setup installs the ffmpeg package)")
+    return found
+
+
+def input_path(path: str) -> str:
+    """``path`` as ffmpeg/ffprobe must see it: ``file:`` + the absolute path, so a name such as ``-i.mp4`` is never
+    read as an option and no protocol (``concat:``, ``http:``) is ever inferred from it."""
+    import os
+
+    return "file:" + os.path.abspath(path)
+
+
+def run_tool(cmd: Sequence[str], *, timeout: float, what: str) -> bytes:
+    """Run ``cmd`` (a list: never a shell) and return its stdout; stderr's last line becomes the error when it fails.
+
+    On timeout the process is killed and reaped, and the error says so ("ffprobe timed out after 5 s"). Output is
+    read through pipes; callers ask only for small outputs (JSON, one scaled frame)."""
+    try:
+        proc = subprocess.Popen(list(cmd), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    except OSError as exc:
+        raise MediaError(f"cannot start {what}: {exc.strerror or exc}") from None
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise MediaError(f"{what} timed out after {timeout:g} s") from None
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    if proc.returncode != 0:
+        raise MediaError(f"{what} failed: {last_line(err) or f'exit status {proc.returncode}'}")
+    return out
+
+
+def last_line(stderr: bytes, limit: int = 200) -> str:
+    """The last non-empty line of a tool's stderr, shortened, without the ``file:/abs/path: `` prefix ffmpeg adds."""
+    lines = [ln.strip() for ln in stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
+    if not lines:
+        return ""
+    line = lines[-1]
+    if line.startswith("file:") and ": " in line:
+        line = line.rsplit(": ", 1)[-1]
+    return line[:limit]
+
+
+def fit(width: int, height: int, max_width: int, max_height: int) -> tuple[int, int]:
+    """The largest size within ``max_width`` x ``max_height`` with the aspect of ``width`` x ``height`` (never
+    upscaled, never below 1 pixel)."""
+    if width <= 0 or height <= 0:
+        return (max(width, 1), max(height, 1))
+    scale = min(max_width / width, max_height / height, 1.0)
+    return (max(1, round(width * scale)), max(1, round(height * scale)))
+
+
+def to_rgb(img: Image.Image) -> Image.Image:
+    """``img`` as RGB; transparency (RGBA, LA, palette with a transparent colour) is flattened onto white."""
+    if img.mode == "RGB":
+        return img
+    if img.mode in ("RGBA", "LA", "PA") or (img.mode == "P" and "transparency" in img.info):
+        rgba = img.convert("RGBA")
+        background = Image.new("RGB", rgba.size, (255, 255, 255))
+        background.paste(rgba, mask=rgba.getchannel("A"))
+        return background
+    if img.mode in ("I;16", "I;16B", "I;16L", "I"):
+        img = img.point(lambda v: v / 256) if img.mode != "I" else img
+        return img.convert("L").convert("RGB")
+    return img.convert("RGB")
+
+
+def encode_jpeg(img: Image.Image, quality: int) -> bytes:
+    """``img`` as JPEG bytes at ``quality`` (RGB, flattened)."""
+    buf = io.BytesIO()
+    to_rgb(img).save(buf, "JPEG", quality=max(1, min(int(quality), 100)), optimize=False)
+    return buf.getvalue()
+
+
+def image_from_bytes(data: bytes, what: str) -> Image.Image:
+    """A decoded frame a tool wrote to its stdout (PPM/PNG), loaded now so the bytes can go."""
+    if not data:
+        raise MediaError(f"{what} produced no frame")
+    img = Image.open(io.BytesIO(data))
+    img.load()
+    return img

@@ -1,0 +1,211 @@
+"""The worker side of classification: :func:`classify_file` turns one :class:`FileTask` into a :class:`FileResult`.
+
+It runs in a worker process (a pool of them spreads the work over the cores), never raises, never touches the store:
+it decides what kind of file it has (media type, then extension, then MIME type), runs each requested operation,
+writes the images it makes into the content-addressed cache (``flows.classify.cache.put``) and returns small data.
+Each operation's failure is caught on its own and recorded as a short reason, so a broken video still gets its hash.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+import time
+from typing import Any, Callable
+
+from flows.classify import cache
+from flows.classify.media import hashing, images, pdf, text, video
+from flows.classify.media.common import MediaError, encode_jpeg
+from flows.classify.model import ArtifactOut, FileResult, FileTask, Params
+
+log = logging.getLogger(__name__)
+
+IMAGE_EXTENSIONS = frozenset(".jpg .jpeg .jpe .jfif .png .gif .bmp .tif .tiff .webp .heic .heif .avif .ico .ppm "
+                             ".pgm .pbm .tga .jp2".split())
+VIDEO_EXTENSIONS = frozenset(".mp4 .m4v .mov .mkv .avi .webm .wmv .flv .mpg .mpeg .3gp .mts .m2ts .ogv .vob".split())
+AUDIO_EXTENSIONS = frozenset(".mp3 .wav .flac .aac .m4a .ogg .oga .opus .wma .aiff .aif .alac .ape".split())
+
+
+def kind_of(task: FileTask) -> str:
+    """``image``, ``video``, ``audio``, ``pdf``, ``text`` or ``other`` for a task: its media type, else its extension,
+    else its MIME type."""
+    ext = (task.extension or "").lower()
+    mime = (task.mime or "").lower()
+    if ext == ".pdf" or mime == "application/pdf":
+        return "pdf"
+    if task.media_type in ("image", "video", "audio", "text"):
+        if task.media_type == "image" and ext == ".svg":
+            return "other"  # a vector drawing: Pillow cannot render it
+        return task.media_type
+    for kind, exts in (("image", IMAGE_EXTENSIONS), ("video", VIDEO_EXTENSIONS), ("audio", AUDIO_EXTENSIONS),
+                       ("text", text.TEXT_EXTENSIONS)):
+        if ext in exts:
+            return kind
+    for prefix in ("image", "video", "audio", "text"):
+        if mime.startswith(prefix + "/"):
+            return prefix
+    if mime in ("application/json", "application/xml", "application/x-yaml", "application/javascript"):
+        return "text"
+    return "other"
+
+
+class _Run:
+    """One file's classification in progress: what each operation adds to the result."""
+
+    def __init__(self, task: FileTask):
+        self.task = task
+        self.params: Params = task.params
+        self.result = FileResult(entry_id=task.entry_id, path=task.path)
+        self.done: list[str] = []
+        self._probe: video.Probe | None = None
+        self._probe_error: str | None = None
+
+    # --- bookkeeping ---
+
+    def attempt(self, operation: str, fn: Callable[[], None]) -> None:
+        """Run ``fn`` for ``operation``; a MediaError (or anything else) becomes that operation's error."""
+        try:
+            fn()
+        except MediaError as exc:
+            self.result.errors[operation] = f"{operation}: {exc}"
+            return
+        except MemoryError:
+            self.result.errors[operation] = f"{operation}: out of memory decoding the file"
+            return
+        except Exception as exc:  # noqa: BLE001 - a worker never raises: the reason goes into the result
+            log.debug("classify %s: %s failed", self.task.path, operation, exc_info=True)
+            self.result.errors[operation] = f"{operation}: {_describe(exc)}"
+            return
+        self.done.append(operation)
+
+    def not_applicable(self, operation: str, why: str) -> None:
+        self.result.not_applicable[operation] = why
+        self.done.append(operation)
+
+    def probe(self) -> video.Probe:
+        """ffprobe once per file (thumbnail, timeline and metadata share it)."""
+        if self._probe is None:
+            if self._probe_error is not None:
+                raise MediaError(self._probe_error)
+            try:
+                self._probe = video.probe(self.task.path, self.params.timeout)
+            except MediaError as exc:
+                self._probe_error = str(exc)
+                raise
+        return self._probe
+
+    def store(self, kind: str, data: bytes, value: dict[str, Any]) -> None:
+        rel = cache.put(self.task.cache_root, data, "jpg")
+        self.result.artifacts.append(ArtifactOut(type=kind, cache_path=rel, mime_type="image/jpeg", value=value))
+
+    # --- operations ---
+
+    def thumbnail(self, kind: str) -> None:
+        p = self.params
+        box = (p.max_width, p.max_height, p.quality)
+        if kind == "image":
+            made = images.thumbnail(self.task.path, *box)
+        elif kind == "video":
+            made = video.thumbnail(self.task.path, self.probe(), *box, timeout=p.timeout)
+        elif kind == "pdf":
+            made = pdf.thumbnail(self.task.path, *box)
+        elif kind == "audio":
+            made = video.cover_art(self.task.path, self.probe(), *box, timeout=p.timeout)
+            if made is None:
+                self.result.not_applicable["thumbnail"] = "no embedded cover art in this audio file"
+                return
+        else:
+            raise AssertionError(kind)
+        data, width, height = made
+        self.store("thumbnail", data, {"width": width, "height": height})
+
+    def timeline(self) -> None:
+        p = self.params
+        info = self.probe()
+        if not info.video_streams:
+            self.result.not_applicable["timeline"] = "no video stream (an audio file)"
+            return
+        frames = video.timeline(self.task.path, info, p.frame_count, p.max_width, p.max_height, p.timeout)
+        for i, (t, data, width, height) in enumerate(video.timeline_jpegs(frames, p.quality)):
+            self.store("video-timeline", data, {"frame": i, "timestamp": t, "width": width, "height": height})
+        sheet, columns, rows = video.contact_sheet(frames)
+        self.store("timeline-sheet", encode_jpeg(sheet, p.quality),
+                   {"frames": len(frames), "columns": columns, "rows": rows, "width": sheet.width,
+                    "height": sheet.height})
+
+    def metadata(self, kind: str) -> None:
+        flat: dict[str, Any] = {}
+        details: dict[str, Any] = {"kind": kind, "size": self.task.size}
+        if self.task.size > 0:
+            if kind == "image":
+                flat, details = images.metadata(self.task.path)
+            elif kind in ("video", "audio"):
+                flat, details = video.metadata(self.probe())
+            elif kind == "pdf":
+                flat, details = pdf.metadata(self.task.path)
+            elif kind == "text":
+                flat, details = text.stats(self.task.path)
+            details = {**details, "size": self.task.size}
+        self.result.metadata.update(flat)
+        self.result.details.update(details)
+
+
+def _describe(exc: BaseException) -> str:
+    """A short human reason for an unexpected exception (its message, else its type), never a traceback."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror.lower()
+    message = " ".join(str(exc).split())
+    return (message or type(exc).__name__)[:200]
+
+
+def classify_file(task: FileTask) -> FileResult:
+    """Classify one file as ``task`` asks; never raises (every problem is in ``errors``)."""
+    started = time.perf_counter()
+    run = _Run(task)
+    try:
+        _classify(run)
+    except Exception as exc:  # noqa: BLE001 - defensive: nothing may escape a worker
+        for operation in task.operations:
+            if operation not in run.done and operation not in run.result.errors:
+                run.result.errors[operation] = f"{operation}: {_describe(exc)}"
+    run.result.done = tuple(op for op in task.operations if op in run.done)
+    run.result.elapsed = round(time.perf_counter() - started, 6)
+    return run.result
+
+
+def _classify(run: _Run) -> None:
+    task = run.task
+    try:
+        st = os.stat(task.path)
+    except OSError as exc:
+        for operation in task.operations:
+            run.result.errors[operation] = f"{operation}: cannot read the file: {_describe(exc)}"
+        return
+    if not stat.S_ISREG(st.st_mode):
+        for operation in task.operations:
+            run.result.errors[operation] = f"{operation}: not a regular file (a FIFO, device or socket is not read)"
+        return
+    kind = kind_of(task)
+    empty = st.st_size == 0
+    for operation in task.operations:
+        if operation == "thumbnail":
+            if kind in ("text", "other"):
+                label = "text files" if kind == "text" else "this kind of file"
+                run.not_applicable("thumbnail", f"no thumbnail for {label}")
+            elif empty:
+                run.result.errors["thumbnail"] = "thumbnail: empty file"
+            else:
+                run.attempt("thumbnail", lambda: run.thumbnail(kind))
+        elif operation == "timeline":
+            if kind != "video":
+                run.not_applicable("timeline", "timelines are made of videos only")
+            elif empty:
+                run.result.errors["timeline"] = "timeline: empty file"
+            else:
+                run.attempt("timeline", run.timeline)
+        elif operation == "metadata":
+            def metadata() -> None:
+                run.result.hash = hashing.hash_file(task.path)
+                run.metadata(kind)
+            run.attempt("metadata", metadata)
