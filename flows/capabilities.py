@@ -9,12 +9,17 @@ and the condition fields it fills (``dsl.fields.install_producer``). Its tools a
 from __future__ import annotations
 
 import importlib
+import logging
 import threading
+from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 INSTALLED: tuple[str, ...] = (
     "flows.index",     # walking, index jobs, watching, sources, navigation
     "flows.plans",     # plans: compile, run, preview, watch; outcomes selection_set and chained
     "flows.fileops",   # rename, move, delete
+    "flows.classify",  # thumbnails, timelines, metadata, content hashes (outcome classifier, classifier tools)
 )
 
 _lock = threading.Lock()
@@ -31,3 +36,15 @@ def load_capabilities() -> None:
             for name in INSTALLED:
                 importlib.import_module(name)
             _loaded = True
+
+
+def configure(data_dir: str | Path) -> None:
+    """Tell every installed capability that wants it where the data dir is (the classifier keeps its artifact
+    cache there; the semantic index will keep its vectors there): calls ``configure(data_dir)`` on each installed
+    package that has one."""
+    load_capabilities()
+    for name in INSTALLED:
+        module = importlib.import_module(name)
+        hook = getattr(module, "configure", None)
+        if callable(hook):
+            hook(data_dir)

@@ -71,6 +71,59 @@ class JobRunner:
             on_start(job_id)
         return self._execute(job_id, root, follow_symlinks, on_progress)
 
+    # -- classify jobs (flows.classify.service) --
+
+    def _execute_classify(self, job_id: int, path: str, on_progress: Callable[[dict], None] | None) -> dict:
+        from flows.classify import service as classify
+
+        event = self._events.setdefault(job_id, threading.Event())
+        try:
+            if self.use_prefect:
+                classify.register_job_hooks(job_id, cancel_event=event, on_progress=on_progress)
+                try:
+                    with flow_settings():
+                        classify.classify_flow()(database_url=self.database_url, job_id=job_id, path=path)
+                except Exception:
+                    log.exception("classify flow for job %s failed", job_id)
+                job = store_jobs.get_job(self.engine, job_id=job_id)
+                if job["status"] in store_jobs.ACTIVE:  # the flow died before our code could finish the row
+                    store_jobs.finish_job(self.engine, job_id=job_id, status="failed",
+                                          error_message="the Prefect flow run failed before the job finished")
+                    job = store_jobs.get_job(self.engine, job_id=job_id)
+                return job
+            try:
+                return classify.run_classify_job(self.engine, job_id=job_id, cancel_event=event,
+                                                 on_progress=on_progress)
+            except Exception:
+                return store_jobs.get_job(self.engine, job_id=job_id)  # recorded as failed on the row
+        finally:
+            with self._lock:
+                self._events.pop(job_id, None)
+                self._futures.pop(job_id, None)
+
+    def submit_classify(self, *, path: str, operations: tuple[str, ...], force: bool = True) -> int:
+        """Create a classify job of ``path`` (an indexed file or directory) and start it in the background."""
+        from flows.classify.service import create_classify_job
+
+        job_id = create_classify_job(self.engine, path=path, operations=operations, force=force)
+        with self._lock:
+            self._events[job_id] = threading.Event()
+            self._futures[job_id] = self._pool.submit(self._execute_classify, job_id, path, None)
+        return job_id
+
+    def run_classify(self, *, path: str, operations: tuple[str, ...], force: bool = True,
+                     on_progress: Callable[[dict], None] | None = None,
+                     on_start: Callable[[int], None] | None = None) -> dict:
+        """Create a classify job and run it in this thread; returns the finished job row."""
+        from flows.classify.service import create_classify_job
+
+        job_id = create_classify_job(self.engine, path=path, operations=operations, force=force)
+        with self._lock:
+            self._events.setdefault(job_id, threading.Event())
+        if on_start is not None:
+            on_start(job_id)
+        return self._execute_classify(job_id, path, on_progress)
+
     def cancel(self, job_id: int) -> dict:
         result = store_jobs.request_cancel(self.engine, job_id=job_id)
         with self._lock:

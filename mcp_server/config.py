@@ -194,5 +194,8 @@ def prepare_environment(settings: Settings) -> None:
     from flows import prefect_support
 
     prefect_support.configure(settings.data_dir)  # where a server records the Prefect API it shares
+    from flows import capabilities
+
+    capabilities.configure(settings.data_dir)  # e.g. the classifier's artifact cache under <data dir>/cache
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

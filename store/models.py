@@ -274,19 +274,6 @@ class MetadataValue(SQLModel, table=True):
     text_value: str | None = None
 
 
-class ClassifierJob(SQLModel, table=True):
-    __tablename__ = "classifier_jobs"
-
-    id: int | None = Field(default=None, primary_key=True)
-    source_path: str = Field(sa_column=Column(Text, nullable=False))
-    operations_json: str = '["all"]'
-    status: str = "pending"
-    progress: float = 0.0
-    error_message: str | None = None
-    created_at: float = Field(default_factory=now)
-    completed_at: float | None = None
-
-
 # --- text, chunks and vectors (filled by the search and embedding issues) ------------------------------------------
 
 

@@ -43,6 +43,18 @@ def _boolean(value: Any) -> bool:
     raise ValueError
 
 
+def _int_between(low: int, high: int) -> Callable[[Any], Any]:
+    def check(value: Any) -> int:
+        if isinstance(value, bool):
+            raise ValueError
+        if isinstance(value, str) and value.strip().isdigit():
+            value = int(value.strip())
+        if isinstance(value, int) and low <= value <= high:
+            return value
+        raise ValueError
+    return check
+
+
 SPECS: dict[str, PreferenceSpec] = {s.key: s for s in (
     PreferenceSpec("default_sort", "name", "one of name, size, mtime", _one_of("name", "size", "mtime"),
                    "Sort field navigate uses when the call gives none"),
@@ -50,6 +62,12 @@ SPECS: dict[str, PreferenceSpec] = {s.key: s for s in (
                    "Whether navigate lists entries whose names start with a dot"),
     PreferenceSpec("thumbnail_size", "medium", "one of small, medium, large", _one_of("small", "medium", "large"),
                    "Size of generated thumbnails"),
+    PreferenceSpec("thumbnail.max_width", 320, "a whole number from 16 to 4096", _int_between(16, 4096),
+                   "Largest width of a generated thumbnail, in pixels (a classifier outcome's maxWidth overrides it)"),
+    PreferenceSpec("thumbnail.max_height", 320, "a whole number from 16 to 4096", _int_between(16, 4096),
+                   "Largest height of a generated thumbnail, in pixels (a classifier outcome's maxHeight overrides it)"),
+    PreferenceSpec("timeline.frame_count", 5, "a whole number from 1 to 100", _int_between(1, 100),
+                   "How many frames a video timeline spreads evenly over the video's duration"),
 )}
 
 

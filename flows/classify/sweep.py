@@ -1,0 +1,149 @@
+"""The cache sweep: files under ``<data dir>/cache`` that no ``artifacts`` row points at are removed.
+
+Deleting an entry cascades its artifacts rows (foreign key ON DELETE CASCADE), and regenerating replaces them, so
+their cache files become orphans; the sweep runs after each classify job, after each plan execution with a
+classifier, and in the background at server start. A file shared by two entries (identical thumbnails: the cache is
+content-addressed) stays while one row still points at it. The cache directory is streamed (os.scandir) and checked
+against the table in chunks of ~500, so memory stays flat however large the cache is. Files younger than ``grace``
+seconds are kept: a worker may have written a thumbnail whose row is not committed yet.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+from sqlalchemy.engine import Engine
+
+from flows.classify import cache
+from store import artifacts as store_artifacts
+
+log = logging.getLogger(__name__)
+
+CHUNK = 500
+GRACE = 600.0  # seconds: a file this young may belong to a batch whose write is still to come
+
+
+@dataclass
+class SweepResult:
+    scanned: int = 0
+    removed: int = 0
+    removed_bytes: int = 0
+    kept: int = 0
+    orphans: list[str] = field(default_factory=list)  # cache paths found unreferenced (first 100)
+
+
+def iter_cache_files(data_dir: str | Path) -> Iterator[tuple[str, os.DirEntry]]:
+    """(cache path relative to the data dir, dir entry) of every well-formed file in the cache, streamed."""
+    root = cache.cache_dir(data_dir)
+    if not root.is_dir():
+        return
+    stack = [root]
+    while stack:
+        folder = stack.pop()
+        try:
+            with os.scandir(folder) as it:
+                for entry in it:
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(Path(entry.path))
+                    elif entry.is_file(follow_symlinks=False):
+                        rel = Path(entry.path).relative_to(data_dir).as_posix()
+                        if cache.is_cache_path(rel):
+                            yield rel, entry
+        except OSError as exc:
+            log.warning("cache sweep could not read %s: %s", folder, exc)
+
+
+def _chunks(data_dir: str | Path) -> Iterator[list[tuple[str, os.DirEntry]]]:
+    chunk: list[tuple[str, os.DirEntry]] = []
+    for item in iter_cache_files(data_dir):
+        chunk.append(item)
+        if len(chunk) >= CHUNK:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def find_orphans(engine: Engine, data_dir: str | Path) -> Iterator[tuple[str, os.DirEntry]]:
+    """Cache files no artifacts row points at."""
+    for chunk in _chunks(data_dir):
+        with engine.connect() as conn:
+            used = store_artifacts.referenced_cache_paths(conn, [rel for rel, _ in chunk])
+        for rel, entry in chunk:
+            if rel not in used:
+                yield rel, entry
+
+
+def sweep_cache(engine: Engine, data_dir: str | Path, *, grace: float = GRACE, dry_run: bool = False) -> SweepResult:
+    """Remove cache files no row points at (older than ``grace`` seconds); ``dry_run`` only counts them."""
+    result = SweepResult()
+    now = time.time()
+    for chunk in _chunks(data_dir):
+        result.scanned += len(chunk)
+        with engine.connect() as conn:
+            used = store_artifacts.referenced_cache_paths(conn, [rel for rel, _ in chunk])
+        for rel, entry in chunk:
+            if rel in used:
+                result.kept += 1
+                continue
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if now - st.st_mtime < grace:
+                result.kept += 1
+                continue
+            if len(result.orphans) < 100:
+                result.orphans.append(rel)
+            if dry_run:
+                continue
+            try:
+                os.unlink(entry.path)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                log.warning("cache sweep could not remove %s: %s", entry.path, exc)
+                continue
+            result.removed += 1
+            result.removed_bytes += st.st_size
+    if result.removed:
+        log.info("cache sweep removed %d orphan file(s), %d bytes", result.removed, result.removed_bytes)
+    return result
+
+
+def missing_files(engine: Engine, data_dir: str | Path, *, limit: int = 100) -> tuple[int, list[dict]]:
+    """Artifact rows whose cache file is gone: (count, first ``limit`` as {artifactId, entryId, cachePath})."""
+    count, sample = 0, []
+    for artifact_id, entry_id, rel in store_artifacts.iter_artifact_cache_paths(engine):
+        if not (Path(data_dir) / rel).is_file():
+            count += 1
+            if len(sample) < limit:
+                sample.append({"artifactId": artifact_id, "entryId": entry_id, "cachePath": rel})
+    return count, sample
+
+
+_sweeping = threading.Lock()
+
+
+def sweep_in_background(engine: Engine, data_dir: str | Path) -> threading.Thread | None:
+    """Sweep in a daemon thread (server start-up); None when a sweep is already running."""
+    if not _sweeping.acquire(blocking=False):
+        return None
+
+    def work() -> None:
+        try:
+            sweep_cache(engine, data_dir)
+        except Exception:
+            log.warning("background cache sweep failed", exc_info=True)
+        finally:
+            _sweeping.release()
+
+    thread = threading.Thread(target=work, name="assay-cache-sweep", daemon=True)
+    thread.start()
+    return thread
