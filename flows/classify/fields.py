@@ -18,7 +18,7 @@ from sqlalchemy import and_, func, select
 from sqlalchemy.engine import Connection
 
 from dsl.fields import install_producer
-from flows.plans.conditions import ComputedField, register_computed
+from flows.plans.conditions import ComputedField, register_computed, register_filler
 from store.entries import T
 
 PRODUCER = "metadata"
@@ -51,10 +51,20 @@ def duplicates_value(conn: Connection, entry: Mapping[str, Any]) -> int | None:
 DUPLICATES = ComputedField(name="duplicates", sql=duplicates_sql, value=duplicates_value)
 
 
+def classifier_fills(outcome, spec) -> bool:
+    """Whether a classifier outcome fills the field ``spec``: the metadata operation (``extract_metadata`` or
+    ``all``) writes the metadata fields, the hash and so the duplicates."""
+    from flows.classify.model import parse_operations
+
+    return "metadata" in parse_operations(outcome.classifierOperation) and \
+        (spec.producer == PRODUCER or spec.name == "hash")
+
+
 def install() -> None:
     """Register the classifier's fields; importing this module calls it once."""
     install_producer(PRODUCER)
     register_computed(DUPLICATES)
+    register_filler("classifier", classifier_fills)
 
 
 install()

@@ -86,6 +86,28 @@ def both(a, b):
     return Group(type="all", conditions=[a, b])
 
 
+# --- which outcomes fill which fields (for plan-preview's notes) ------------------------------------------------
+
+# outcome type -> (outcome, field spec) -> whether running that outcome fills the field
+FILLERS: dict[str, Callable[[Any, Any], bool]] = {}
+
+
+def register_filler(outcome_type: str, fills: Callable[[Any, Any], bool]) -> None:
+    """Say which condition fields an outcome type fills (``fills(outcome, spec)``), so a preview can tell that a
+    rule's condition depends on an outcome that runs earlier in the same plan."""
+    FILLERS[outcome_type] = fills
+
+
+def fills(outcome, spec) -> bool:
+    """Whether running ``outcome`` (not its chained steps) fills the field ``spec``."""
+    if not FILLERS:
+        from flows.capabilities import load_capabilities
+
+        load_capabilities()
+    test = FILLERS.get(outcome.type)
+    return bool(test and test(outcome, spec))
+
+
 class SqlStore:
     """dsl.sql's context over the entries table."""
 

@@ -11,8 +11,10 @@ from typing import Any
 from sqlalchemy import and_, exists, func, select
 from sqlalchemy.engine import Connection, Engine
 
+from dsl.conditions import iter_leaves
+from dsl.fields import field_spec
 from dsl.model import Plan
-from dsl.outcomes import ChainedOutcome, OutcomeBase, SelectionSetOutcome
+from dsl.outcomes import ChainedOutcome, OutcomeBase, SelectionSetOutcome, iter_outcomes
 from flows.plans import conditions as cond_sql
 from flows.plans.engine import candidates_clause, is_watched, source_clause
 from flows.roots import Roots
@@ -61,6 +63,67 @@ def _describe(conn: Connection, outcome: OutcomeBase, where, evaluate_rows) -> d
     return info
 
 
+# --- conditions on fields an outcome of the same plan fills (width after a classifier rule) ----------------------
+
+
+def _fields_of(cond) -> list[str]:
+    """The fields ``cond`` tests, in order of appearance, once each."""
+    return list(dict.fromkeys(leaf.field for leaf in iter_leaves(cond))) if cond is not None else []
+
+
+def _filler(fields: list[str], outcomes: list[tuple[str, OutcomeBase]]) -> tuple[list[str], str, str] | None:
+    """(the fields filled, the rule, the outcome type) of the first of ``outcomes`` ((rule name, outcome), in run
+    order, chained steps included) that fills any of ``fields``; None when none does."""
+    for rule_name, outcome in outcomes:
+        for step in iter_outcomes([outcome]):
+            filled = [f for f in fields if cond_sql.fills(step, field_spec(f))]
+            if filled:
+                return filled, rule_name, step.type
+    return None
+
+
+def _names(fields: list[str]) -> str:
+    return ", ".join(fields)
+
+
+def dependency_notes(plan: Plan) -> list[tuple[list[str], dict[int, str]]]:
+    """For each rule: (notes on its condition, {outcome index: note on that outcome's condition}) where a condition
+    tests fields that an outcome of the plan fills as it runs (``width`` after a ``classifier`` outcome). A preview
+    changes nothing, so such a condition only sees entries processed before; plan-execute runs rules in order, each
+    matched just before its outcomes, so a later rule (or a later outcome of the same rule) sees what an earlier one
+    wrote, while a rule's own condition is tested before its own outcomes run."""
+    out: list[tuple[list[str], dict[int, str]]] = []
+    earlier: list[tuple[str, OutcomeBase]] = []
+    for rule in plan.rules:
+        own = [(rule.name, o) for o in rule.outcomes]
+        notes: list[str] = []
+        fields = _fields_of(rule.when)
+        found = _filler(fields, earlier)
+        if found:
+            filled, by_rule, by_type = found
+            notes.append(f"uses {_names(filled)}, filled by the {by_type} outcome of rule {by_rule!r}; entries it "
+                         f"has not processed yet are counted as not matching here (plan-execute runs rule "
+                         f"{by_rule!r} first, so more may match then)")
+        found = _filler([f for f in fields if not found or f not in found[0]], own)
+        if found:
+            filled, _, by_type = found
+            notes.append(f"its condition uses {_names(filled)}, which its own {by_type} outcome fills: the condition "
+                         "is tested before that outcome runs, so only entries processed before can match (test "
+                         "the result in a later rule to select on it in the same run)")
+        outcome_notes: dict[int, str] = {}
+        for j, outcome in enumerate(rule.outcomes):
+            found = _filler(_fields_of(outcome.when), earlier + own[:j])
+            if found:
+                filled, by_rule, by_type = found
+                where = "an earlier outcome of this rule" if by_rule == rule.name else f"rule {by_rule!r}"
+                outcome_notes[j] = (f"its condition uses {_names(filled)}, filled by the {by_type} outcome of {where}; "
+                                    "entries not processed yet are counted as not matching here (plan-execute runs "
+                                    "that outcome first)")
+        out.append((notes, outcome_notes))
+        earlier += own
+    return out
+
+
 def preview_plan(engine: Engine, plan: Plan, *, roots: Roots, samples: int = 5) -> dict[str, Any]:
     now = time.time()
     sql = cond_sql.SqlStore(engine, now=now)
@@ -81,7 +144,7 @@ def preview_plan(engine: Engine, plan: Plan, *, roots: Roots, samples: int = 5) 
             out["error"] = str(exc)
             return out
         out["candidates"] = _count(conn, cand)
-        for rule in plan.rules:
+        for rule, (rule_notes, outcome_notes) in zip(plan.rules, dependency_notes(plan)):
             push, residual = cond_sql.split(rule.when)
             where = and_(cand, sql.clause(push))
 
@@ -103,15 +166,20 @@ def preview_plan(engine: Engine, plan: Plan, *, roots: Roots, samples: int = 5) 
                         if len(sample_rows) < samples:
                             sample_rows.append(row)
             outcomes = []
-            for outcome in rule.outcomes:
+            for j, outcome in enumerate(rule.outcomes):
                 o_push, o_res = cond_sql.split(outcome.when) if outcome.when is not None else (None, None)
                 o_where = and_(where, sql.clause(o_push))
                 needs_python = residual is not None or o_res is not None
-                outcomes.append(_describe(conn, outcome, o_where,
-                                          (lambda w, o_res=o_res: python_count(w, extra=o_res)) if needs_python
-                                          else None))
-            out["rules"].append({"name": rule.name, "matched": matched,
-                                 "samples": [entry_public(r) for r in sample_rows], "outcomes": outcomes})
+                info = _describe(conn, outcome, o_where,
+                                 (lambda w, o_res=o_res: python_count(w, extra=o_res)) if needs_python else None)
+                if j in outcome_notes:
+                    info["note"] = outcome_notes[j]
+                outcomes.append(info)
+            item = {"name": rule.name, "matched": matched, "samples": [entry_public(r) for r in sample_rows],
+                    "outcomes": outcomes}
+            if rule_notes:
+                item["notes"] = rule_notes
+            out["rules"].append(item)
     return out
 
 
@@ -132,7 +200,7 @@ def explain_path(engine: Engine, plan: Plan, *, roots: Roots, path: str) -> dict
             except Exception as exc:
                 result["sources"].append({"name": source.name, "type": source.type, "error": str(exc)})
     result["is_candidate"] = any(s.get("yields_entry") for s in result["sources"])
-    for rule in plan.rules:
+    for rule, (rule_notes, outcome_notes) in zip(plan.rules, dependency_notes(plan)):
         tree = ev.explain(rule.when, row)
         outcomes = []
         for outcome in rule.outcomes:
@@ -143,9 +211,14 @@ def explain_path(engine: Engine, plan: Plan, *, roots: Roots, path: str) -> dict
             else:
                 item["passed"] = True
             item["would_apply"] = bool(result["is_candidate"] and tree["passed"] and item["passed"])
+            if len(outcomes) in outcome_notes:
+                item["note"] = outcome_notes[len(outcomes)]
             outcomes.append(item)
-        result["rules"].append({"name": rule.name, "matched": bool(result["is_candidate"] and tree["passed"]),
-                                "condition_passed": tree["passed"], "condition": tree, "outcomes": outcomes})
+        explained = {"name": rule.name, "matched": bool(result["is_candidate"] and tree["passed"]),
+                     "condition_passed": tree["passed"], "condition": tree, "outcomes": outcomes}
+        if rule_notes:  # the values seen are those stored now; an earlier outcome of the plan may change them
+            explained["notes"] = rule_notes
+        result["rules"].append(explained)
     if not result["is_candidate"]:
         result["note"] = ("no source of the plan yields this entry, so no rule acts on it (kind directory entries are "
                           "offered only with config.include_directories; hidden ones with include_hidden)")

@@ -27,12 +27,18 @@ class DictContext:
     now: float = NOW
     sets: dict[str, set[str]] = field(default_factory=dict)
     meta: dict[str, dict[str, Any]] = field(default_factory=dict)
+    hashes: dict[str, str] = field(default_factory=dict)  # path -> content hash
 
     def member_of(self, entry, set_names):
         return any(entry["path"] in self.sets.get(n, ()) for n in set_names)
 
     def metadata(self, entry, key):
         return self.meta.get(entry["path"], {}).get(key)
+
+    def computed(self, entry, name):  # duplicates: how many other entries have the entry's hash
+        if entry["hash"] is None:
+            return None
+        return sum(1 for other, h in self.hashes.items() if h == entry["hash"] and other != entry["path"])
 
 
 def entry(path: str = "/p/beach.jpg", **kw) -> dict[str, Any]:
@@ -115,6 +121,31 @@ def test_explain_gives_every_node_its_verdict_and_leaves_their_values():
 def test_explain_evaluates_every_child_even_after_the_verdict_is_known():
     tree = explain(Group(type="any", conditions=[C("size", ">", 1), C("size", ">", 10**9)]), entry(), CTX)
     assert [c["passed"] for c in tree["children"]] == [True, False]
+
+
+HASHED = DictContext(hashes={"/p/a.jpg": "xxh128:1", "/p/b.jpg": "xxh128:1", "/p/c.jpg": "xxh128:2"})
+
+
+@pytest.mark.parametrize("path, hash_, cond, expected", [
+    ("/p/a.jpg", "xxh128:1", C("duplicates", ">", 0), True),
+    ("/p/a.jpg", "xxh128:1", C("duplicates", "=", 1), True),  # the others, not the entry itself
+    ("/p/c.jpg", "xxh128:2", C("duplicates", "=", 0), True),
+    ("/p/c.jpg", "xxh128:2", C("duplicates", ">", 0), False),
+    ("/p/d.jpg", None, C("duplicates", "=", 0), False),  # not hashed: no value, so comparisons are false
+    ("/p/d.jpg", None, C("duplicates", "<", 10), False),
+    ("/p/d.jpg", None, C("duplicates", "!=", 0), True),  # ... and != is true, as not (=)
+    ("/p/a.jpg", "xxh128:1", C("duplicates", "between", [1, 3]), True),
+])
+def test_computed_fields_are_asked_of_the_context_and_missing_values_behave_as_everywhere(path, hash_, cond,
+                                                                                         expected):
+    assert evaluate(cond, entry(path, hash=hash_), HASHED) is expected
+
+
+def test_explain_shows_the_computed_value_seen():
+    tree = explain(C("duplicates", ">", 0), entry("/p/a.jpg", hash="xxh128:1"), HASHED)
+    assert tree["passed"] is True and tree["seen"] == 1 and tree["field"] == "duplicates"
+    tree = explain(C("duplicates", ">", 0), entry("/p/d.jpg"), HASHED)
+    assert tree["passed"] is False and tree["seen"] is None
 
 
 def test_explain_of_a_missing_value_shows_none():

@@ -189,6 +189,7 @@ class FakeWork(flow_outcomes.OutcomeExecutor):
 
 @pytest.fixture
 def fake_classifier(monkeypatch):
+    flow_outcomes.installed_executors()  # the real one registered first, so replacing it is undone afterwards
     fake = FakeWork(fail_on="sunset.jpg")
     monkeypatch.setitem(flow_outcomes.EXECUTORS, "classifier", fake)
     return fake
@@ -217,12 +218,23 @@ def test_chained_outcomes_stop_on_error_per_entry(service, engine, tree, fake_cl
 
 def test_check_plan_refuses_what_this_installation_cannot_run(tree):
     p = plan(tree / ".." / "..", rules=[
-        {"name": "r", "when": "width > 100", "outcomes": [{"type": "embed", "collection": "papers"}]}])
+        {"name": "r", "when": "label = receipt", "outcomes": [{"type": "embed", "collection": "papers"}]}])
     problems = check_plan(p, roots=Roots.of([str(tree)]))
     text = "\n".join(pr.render() for pr in problems)
     assert "sources[0].config.paths[0]" in text and "outside the allowed roots" in text
-    assert "rules[0].when: field 'width' is filled by the classifier module" in text
+    assert "rules[0].when: field 'label' is filled by the zero-shot labelling module" in text
     assert "rules[0].outcomes[0]: outcome type 'embed' is not installed" in text
+
+
+def test_check_plan_accepts_the_classifier_and_its_fields_once_installed(tree, monkeypatch):
+    import flows.classify.fields  # noqa: F401  (what flows.classify's import does)
+
+    p = plan(tree, rules=[{"name": "c", "outcomes": [{"type": "classifier", "classifierOperation": "all"}]},
+                          {"name": "wide", "when": "width > 100 and duplicates = 0 and exif.Model = X-T4",
+                           "outcomes": [{"type": "selection_set", "selectionSetName": "wide"}]}])
+    flow_outcomes.installed_executors()
+    monkeypatch.setitem(flow_outcomes.EXECUTORS, "classifier", FakeWork())  # whether flows.classify registered it
+    assert check_plan(p, roots=Roots.of([str(tree)])) == []
 
 
 def test_paused_plans_do_not_run(service, tree):
