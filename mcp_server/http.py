@@ -6,18 +6,29 @@ port) or one of the configured allowed hosts (refused with 421 otherwise), and n
 one of the configured origins (refused with 403 otherwise, as the MCP specification asks). A server bound to a
 non-loopback address must be told its allowed hosts. ``*`` in the origins (``CORS_ORIGINS=*``) accepts every origin,
 reference 000's default, with a warning at start; ``*`` in the allowed hosts accepts every host.
+
+Behind the same guard, ``GET``/``HEAD /api/content?path=cache/ab/cd/<hash>.jpg`` serves the classifier's artifacts
+(thumbnails, timeline frames) from the content-addressed cache under the data dir (reference 000's form; inspect's
+and navigate's URLs point here, see :func:`content_base`). Only the exact shape of a cache path is accepted
+(flows.classify.cache.is_cache_path: no ``..``, no absolute path, nothing outside ``cache/``), and the file's real
+path must lie inside the cache (a symlink out is refused). A cache file's name is the hash of its bytes, so it is
+served as immutable with that hash as its ETag (304 on a matching If-None-Match).
 """
 
 from __future__ import annotations
 
 import ipaddress
 import logging
+import os
+from pathlib import Path
 from typing import Callable, Sequence
+from urllib.parse import parse_qs
 
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from flows.classify import cache
 from mcp_server.config import ConfigError
 
 log = logging.getLogger(__name__)
@@ -164,9 +175,92 @@ async def _respond(send: Send, status: int, headers: list[tuple[bytes, bytes]], 
     await send({"type": "http.response.body", "body": body})
 
 
+CONTENT_PATH = "/api/content"
+CHUNK = 64 * 1024
+IMMUTABLE = "public, max-age=31536000, immutable"
+
+
+def content_base(settings) -> str | None:
+    """The address artifact URLs start with: the public URL when one is set (a proxy), else the HTTP server's own
+    ``http://HOST:PORT`` (a wildcard binding names its first allowed host, or 127.0.0.1); None under stdio, where
+    there is no HTTP server and artifacts are read as ``synthesis://content/...`` resources instead."""
+    if getattr(settings, "public_url", None):
+        return settings.public_url.rstrip("/")
+    if settings.transport != "http":
+        return None
+    host = settings.host
+    if host in ("0.0.0.0", "::", ""):
+        host = next((h for h in settings.allowed_hosts if h != "*"), "127.0.0.1")
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return f"http://{host}:{settings.port}"
+
+
+def cache_file(data_dir: str | Path, rel: str) -> Path | None:
+    """The file of cache path ``rel`` when ``rel`` is a well-formed cache path and the file, symlinks followed, lies
+    inside the cache; None otherwise (nothing outside the cache is looked at for a malformed path)."""
+    if not cache.is_cache_path(rel):
+        return None
+    root = os.path.realpath(cache.cache_dir(data_dir))
+    real = os.path.realpath(os.path.join(data_dir, rel))
+    if not real.startswith(root + os.sep) or not os.path.isfile(real):
+        return None
+    return Path(real)
+
+
+class ContentRoute:
+    """``GET``/``HEAD /api/content?path=cache/...``: one cached artifact, immutable, with its hash as ETag; every other
+    request goes on to ``app``."""
+
+    def __init__(self, app: ASGIApp, data_dir: str | Path) -> None:
+        self.app = app
+        self.data_dir = Path(data_dir)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] != CONTENT_PATH:
+            await self.app(scope, receive, send)
+            return
+        text = [(b"content-type", b"text/plain; charset=utf-8")]
+        if scope["method"] not in ("GET", "HEAD"):
+            await _respond(send, 405, text + [(b"allow", b"GET, HEAD")], b"only GET and HEAD are served here")
+            return
+        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+        rel = (query.get("path") or [""])[0]
+        if not cache.is_cache_path(rel):
+            await _respond(send, 400, text, b"path must be a cache path such as cache/ab/cd/<32 hex digits>.jpg "
+                                            b"(the url inspect and navigate give)")
+            return
+        file = cache_file(self.data_dir, rel)
+        if file is None:
+            await _respond(send, 404, text, b"no such artifact in the cache (it may have been swept after its entry "
+                                            b"went; inspect the entry again for a current url)")
+            return
+        etag = '"' + rel.rsplit("/", 1)[-1].split(".", 1)[0] + '"'
+        headers = [(b"etag", etag.encode()), (b"cache-control", IMMUTABLE.encode()),
+                   (b"x-content-type-options", b"nosniff")]
+        request_headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        wanted = request_headers.get("if-none-match", "")
+        if wanted.strip() == "*" or etag in [t.strip().removeprefix("W/") for t in wanted.split(",")]:
+            await _respond(send, 304, headers, b"")
+            return
+        size = file.stat().st_size
+        headers += [(b"content-type", cache.mime_type(rel).encode()), (b"content-length", str(size).encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        if scope["method"] == "HEAD":
+            await send({"type": "http.response.body", "body": b""})
+            return
+        with open(file, "rb") as fh:
+            while True:
+                chunk = fh.read(CHUNK)
+                more = len(chunk) == CHUNK
+                await send({"type": "http.response.body", "body": chunk, "more_body": more})
+                if not more:
+                    break
+
+
 def http_app(mcp, settings) -> ASGIApp:
-    """The ASGI app: Host/Origin checks (:class:`RequestGuard`), then CORS, then the MCP SDK's Streamable HTTP app
-    at /mcp. Raises :class:`ConfigError` when the settings would leave the server open (see
+    """The ASGI app: Host/Origin checks (:class:`RequestGuard`), then CORS, then the artifact route
+    (:class:`ContentRoute`, /api/content) and the MCP SDK's Streamable HTTP app at /mcp. Raises :class:`ConfigError` when the settings would leave the server open (see
     :func:`transport_security`)."""
     security = transport_security(settings)
     any_origin = "*" in settings.cors_origins
@@ -180,7 +274,7 @@ def http_app(mcp, settings) -> ASGIApp:
         streamable_http_path="/mcp", host=settings.host,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
     guard = RequestGuard(inner, security, any_host="*" in settings.allowed_hosts, any_origin=any_origin)
-    guard.app = CORSMiddleware(inner, allowed=guard.origin_allowed, wildcard=any_origin,
+    guard.app = CORSMiddleware(ContentRoute(inner, settings.data_dir), allowed=guard.origin_allowed, wildcard=any_origin,
                                credentials=settings.cors_credentials)
     return guard
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from mcp.server.mcpserver import MCPServer
 
-from mcp_server.resources import completions, jobs, nodes, plans, set_metrics, sets
+from mcp_server.resources import completions, jobs, metadata, nodes, plans, set_metrics, sets
 
 
 def register(mcp: MCPServer, app) -> None:
     nodes.register(mcp, app)
+    metadata.register(mcp, app)
     sets.register(mcp, app)
     set_metrics.register(mcp, app)
     jobs.register(mcp, app)

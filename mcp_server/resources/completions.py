@@ -85,7 +85,9 @@ for _template in ("synthesis://plans/{name}", "synthesis://plans/{name}/executio
 COMPLETERS[("synthesis://resource-sets/{name}/metrics/{metric}", "metric")] = \
     lambda app, v: _matches(list(set_queries.METRICS), v)
 COMPLETERS[("synthesis://jobs/{id}", "id")] = lambda app, v: complete_column(app.engine, Job.__table__.c.id, v)
-COMPLETERS[("synthesis://nodes/{+path}", "path")] = lambda app, v: complete_path(app.roots, v)
+for _template in ("synthesis://nodes/{+path}", "synthesis://nodes/{+path}/thumbnail",
+                  "synthesis://nodes/{+path}/metadata"):
+    COMPLETERS[(_template, "path")] = lambda app, v: complete_path(app.roots, v)
 
 
 def register(mcp: MCPServer, app) -> None:

@@ -5,7 +5,12 @@ one page at a time (default 100, at most 1000) with the total and the URI of the
 whole. ``synthesis://nodes/{+path}`` is one entry in inspect's shape; inspect's ``resourceUri`` reads back here
 (flows.index.navigation.node_uri quotes the absolute path, the template hands us the decoded path without its leading
 "/"). ``.../metadata`` after an indexed entry's path lists that entry's generated metadata (inspect's
-``metadataUri``). Every path goes through the roots: the SDK's own absolute-path / ``..`` rejection is turned off for
+``metadataUri``); ``.../thumbnail`` is its thumbnail as a blob (image/jpeg), or an error saying how to make one
+(rerun-classifier, or a plan with a classifier outcome). The ``{+path}`` template is greedy, so
+``synthesis://nodes/{+path}/thumbnail`` and ``.../metadata`` are registered before it (the SDK tries templates in
+order) and all three go through one dispatcher (:func:`read_node_content`): a path whose last name is "thumbnail" or
+"metadata" is the sub-resource only when no entry has that exact path, so a real file named "thumbnail" still
+reads as a node (as JSON: mcp_server.resources.metadata.MixedTemplate gives each answer its own MIME type). Every path goes through the roots: the SDK's own absolute-path / ``..`` rejection is turned off for
 this parameter because ours confines the resolved path instead (NUL bytes are still refused by the SDK). A path
 outside the roots is refused as such; "not in the index" is said only of a path inside them that exists on disk
 (indexing would bring it in), anything else "does not exist".
@@ -21,9 +26,12 @@ from mcp.server.mcpserver.resources.templates import ResourceSecurity
 from sqlalchemy import func, or_, select
 from sqlalchemy.engine import Engine
 
+from flows.classify import cache
 from flows.index.navigation import inspect_entry, node_uri
 from flows.roots import Roots
+from mcp_server.http import cache_file, content_base
 from mcp_server.resources.common import json_resource
+from mcp_server.resources.metadata import Content, add_mixed_template, json_content, mixed_resource
 from store import entries as store_entries
 from store.entries import T, entry_public, subtree_clause
 from store.errors import InvalidInput, NotFound
@@ -33,6 +41,7 @@ BASE = "synthesis://nodes"
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
 METADATA_SUFFIX = "/metadata"
+THUMBNAIL_SUFFIX = "/thumbnail"
 # our Roots.resolve confines the path (after normalising "..", following symlinks); keep only the NUL-byte check
 PATH_SECURITY = ResourceSecurity(reject_path_traversal=False, reject_absolute_paths=False)
 
@@ -88,19 +97,55 @@ def _explain_missing(engine: Engine, roots: Roots, path: str) -> None:
         raise NotFound(f"{resolved} does not exist (nothing on disk at that path, nothing indexed)", field="path")
 
 
-def read_node(engine: Engine, roots: Roots, *, path: str) -> dict[str, Any]:
+def _sub_resource(engine: Engine, roots: Roots, absolute: str, suffix: str) -> str | None:
+    """The owner's path when ``absolute`` names the ``suffix`` sub-resource of an entry (no entry has that exact
+    path: not a file called "metadata" or "thumbnail"), else None."""
+    if not absolute.endswith(suffix) or absolute == suffix:
+        return None
+    resolved = roots.resolve(absolute, field="path", follow_last=False)
+    if store_entries.get_entry(engine, path=resolved) is not None:
+        return None
+    owner = absolute[: -len(suffix)] or "/"
+    _explain_missing(engine, roots, owner)
+    return owner
+
+
+def read_node(engine: Engine, roots: Roots, *, path: str, content_base: str | None = None) -> dict[str, Any]:
     """One entry (inspect's shape), or its metadata list when the URI ends in /metadata after an indexed entry."""
     absolute = _path_from_uri(path)
-    if absolute.endswith(METADATA_SUFFIX) and absolute != METADATA_SUFFIX:
-        owner = absolute[: -len(METADATA_SUFFIX)] or "/"
-        resolved = roots.resolve(absolute, field="path", follow_last=False)
-        if store_entries.get_entry(engine, path=resolved) is None:  # not a file called "metadata": the sub-resource
-            _explain_missing(engine, roots, owner)
-            entry = inspect_entry(engine, roots, path=owner)
-            return {"path": entry["path"], "resourceUri": entry["resourceUri"], "metadataUri": entry["metadataUri"],
-                    "metadataCount": entry["metadataCount"], "metadata": entry["metadata"]}
+    owner = _sub_resource(engine, roots, absolute, METADATA_SUFFIX)
+    if owner is not None:
+        entry = inspect_entry(engine, roots, path=owner, content_base=content_base)
+        return {"path": entry["path"], "resourceUri": entry["resourceUri"], "metadataUri": entry["metadataUri"],
+                "hash": entry["hash"], "duplicates": entry["duplicates"], "thumbnailUri": entry["thumbnailUri"],
+                "metadataCount": entry["metadataCount"], "metadata": entry["metadata"]}
     _explain_missing(engine, roots, absolute)
-    return inspect_entry(engine, roots, path=absolute)
+    return inspect_entry(engine, roots, path=absolute, content_base=content_base)
+
+
+def read_thumbnail(engine: Engine, roots: Roots, data_dir, *, path: str) -> Content:
+    """The thumbnail of the entry at ``path`` (absolute) as image bytes; NotFound saying how to make one when the
+    entry has none, or when its cache file is gone."""
+    entry = inspect_entry(engine, roots, path=path)
+    thumb = next((m for m in entry["metadata"] if m["type"] == "thumbnail" and m.get("cachePath")), None)
+    if thumb is None:
+        raise NotFound(f"{entry['path']} has no thumbnail; make one with the rerun-classifier tool (sourcePath, "
+                       "operations: [\"thumbnail\"]) or a plan with a classifier outcome (generate_thumbnail)",
+                       field="path")
+    file = cache_file(data_dir, thumb["cachePath"])
+    if file is None:
+        raise NotFound(f"the thumbnail of {entry['path']} ({thumb['cachePath']}) is no longer in the cache; run "
+                       "rerun-classifier on it to make it again", field="path")
+    return Content(file.read_bytes(), thumb["mimeType"] or cache.mime_type(thumb["cachePath"]))
+
+
+def read_node_content(engine: Engine, roots: Roots, data_dir, *, path: str, base: str | None) -> Content:
+    """Dispatch of every synthesis://nodes/... URI: the thumbnail blob, the metadata list, or the node."""
+    absolute = _path_from_uri(path)
+    owner = _sub_resource(engine, roots, absolute, THUMBNAIL_SUFFIX)
+    if owner is not None:
+        return read_thumbnail(engine, roots, data_dir, path=owner)
+    return json_content(read_node(engine, roots, path=path, content_base=base))
 
 
 def register(mcp: MCPServer, app) -> None:
@@ -119,9 +164,31 @@ def register(mcp: MCPServer, app) -> None:
         start = _int_param(offset, field="offset", default=0, low=0)
         return list_nodes(app.engine, app.roots, limit=size, offset=start)
 
-    @mcp.resource(BASE + "/{+path}", name="node", mime_type=JSON, security=PATH_SECURITY)
-    @_json
-    def one_node(path: str) -> dict[str, Any]:
+    def dispatch(path: str) -> Content:
+        return read_node_content(app.engine, app.roots, app.settings.data_dir, path=path,
+                                 base=content_base(app.settings))
+
+    @mixed_resource
+    def node_thumbnail(path: str) -> Content:
+        """Thumbnail for entry (image/jpeg blob); an entry without one: an error saying how to make one
+        (rerun-classifier or a classifier outcome)."""
+        return dispatch(path + THUMBNAIL_SUFFIX)
+
+    @mixed_resource
+    def node_metadata(path: str) -> Content:
+        """All metadata for entry: its generated artifacts (thumbnail, timeline frames, metadata record)."""
+        return dispatch(path + METADATA_SUFFIX)
+
+    @mixed_resource
+    def one_node(path: str) -> Content:
         """Single filesystem entry by absolute path (synthesis://nodes/home/user/file.txt, percent-encoded), as
-        inspect returns it; .../metadata after an entry's path lists its generated metadata."""
-        return read_node(app.engine, app.roots, path=path)
+        inspect returns it; .../metadata after an entry's path lists its generated metadata, .../thumbnail is
+        its thumbnail."""
+        return dispatch(path)
+
+    # the SDK tries templates in the order they were added: the sub-resources before the greedy node template
+    add_mixed_template(mcp, node_thumbnail, BASE + "/{+path}" + THUMBNAIL_SUFFIX, name="node-thumbnail",
+                       mime_type="image/jpeg", security=PATH_SECURITY)
+    add_mixed_template(mcp, node_metadata, BASE + "/{+path}" + METADATA_SUFFIX, name="node-metadata",
+                       mime_type=JSON, security=PATH_SECURITY)
+    add_mixed_template(mcp, one_node, BASE + "/{+path}", name="node", mime_type=JSON, security=PATH_SECURITY)

@@ -1,0 +1,254 @@
+"""synthesis://metadata resources (what classifiers generated) and synthesis://content (the cached images themselves).
+
+- ``synthesis://metadata`` (``?limit=1-1000&offset=N&sort=newest|path``): every artifact of the entries inside the
+  roots, one page at a time with the total and nextUri; ``synthesis://metadata/thumbnails`` the thumbnails only.
+- ``synthesis://metadata/{hash}``: the entries whose content hash (inspect's ``hash``, ``xxh128:<32 hex>``) is that
+  one, with their artifacts; a malformed hash is invalid params (-32602) saying what a hash looks like.
+- ``synthesis://metadata/duplicates`` (``?limit=1-200&offset=N``): groups of identical files (same hash, two or
+  more), largest wasted space first (size × (count − 1)), each with size, count, wasted bytes and paths, so a plan
+  can gather or clean them.
+- ``synthesis://content/{+path}``: one cached artifact (``cache/ab/cd/<hash>.jpg``) as a blob with its MIME type,
+  the stdio counterpart of HTTP's ``/api/content?path=...`` (inspect's URLs under stdio point here). Only the exact
+  shape of a cache path is read (flows.classify.cache.is_cache_path), nothing outside the cache.
+
+Blob resources: the SDK gives every read of a template the template's MIME type; :class:`MixedTemplate` lets one
+template answer JSON or an image (``synthesis://nodes/{+path}/thumbnail`` is a node's JSON when a real file is named
+"thumbnail"), and :func:`mixed_resource` maps our errors as resources/common.json_resource does.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError
+from mcp.server.mcpserver.resources.base import Resource
+from mcp.server.mcpserver.resources.templates import ResourceSecurity, ResourceTemplate
+from mcp.server.mcpserver.resources.types import BinaryResource, FunctionResource, TextResource
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
+from sqlalchemy import or_
+from sqlalchemy.engine import Engine
+
+from dsl.errors import PlanError
+from flows.classify import cache
+from flows.index.navigation import content_url, node_uri
+from flows.roots import Roots
+from mcp_server.http import content_base
+from mcp_server.resources.common import json_resource
+from store import metadata as store_metadata
+from store.entries import iso, subtree_clause
+from store.errors import AssayError, InvalidInput, NotFound
+
+JSON = "application/json"
+BASE = "synthesis://metadata"
+CONTENT = "synthesis://content"
+DEFAULT_LIMIT = 100
+MAX_LIMIT = 1000
+GROUPS_LIMIT = 50
+MAX_GROUPS = 200
+PATH_SECURITY = ResourceSecurity(reject_path_traversal=True, reject_absolute_paths=True)
+
+
+@dataclass
+class Content:
+    """What a mixed template returns: text or bytes, with the MIME type of this answer."""
+
+    data: str | bytes
+    mime_type: str
+
+
+class MixedTemplate(ResourceTemplate):
+    """A resource template whose function may return :class:`Content`, answered with that content's own MIME type
+    (text, or a blob for bytes) instead of the template's."""
+
+    async def create_resource(self, uri, params, context):
+        made = await super().create_resource(uri, params, context)
+        if isinstance(made, FunctionResource):
+            inner = made.fn()
+            if isinstance(inner, Content):
+                kind = BinaryResource if isinstance(inner.data, bytes) else TextResource
+                key = "data" if isinstance(inner.data, bytes) else "text"
+                return kind(uri=uri, name=self.name, description=self.description, mime_type=inner.mime_type,
+                            **{key: inner.data})
+        return made
+
+
+def add_mixed_template(mcp: MCPServer, fn: Callable[..., Any], uri_template: str, *, name: str, mime_type: str,
+                       security: ResourceSecurity | None = None) -> None:
+    """Register ``fn`` as a :class:`MixedTemplate` (templates are matched in the order they are added)."""
+    kwargs = {"security": security} if security is not None else {}
+    template = MixedTemplate.from_function(fn, uri_template=uri_template, name=name, mime_type=mime_type, **kwargs)
+    mcp._resource_manager._templates[template.uri_template] = template
+
+
+def mixed_resource(fn: Callable[..., Content]) -> Callable[..., Content]:
+    """Our errors as JSON-RPC errors: NotFound is resource-not-found, any other invalid params (-32602)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Content:
+        try:
+            return fn(*args, **kwargs)
+        except NotFound as exc:
+            raise ResourceNotFoundError(str(exc)) from exc
+        except (AssayError, PlanError) as exc:
+            raise MCPError(code=INVALID_PARAMS, message=str(exc), data={"type": exc.code, "field": exc.field}) from exc
+
+    return wrapper
+
+
+def json_content(value: Any) -> Content:
+    return Content(json.dumps(value), JSON)
+
+
+def _int_param(value: str | None, *, field: str, default: int, low: int, high: int | None = None) -> int:
+    if value is None or value == "":
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        number = None
+    if number is None or number < low or (high is not None and number > high):
+        span = f"{low}-{high}" if high is not None else f"{low} or more"
+        raise InvalidInput(f"{field} must be a whole number ({span}), got {value!r}", field=field)
+    return number
+
+
+def _scope(roots: Roots):
+    return or_(*(subtree_clause(root) for root in roots.paths))
+
+
+def _page(uri: str, items_key: str, items: list, total: int, limit: int, offset: int, extra: str = "") -> dict:
+    has_more = offset + len(items) < total
+    return {"total": total, "offset": offset, "limit": limit, "hasMore": has_more, items_key: items,
+            "nextUri": f"{uri}?limit={limit}&offset={offset + len(items)}{extra}" if has_more else None}
+
+
+def metadata_listing(engine: Engine, roots: Roots, *, base: str | None, artifact_type: str | None = None,
+                     sort: str = "newest", limit: int = DEFAULT_LIMIT, offset: int = 0) -> dict[str, Any]:
+    """One page of generated artifacts (of one type), newest first or by path, with the total and nextUri."""
+    rows, total = store_metadata.list_artifacts(engine, scope=_scope(roots), artifact_type=artifact_type, sort=sort,
+                                                limit=limit, offset=offset)
+    items = []
+    for a in rows:
+        item = {"path": a["path"], "uri": node_uri(a["path"]), "type": a["type"],
+                "mimeType": a["mime_type"] or (cache.mime_type(a["cache_path"]) if a["cache_path"] else JSON),
+                "metadata": a["value"], "hash": a["hash"], "createdAt": iso(a["created_at"])}
+        if a["cache_path"]:
+            item["url"] = content_url(a["cache_path"], base)
+            item["cachePath"] = a["cache_path"]
+        items.append(item)
+    uri = BASE + ("/thumbnails" if artifact_type == "thumbnail" else "")
+    return _page(uri, "metadata", items, total, limit, offset, "" if artifact_type else f"&sort={sort}")
+
+
+def metadata_by_hash(engine: Engine, roots: Roots, *, hash_: str, base: str | None) -> dict[str, Any]:
+    """The entries with content hash ``hash_`` and their artifacts; NotFound when no entry inside the roots has it."""
+    entries, total = store_metadata.entries_with_hash(engine, hash_=hash_, scope=_scope(roots))
+    if not total:
+        raise NotFound(f"no indexed entry has content hash {hash_}; hashes come from a classifier's metadata "
+                       "operation (inspect shows an entry's hash)", field="hash")
+    out = []
+    for e in entries:
+        artifacts = []
+        for a in e["artifacts"]:
+            item = {"type": a["type"], "mimeType": a["mime_type"], "metadata": a["value"]}
+            if a["cache_path"]:
+                item["url"] = content_url(a["cache_path"], base)
+                item["cachePath"] = a["cache_path"]
+            artifacts.append(item)
+        out.append({"path": e["path"], "uri": node_uri(e["path"]), "size": e["size"], "mtime": iso(e["mtime"]),
+                    "mimeType": e["mime"], "mediaType": e["media_type"], "metadataCount": len(artifacts),
+                    "metadata": artifacts})
+    return {"hash": hash_, "count": total, "duplicates": max(total - 1, 0), "entries": out}
+
+
+def duplicates_listing(engine: Engine, roots: Roots, *, limit: int = GROUPS_LIMIT, offset: int = 0) -> dict[str, Any]:
+    """One page of duplicate groups, largest wasted space first, with the number of groups and nextUri."""
+    groups, total = store_metadata.duplicate_groups(engine, scope=_scope(roots), limit=limit, offset=offset)
+    for g in groups:
+        g["uri"] = f"{BASE}/{g['hash']}"
+    result = _page(BASE + "/duplicates", "groups", groups, total, limit, offset)
+    result["wastedBytesShown"] = sum(g["wastedBytes"] for g in groups)
+    return result
+
+
+def read_content(data_dir, rel: str) -> Content:
+    """A cached artifact's bytes; InvalidInput for anything not shaped like a cache path, NotFound when gone."""
+    if not cache.is_cache_path(rel):
+        raise InvalidInput(f"{rel!r} is not a cache path; one looks like cache/ab/cd/<32 hex digits>.jpg (the url "
+                           "inspect gives)", field="path")
+    from mcp_server.http import cache_file
+
+    file = cache_file(data_dir, rel)
+    if file is None:
+        raise NotFound(f"{rel} is not in the cache (it may have been swept after its entry went; inspect the entry "
+                       "again)", field="path")
+    return Content(file.read_bytes(), cache.mime_type(rel))
+
+
+def register(mcp: MCPServer, app) -> None:
+    def base() -> str | None:
+        return content_base(app.settings)
+
+    @mcp.resource(BASE, name="metadata", mime_type=JSON)
+    @json_resource
+    def all_metadata() -> dict[str, Any]:
+        """All generated metadata (thumbnails, timeline frames, contact sheets, extracted records) of entries inside
+        the roots, newest first: the first 100, the total and nextUri (?limit=1-1000&offset=N&sort=newest|path)."""
+        return metadata_listing(app.engine, app.roots, base=base())
+
+    @mcp.resource(BASE + "/thumbnails", name="metadata-thumbnails", mime_type=JSON)
+    @json_resource
+    def thumbnails() -> dict[str, Any]:
+        """Thumbnail metadata (path, url, width, height), newest first: the first 100, total and nextUri."""
+        return metadata_listing(app.engine, app.roots, base=base(), artifact_type="thumbnail")
+
+    @mcp.resource(BASE + "/duplicates", name="metadata-duplicates", mime_type=JSON)
+    @json_resource
+    def duplicates() -> dict[str, Any]:
+        """Groups of identical files (same content hash), largest wasted space first: size, count, wastedBytes,
+        paths; 50 groups a page (?limit=1-200&offset=N)."""
+        return duplicates_listing(app.engine, app.roots)
+
+    @mcp.resource(BASE + "/thumbnails{?limit,offset}", name="metadata-thumbnails-page", mime_type=JSON)
+    @json_resource
+    def thumbnails_page(limit: str | None = None, offset: str | None = None) -> dict[str, Any]:
+        """One page of thumbnail metadata (?limit=1-1000, ?offset=N)."""
+        return metadata_listing(app.engine, app.roots, base=base(), artifact_type="thumbnail",
+                                limit=_int_param(limit, field="limit", default=DEFAULT_LIMIT, low=1, high=MAX_LIMIT),
+                                offset=_int_param(offset, field="offset", default=0, low=0))
+
+    @mcp.resource(BASE + "/duplicates{?limit,offset}", name="metadata-duplicates-page", mime_type=JSON)
+    @json_resource
+    def duplicates_page(limit: str | None = None, offset: str | None = None) -> dict[str, Any]:
+        """One page of duplicate groups (?limit=1-200, ?offset=N)."""
+        return duplicates_listing(app.engine, app.roots,
+                                  limit=_int_param(limit, field="limit", default=GROUPS_LIMIT, low=1, high=MAX_GROUPS),
+                                  offset=_int_param(offset, field="offset", default=0, low=0))
+
+    @mcp.resource(BASE + "{?limit,offset,sort}", name="metadata-page", mime_type=JSON)
+    @json_resource
+    def metadata_page(limit: str | None = None, offset: str | None = None, sort: str | None = None) -> dict[str, Any]:
+        """One page of generated metadata (?limit=1-1000, ?offset=N, ?sort=newest|path)."""
+        return metadata_listing(app.engine, app.roots, base=base(), sort=sort or "newest",
+                                limit=_int_param(limit, field="limit", default=DEFAULT_LIMIT, low=1, high=MAX_LIMIT),
+                                offset=_int_param(offset, field="offset", default=0, low=0))
+
+    @mcp.resource(BASE + "/{hash}", name="metadata-by-hash", mime_type=JSON)
+    @json_resource
+    def by_hash(hash: str) -> dict[str, Any]:  # noqa: A002 - the reference names the template variable "hash"
+        """Metadata by content hash (xxh128:<32 hex>, inspect's hash): the entries with that content and their
+        artifacts; count > 1 means duplicates."""
+        return metadata_by_hash(app.engine, app.roots, hash_=store_metadata.check_hash(hash), base=base())
+
+    @mixed_resource
+    def content(path: str) -> Content:
+        """A cached artifact (cache/ab/cd/<hash>.jpg, the url inspect gives under stdio) as a blob (image/jpeg)."""
+        return read_content(app.settings.data_dir, path)
+
+    add_mixed_template(mcp, content, CONTENT + "/{+path}", name="content", mime_type="image/jpeg",
+                       security=PATH_SECURITY)
