@@ -168,11 +168,10 @@ def run_classify_job(engine: Engine, *, job_id: int, cancel_event: threading.Eve
                 raise Cancelled
 
             def one(rows=rows) -> dict:
-                before = state.done
                 res = classify_rows(engine, rows, operations=operations, params=params, rule="rerun-classifier",
                                     force=force, should_cancel=should_cancel, on_item=state.item,
                                     on_result=state.result, run=run)
-                state.done = before + len(rows)  # skipped and non-file rows count as done too
+                state.done += res.skipped  # files already done count as done (each finished one called item)
                 return {"applied": res.applied, "skipped": res.skipped, "errors": len(res.errors)}
 
             call(k, one)

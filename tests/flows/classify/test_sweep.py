@@ -1,0 +1,77 @@
+"""The cache sweep: orphans removed, shared and young files kept, rows whose file is missing reported; deleting an
+entry cascades its artifact rows so the next sweep removes its files."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from sqlalchemy import delete, insert
+
+from flows.classify import cache
+from flows.classify.sweep import find_orphans, missing_files, sweep_cache
+from store.models import Artifact, Entry
+
+A, E = Artifact.__table__, Entry.__table__
+
+
+def add_entry(engine, path: str) -> int:
+    with engine.begin() as conn:
+        return conn.execute(insert(E).values(path=path, parent="/x", name=path.rsplit("/", 1)[-1],
+                                             kind="file", indexed_at=time.time())).inserted_primary_key[0]
+
+
+def add_artifact(engine, entry_id: int, rel: str) -> None:
+    with engine.begin() as conn:
+        conn.execute(insert(A).values(entry_id=entry_id, type="thumbnail", cache_path=rel, value_json="{}"))
+
+
+def age(data_dir, rel: str, seconds: float = 3600) -> None:
+    t = time.time() - seconds
+    os.utime(data_dir / rel, (t, t))
+
+
+def test_sweep_removes_orphans_and_keeps_files_rows_point_at_even_when_shared(engine, data_dir):
+    shared = cache.put(data_dir, b"same thumbnail")
+    orphan = cache.put(data_dir, b"nobody's thumbnail")
+    a, b = add_entry(engine, "/x/a.jpg"), add_entry(engine, "/x/b.jpg")
+    add_artifact(engine, a, shared)
+    add_artifact(engine, b, shared)  # identical thumbnails: one cache file, two rows
+    for rel in (shared, orphan):
+        age(data_dir, rel)
+    (data_dir / "cache" / "README").write_text("not a cache path: never touched")
+    result = sweep_cache(engine, data_dir)
+    assert (result.scanned, result.removed, result.kept) == (2, 1, 1)
+    assert not (data_dir / orphan).exists() and (data_dir / shared).is_file()
+    assert (data_dir / "cache" / "README").exists()
+    with engine.begin() as conn:  # deleting one entry keeps the shared file; deleting both frees it
+        conn.execute(delete(E).where(E.c.id == a))
+    assert sweep_cache(engine, data_dir).removed == 0 and (data_dir / shared).is_file()
+    with engine.begin() as conn:
+        conn.execute(delete(E).where(E.c.id == b))
+    assert sweep_cache(engine, data_dir).removed == 1 and not (data_dir / shared).exists()
+
+
+def test_young_orphans_are_kept_for_the_grace_period(engine, data_dir):
+    rel = cache.put(data_dir, b"just written by a worker, row not committed yet")
+    assert sweep_cache(engine, data_dir).removed == 0
+    assert sweep_cache(engine, data_dir, grace=0).removed == 1
+
+
+def test_dry_run_counts_and_rows_whose_file_is_missing_are_reported(engine, data_dir):
+    orphan = cache.put(data_dir, b"orphan")
+    kept = cache.put(data_dir, b"kept")
+    gone = cache.put(data_dir, b"gone")
+    entry = add_entry(engine, "/x/c.jpg")
+    add_artifact(engine, entry, kept)
+    add_artifact(engine, entry, gone)
+    os.unlink(data_dir / gone)
+    result = sweep_cache(engine, data_dir, grace=0, dry_run=True)
+    assert result.orphans == [orphan] and result.removed == 0 and (data_dir / orphan).exists()
+    assert [rel for rel, _ in find_orphans(engine, data_dir)] == [orphan]
+    count, sample = missing_files(engine, data_dir)
+    assert count == 1 and sample[0]["cachePath"] == gone and sample[0]["entryId"] == entry
+
+
+def test_a_missing_cache_dir_is_an_empty_sweep(engine, tmp_path):
+    assert sweep_cache(engine, tmp_path / "nowhere").scanned == 0
