@@ -1,0 +1,49 @@
+"""The classification benchmark runs end to end on a tiny corpus and prints every row of its table (not the numbers):
+every plan run did all the work its baseline did, with no errors, and the JSON figures match the table's counts."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.media import HAVE_FFMPEG
+
+REPO = Path(__file__).resolve().parent.parent
+
+EXPECTED_ROWS = [
+    "Prefect start, one-time", "worker pool start, one-time",
+    "thumbnails of 12 photos", "cores kept busy", "the same plan run as plain functions",
+    "the same plan run with the thread pool (ASSAY_CLASSIFY_POOL=thread)", "process pool vs thread pool",
+    "metadata + content hash of 17 files (12 photos, 2 videos, 3 PDFs)",
+    "against the same loop plus the xxhash library's hash",
+    "timeline: 5 frames spread over a 20 s 720p video", "the worker's timeline alone",
+    "hashing 17 files", "against the xxhash library's own streaming loop",
+    "re-run of the thumbnail plan on the unchanged files (nothing redone: 0 applied)",
+    "re-run of the metadata plan on the unchanged files (nothing redone: 0 applied)",
+    "re-run of the timeline plan on the unchanged files (nothing redone: 0 applied)",
+    "peak RSS, this process + pool workers", "peak RSS, the largest pool worker", "peak RSS, Prefect's API server",
+]
+
+
+@pytest.mark.skipif(not HAVE_FFMPEG, reason="ffmpeg is not installed (./scripts/setup installs it)")
+def test_classify_benchmark_prints_every_row(tmp_path):
+    out, figures = tmp_path / "classify.md", tmp_path / "classify.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "ASSAY_"))}
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / "classify.py"), "--quick", "--corpus", str(tmp_path),
+                           "--out", str(out), "--json", str(figures)],
+                          capture_output=True, text=True, timeout=900, cwd=REPO, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for row in EXPECTED_ROWS:
+        assert row in proc.stdout, row
+    assert "mismatch" not in proc.stdout and "**errors**" not in proc.stdout
+    assert out.read_text() == proc.stdout
+    data = json.loads(figures.read_text())
+    assert data["thumbs"]["made"] == 12 and data["meta"]["made"] == data["meta"]["hashed"] == 17
+    assert len(data["timeline"]["timestamps"]) == 5
+    assert data["thumbs_rerun"]["applied"] == data["meta_rerun"]["applied"] == 0
+    assert not list(tmp_path.glob("run-*")), "the scratch stores were left behind"
