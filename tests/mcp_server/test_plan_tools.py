@@ -210,9 +210,9 @@ async def test_update_refuses_text_with_fields_and_conditions_without_a_main_rul
 
 
 async def test_problems_found_after_parsing_dsl_text_carry_their_line(client, tree):
-    text = f"plan p\nsource home index {tree}\nrule r when size > 1MB\n  do classifier\n"
+    text = f"plan p\nsource home index {tree}\nrule r when size > 1MB\n  do embed papers\n"
     res = await call(client, "plan-validate", {"text": text})
     assert res["valid"] is False
-    assert res["problems"][0]["line"] == 4 and "'classifier' is not installed" in res["problems"][0]["message"]
+    assert res["problems"][0]["line"] == 4 and "'embed' is not installed" in res["problems"][0]["message"]
     with pytest.raises(ToolFailed, match="line 4, column"):
         await call(client, "plan-create", {"text": text})
