@@ -13,7 +13,7 @@ from typing import Any
 
 from PIL import Image
 
-from flows.classify.media.common import MediaError, encode_jpeg, fit
+from flows.classify.media.common import MediaError, encode_jpeg
 
 _DATE = re.compile(r"D:(\d{4})(\d{2})?(\d{2})?(\d{2})?(\d{2})?(\d{2})?\s*([Zz]|[+-]\d{2}'?\d{2}'?|[+-]\d{2})?")
 _FIELDS = ("title", "author", "subject", "keywords", "creator", "producer")
@@ -77,7 +77,6 @@ def thumbnail(path: str, max_width: int, max_height: int, quality: int) -> tuple
         try:
             page = doc.load_page(0)
             rect = page.rect
-            width, height = fit(max(int(rect.width), 1), max(int(rect.height), 1), max_width, max_height)
             zoom = min(max_width / max(rect.width, 1), max_height / max(rect.height, 1))
             pix = page.get_pixmap(matrix=pymupdf.Matrix(zoom, zoom), alpha=False)
         except Exception as exc:  # noqa: BLE001
@@ -115,7 +114,8 @@ def metadata(path: str) -> tuple[dict[str, Any], dict[str, Any]]:
         rect = doc.load_page(0).rect
         details = {"kind": "pdf", **flat, "page_width": round(rect.width, 2), "page_height": round(rect.height, 2),
                    "encrypted": bool(doc.is_encrypted),
-                   "outline": [{"level": lvl, "title": str(title)[:200], "page": page} for lvl, title, page in toc[:500]]}
+                   "outline": [{"level": lvl, "title": str(title)[:200], "page": page}
+                               for lvl, title, page in toc[:500]]}
         return flat, details
     finally:
         doc.close()

@@ -94,7 +94,8 @@ def probe(path: str, timeout: float) -> Probe:
     except MediaError as exc:
         said = str(exc)
         if said.startswith("ffprobe failed: "):
-            raise MediaError(f"corrupt or not a media file (ffprobe: {said.removeprefix('ffprobe failed: ')})") from None
+            reason = said.removeprefix("ffprobe failed: ")
+            raise MediaError(f"corrupt or not a media file (ffprobe: {reason})") from None
         raise
     try:
         data = json.loads(out.decode("utf-8", "replace") or "{}")
@@ -151,7 +152,7 @@ def metadata(info: Probe) -> tuple[dict[str, Any], dict[str, Any]]:
     details = {
         "kind": "video" if video else "audio", **{k: v for k, v in flat.items() if not k.startswith("tag.")},
         "tags": tags,
-        "format": {k: fmt.get(k) for k in ("format_name", "format_long_name", "duration", "bit_rate", "nb_streams")},
+        "container": {k: fmt.get(k) for k in ("format_name", "format_long_name", "duration", "bit_rate", "nb_streams")},
         "streams": [{k: s.get(k) for k in ("index", "codec_type", "codec_name", "profile", "width", "height",
                                            "pix_fmt", "avg_frame_rate", "sample_rate", "channels", "channel_layout",
                                            "bit_rate", "duration") if s.get(k) is not None}
@@ -171,7 +172,8 @@ def _scale(max_width: int, max_height: int) -> str:
 def _frame_at(path: str, seconds: float | None, vf: str, timeout: float, stream: str = "0:v:0") -> Image.Image:
     """One frame (after ``vf``) from ``seconds`` on (None: no seek), through a pipe as PPM."""
     seek = [] if seconds is None else ["-ss", f"{max(seconds, 0):.3f}"]
-    out = run_tool([tool("ffmpeg"), "-hide_banner", "-loglevel", "error", "-nostdin", *seek, "-i", input_path(path), "-map", stream, "-an", "-sn", "-dn",
+    out = run_tool([tool("ffmpeg"), "-hide_banner", "-loglevel", "error", "-nostdin", *seek, "-i", input_path(path),
+                    "-map", stream, "-an", "-sn", "-dn",
                     "-vf", vf, "-frames:v", "1", "-f", "image2pipe", "-c:v", "ppm", "pipe:1"],
                    timeout=timeout, what="ffmpeg")
     return image_from_bytes(out, "ffmpeg")
