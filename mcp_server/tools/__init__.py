@@ -14,4 +14,5 @@ GROUP_MODULES: dict[str, str] = {
     "session": "session",
     "plans": "plans",
     "sources": "sources",
+    "classifier": "classifier",
 }
