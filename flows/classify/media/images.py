@@ -117,7 +117,7 @@ def thumbnail(path: str, max_width: int, max_height: int, quality: int) -> tuple
         except (OSError, SyntaxError, ValueError) as exc:
             raise MediaError(f"cannot decode image: {_short(exc)}") from None
         frame = ImageOps.exif_transpose(img) if orientation != 1 else img
-        frame.thumbnail((max_width, max_height), Image.Resampling.LANCZOS, reducing_gap=2.0)
+        frame.thumbnail((max_width, max_height), Image.Resampling.BICUBIC, reducing_gap=2.0)
         data = encode_jpeg(frame, quality)
         return data, frame.width, frame.height
     finally:

@@ -190,7 +190,7 @@ def thumbnail(path: str, info: Probe, max_width: int, max_height: int, quality: 
     if not info.video_streams:
         raise MediaError("no video stream")
     duration = info.duration or 0.0
-    vf = f"thumbnail=n={THUMBNAIL_FRAMES},{_scale(max_width, max_height)}"
+    vf = f"{_scale(max_width, max_height)},thumbnail=n={THUMBNAIL_FRAMES}"  # histograms of small frames
     img = None
     for fraction in SEEK_POINTS if duration else (0.0,):
         try:
