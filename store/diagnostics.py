@@ -174,8 +174,18 @@ def schema_problems(engine: Engine) -> list[str]:
     return problems
 
 
-def diagnose(engine: Engine) -> dict[str, Any]:
-    """Everything db-diagnose reports: reference 000's fields first, then the checks behind them."""
+def artifact_cache_report(*, orphan_files: int, orphan_bytes: int, missing_files: int,
+                          orphan_samples: list[str], missing_samples: list[dict]) -> dict[str, Any]:
+    """The artifact cache's part of db-diagnose, as the caller measured it (the store does not walk the cache:
+    ``flows.classify.sweep`` does, and the tool passes the figures in)."""
+    return {"orphan_files": orphan_files, "orphan_bytes": orphan_bytes, "missing_files": missing_files,
+            "orphan_samples": orphan_samples[:20], "missing_samples": missing_samples[:20]}
+
+
+def diagnose(engine: Engine, *, artifact_cache: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Everything db-diagnose reports: reference 000's fields first, then the checks behind them. ``artifact_cache``
+    (from :func:`artifact_cache_report`) adds the classifier cache's orphan files and artifact rows whose file is
+    missing."""
     counts = store_counts(engine)
     integrity = integrity_check(engine)
     orphans = orphaned_entries(engine)
@@ -191,6 +201,12 @@ def diagnose(engine: Engine) -> dict[str, Any]:
         warnings.append("rows point at deleted rows: " + ", ".join(f"{k} ({n})" for k, n in records.items()))
     if schema:
         warnings.append("schema differs from this version's: " + "; ".join(schema))
+    if artifact_cache is not None and artifact_cache["orphan_files"]:
+        warnings.append(f"{artifact_cache['orphan_files']} file(s) in the artifact cache belong to no artifact "
+                        f"({artifact_cache['orphan_bytes']} bytes); the cache sweep removes them")
+    if artifact_cache is not None and artifact_cache["missing_files"]:
+        warnings.append(f"{artifact_cache['missing_files']} artifact row(s) point at a cache file that is gone; "
+                        "rerun-classifier on their entries makes them again")
     skipped = [] if is_sqlite(engine) else ["integrity_check", "journal_mode"]
     result = {
         "database_path": database_location(engine),
@@ -207,6 +223,7 @@ def diagnose(engine: Engine) -> dict[str, Any]:
         "orphaned_records": records,
         "schema_check": "ok" if not schema else "; ".join(schema),
         "skipped_checks": skipped,
+        **({"artifact_cache": artifact_cache} if artifact_cache is not None else {}),
         "healthy": not warnings,
         "warnings": warnings,
     }

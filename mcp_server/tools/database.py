@@ -6,7 +6,17 @@ from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel, Field
 
 from mcp_server.tools.common import READ_ONLY, tool
-from store.diagnostics import diagnose
+from store.diagnostics import artifact_cache_report, diagnose
+
+
+class ArtifactCache(BaseModel):
+    orphan_files: int = Field(description="files in <data dir>/cache no artifact row points at (the sweep removes "
+                                          "them)")
+    orphan_bytes: int
+    missing_files: int = Field(description="artifact rows whose cache file is gone")
+    orphan_samples: list[str] = Field(description="cache paths of orphan files (first 20)")
+    missing_samples: list[dict] = Field(description="{artifactId, entryId, cachePath} of rows whose file is gone "
+                                                    "(first 20)")
 
 
 class DiagnoseResponse(BaseModel):
@@ -27,6 +37,7 @@ class DiagnoseResponse(BaseModel):
     orphaned_records: dict[str, int] = Field(description="rows whose foreign key points at nothing, per table.column")
     schema_check: str
     skipped_checks: list[str] = Field(description="checks this backend does not support")
+    artifact_cache: ArtifactCache | None = Field(default=None, description="the classifier's artifact cache")
     healthy: bool
     warnings: list[str]
 
@@ -36,5 +47,26 @@ def register(mcp: MCPServer, app) -> None:
     def db_diagnose() -> DiagnoseResponse:
         """Run diagnostics on the database to check integrity and statistics: size, entry and set counts, orphaned
         and stale entries, dangling references, schema. Checks only SQLite supports are skipped (and named) on
-        other backends."""
-        return DiagnoseResponse.model_validate(diagnose(app.engine))
+        other backends. Also the artifact cache: files no artifact points at, artifacts whose file is gone."""
+        return DiagnoseResponse.model_validate(diagnose(app.engine, artifact_cache=cache_report(app.engine)))
+
+
+def cache_report(engine) -> dict:
+    """Orphan files in the classifier's cache and artifact rows whose file is missing (nothing is removed)."""
+    from flows.classify import data_dir
+    from flows.classify.sweep import find_orphans, missing_files
+
+    root = data_dir()
+    count = size = 0
+    samples: list[str] = []
+    for rel, entry in find_orphans(engine, root):
+        count += 1
+        try:
+            size += entry.stat(follow_symlinks=False).st_size
+        except OSError:
+            pass
+        if len(samples) < 20:
+            samples.append(rel)
+    missing, missing_samples = missing_files(engine, root, limit=20)
+    return artifact_cache_report(orphan_files=count, orphan_bytes=size, missing_files=missing,
+                                 orphan_samples=samples, missing_samples=missing_samples)

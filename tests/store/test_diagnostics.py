@@ -139,3 +139,32 @@ def test_a_store_made_before_scan_error_existed_gains_the_column_and_keeps_its_e
     assert report["schema_check"] == "ok" and report["healthy"] and report["entry_count"] == 19
     assert index_tree(reopened, str(tree), scan_id=2).written == 0  # the old rows compare as unchanged
     reopened.dispose()
+
+
+def test_artifact_cache_orphans_and_missing_files_are_reported_with_warnings(engine, indexed, data_dir):
+    from flows.classify import cache
+    from mcp_server.tools.database import cache_report
+    import flows.classify as classify_pkg
+    from store.models import Artifact
+
+    classify_pkg.configure(data_dir)
+    try:
+        kept = cache.put(data_dir, b"thumbnail")
+        orphan = cache.put(data_dir, b"left behind")
+        with engine.begin() as conn:
+            entry = conn.execute(text("SELECT id FROM entries WHERE kind = 'file' LIMIT 1")).scalar_one()
+            conn.execute(insert(Artifact.__table__), [
+                {"entry_id": entry, "type": "thumbnail", "cache_path": kept, "value_json": "{}"},
+                {"entry_id": entry, "type": "video-timeline", "cache_path": "cache/00/00/" + "0" * 32 + ".jpg",
+                 "value_json": "{}"}])
+        report = diagnostics.diagnose(engine, artifact_cache=cache_report(engine))
+    finally:
+        classify_pkg._data_dir = None
+    assert report["artifact_cache"]["orphan_files"] == 1 and report["artifact_cache"]["orphan_samples"] == [orphan]
+    assert report["artifact_cache"]["orphan_bytes"] == len(b"left behind")
+    assert report["artifact_cache"]["missing_files"] == 1
+    assert report["artifact_cache"]["missing_samples"][0]["cachePath"].startswith("cache/00/00/")
+    assert report["healthy"] is False
+    assert any("belong to no artifact" in w for w in report["warnings"])
+    assert any("point at a cache file that is gone" in w for w in report["warnings"])
+    assert "artifact_cache" not in diagnostics.diagnose(engine)  # without the figures, no such section
