@@ -95,7 +95,8 @@ async def test_metadata_uri_lists_the_entry_metadata(client, indexed, tree):
     inspected = await call(client, "inspect", {"path": str(tree / "Photos" / "photo.jpg")})
     meta = await read_json(client, inspected["metadataUri"])
     assert meta == {"path": str(tree / "Photos" / "photo.jpg"), "resourceUri": inspected["resourceUri"],
-                    "metadataUri": inspected["metadataUri"], "metadataCount": 0, "metadata": []}
+                    "metadataUri": inspected["metadataUri"], "hash": None, "duplicates": 0, "thumbnailUri": None,
+                    "metadataCount": 0, "metadata": []}
 
 
 async def test_a_file_named_metadata_is_still_its_own_node(client, app, tree):
