@@ -115,10 +115,10 @@ def dependency_notes(plan: Plan) -> list[tuple[list[str], dict[int, str]]]:
             found = _filler(_fields_of(outcome.when), earlier + own[:j])
             if found:
                 filled, by_rule, by_type = found
-                where = "an earlier outcome of this rule" if by_rule == rule.name else f"rule {by_rule!r}"
-                outcome_notes[j] = (f"its condition uses {_names(filled)}, filled by the {by_type} outcome of {where}; "
-                                    "entries not processed yet are counted as not matching here (plan-execute runs "
-                                    "that outcome first)")
+                by = (f"an earlier {by_type} outcome of this rule" if by_rule == rule.name
+                      else f"the {by_type} outcome of rule {by_rule!r}")
+                outcome_notes[j] = (f"its condition uses {_names(filled)}, filled by {by}; entries not processed yet "
+                                    "are counted as not matching here (plan-execute runs that outcome first)")
         out.append((notes, outcome_notes))
         earlier += own
     return out
