@@ -24,6 +24,7 @@ EPILOG = """examples:
   assay serve                                   # stdio, for an MCP client that launches it
   assay serve --transport http --port 3000 --root ~/Photos
   assay index ~/Photos                          # index once, with a progress bar
+  assay classify ~/Photos --operations thumbnail metadata   # thumbnails, metadata, hashes of the indexed files
   assay serve --config assay.yaml               # settings from YAML (server.port, server.cors_origins, ...)
   assay serve --plans-dir plans/                # plan files in git: loaded, reloaded on change, written back
   assay plan validate examples/plans/* --root examples/corpus     # every problem with its place
@@ -76,6 +77,17 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("--follow-symlinks", action="store_true", help="follow symbolic links (off by default)")
     index.add_argument("--no-prefect", action="store_true", help="run as a plain function, not a Prefect flow")
     _common(index)
+
+    classify = sub.add_parser("classify", help="thumbnails, timelines, metadata and hashes of indexed files",
+                              description="Classify the indexed files at PATH (a file, or every file under a "
+                                          "directory) and print a summary. Index PATH first.")
+    classify.add_argument("path", help="indexed file or directory")
+    classify.add_argument("--operations", nargs="+", metavar="OP", default=None,
+                          help="thumbnail, timeline, metadata, hash, all (default: all)")
+    classify.add_argument("--force", action="store_true",
+                          help="redo work already done on unchanged files (default: skip it)")
+    classify.add_argument("--no-prefect", action="store_true", help="run as a plain function, not a Prefect flow")
+    _common(classify)
 
     from mcp_server import plan_cli
 
@@ -174,6 +186,52 @@ def _index_here(settings, root: str, args: argparse.Namespace) -> dict:
         engine.dispose()
 
 
+def _classify_bar(stream=sys.stderr):
+    width = 30
+    last = [0.0]
+
+    def show(p: dict) -> None:
+        now = time.monotonic()
+        if now - last[0] < 0.1 and p["percent"] < 100:
+            return
+        last[0] = now
+        filled = int(width * p["percent"] / 100)
+        stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {p['percent']:5.1f}%  "
+                     f"{p['files']}/{p['total']} files  {p['errors']} with errors")
+        stream.flush()
+
+    return show
+
+
+def cmd_classify(args: argparse.Namespace) -> int:
+    from flows.classify.service import check_operations, classify_path
+    from flows.roots import Roots
+    from flows.runner import JobRunner
+    from mcp_server.config import prepare_environment
+    from store.engine import get_engine
+
+    settings = _settings(args, use_prefect=not args.no_prefect)
+    path = Roots.of(settings.effective_roots).resolve(os.path.abspath(os.path.expanduser(args.path)), field="path")
+    operations = check_operations(args.operations)
+    prepare_environment(settings)  # also tells the classifier where its cache is (<data dir>/cache)
+    engine = get_engine(settings.db_url)
+    runner = JobRunner(engine, settings.db_url, use_prefect=settings.use_prefect)
+    try:
+        result = classify_path(runner, path=path, operations=operations, force=args.force, async_=False,
+                               on_progress=_classify_bar())
+    finally:
+        runner.shutdown()
+        engine.dispose()
+    sys.stderr.write("\n")
+    print(f"{result['status']}: {result['files']} files, {result['errors']} with errors, "
+          f"operations {', '.join(result['operations'])}, in {result['durationMs']} ms (job {result['id']})")
+    for issue in result.get("issues") or []:
+        print(f"  {issue['path']}: {issue['reason']}")
+    if result.get("error"):
+        print(f"  {result['error']}")
+    return 0 if result["status"] == "completed" else 1
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import anyio
 
@@ -243,7 +301,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     _setup_logging(args.log_level)
     try:
-        code = {"serve": cmd_serve, "index": cmd_index, "plan": cmd_plan}[args.command](args)
+        code = {"serve": cmd_serve, "index": cmd_index, "classify": cmd_classify,
+                "plan": cmd_plan}[args.command](args)
     except AssayError as exc:
         print(f"assay: {exc}", file=sys.stderr)
         code = 2

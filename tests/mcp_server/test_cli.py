@@ -126,3 +126,34 @@ def test_command_line_calls_leave_a_running_servers_jobs_alone(tmp_path, tree):
     assert res.returncode == 0, res.stderr + res.stdout
     assert jobs.get_job(engine, job_id=job)["status"] == "running"
     engine.dispose()
+
+
+def test_classify_draws_progress_prints_a_summary_and_fails_on_errors(tmp_path):
+    from tests import media
+
+    root = tmp_path / "home" / "pics"
+    root.mkdir(parents=True)
+    media.jpeg(root / "one.jpg", (320, 240))
+    media.pdf(root / "guide.pdf", pages=2)
+    assert assay(tmp_path, "index", str(root), "--root", str(root), "--no-prefect").returncode == 0
+    res = assay(tmp_path, "classify", str(root), "--root", str(root), "--no-prefect",
+                "--operations", "thumbnail", "metadata")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith("completed: 2 files, 0 with errors, operations thumbnail, metadata")
+    assert "] 100.0%" in res.stderr and "2/2 files" in res.stderr
+    assert list((tmp_path / "data" / "cache").rglob("*.jpg"))  # thumbnails in the data dir's cache
+    again = assay(tmp_path, "classify", str(root), "--root", str(root), "--no-prefect")
+    assert again.returncode == 0 and again.stdout.startswith("completed: 2 files")  # thumbnails known: timelines
+    media.truncated_jpeg(root / "broken.jpg")
+    assert assay(tmp_path, "index", str(root), "--root", str(root), "--no-prefect").returncode == 0
+    bad = assay(tmp_path, "classify", str(root / "broken.jpg"), "--root", str(root), "--no-prefect",
+                "--operations", "thumbnail")
+    assert bad.returncode == 1 and bad.stdout.startswith("failed: 1 files, 1 with errors")
+    assert f"{root / 'broken.jpg'}: thumbnail: " in bad.stdout
+
+
+def test_classify_refuses_an_unindexed_path_and_an_unknown_operation(tmp_path, tree):
+    res = assay(tmp_path, "classify", str(tree), "--root", str(tree), "--no-prefect")
+    assert res.returncode == 2 and "not in the index; index it first" in res.stderr
+    res = assay(tmp_path, "classify", str(tree), "--root", str(tree), "--operations", "blur")
+    assert res.returncode == 2 and "unknown classifier operation 'blur'" in res.stderr
