@@ -318,3 +318,37 @@ def test_preview_has_no_note_when_no_classifier_outcome_fills_the_fields(store):
                               "outcomes": [{"type": "selection_set", "selectionSetName": "b"}]}])
     out = preview_plan(store.engine, p, roots=Roots.of([str(store.root)]))
     assert all("notes" not in rule for rule in out["rules"])
+
+
+# --- one real run: classify, then select on the result -------------------------------------------------------------
+
+
+def test_a_plan_classifies_photos_and_a_later_rule_selects_the_wide_ones_in_one_execution(tmp_path, monkeypatch):
+    from flows.classify import executor as cx
+    from flows.plans.service import PlanService
+    from store import sets as store_sets
+    from tests import media
+
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    monkeypatch.setattr(cx.DEFAULT_RUN, "classify", None)  # the real worker (flows.classify.worker)
+    monkeypatch.setattr(cx.DEFAULT_RUN, "pool_mode", "thread")
+    monkeypatch.setattr(flows.classify, "_data_dir", data_dir)
+    root = tmp_path / "photos"
+    for name, size in {"narrow.jpg": (320, 240), "wide.jpg": (640, 480), "wider.jpg": (1024, 512)}.items():
+        media.jpeg(root / name, size)
+    engine = make_engine(f"sqlite:///{data_dir / 'assay.db'}")
+    service = PlanService(engine, Roots.of([str(root)]), use_prefect=False)
+    try:
+        plan = parse_plan_text(f"plan classify-then-select\nsource photos index {root}\n"
+                               "rule classify when media_type = image\n  do classifier extract_metadata\n"
+                               "rule wide when width > 500\n  do selection_set wide\n", format="dsl")
+        service.save(plan, create=True)
+        row = service.execute(plan, wait=True)
+        assert row["status"] == "success", row
+        assert row["summary"]["rules"]["wide"]["matched"] == 2
+        found = store_sets.describe_set(engine, name="wide", include_entries=True, limit=10)
+        assert sorted(Path(e["path"]).name for e in found["entries"]) == ["wide.jpg", "wider.jpg"]
+    finally:
+        service.shutdown()
+        engine.dispose()
