@@ -23,6 +23,9 @@ from flows.classify.media.common import MediaError, encode_jpeg, image_from_byte
 THUMBNAIL_FRAMES = 30  # frames ffmpeg's `thumbnail` filter compares to pick a representative one
 DARK = 18.0  # mean luma under which a frame counts as black: another point is tried
 SEEK_POINTS = (0.10, 0.30, 0.50)  # fractions of the duration tried for a thumbnail, in order
+# inputs (frames) per ffmpeg command: every input is a demuxer and a decoder in memory at once, so a timeline of
+# hundreds of frames runs as a few commands rather than one enormous one (the default 5 frames are one command)
+MAX_INPUTS = 32
 
 
 @dataclass
@@ -224,7 +227,7 @@ def timestamps(duration: float, count: int) -> list[float]:
 def timeline(path: str, info: Probe, count: int, max_width: int, max_height: int,
              timeout: float) -> list[tuple[float, Image.Image]]:
     """``count`` frames spread over the whole duration, each scaled to the box, with their timestamps; ONE ffmpeg
-    command with one fast-seeking input per frame, each frame written to a temporary file."""
+    command (per MAX_INPUTS frames) with one fast-seeking input per frame, each frame written to a temporary file."""
     if not info.video_streams:
         raise MediaError("no video stream")
     duration = info.duration
@@ -233,24 +236,33 @@ def timeline(path: str, info: Probe, count: int, max_width: int, max_height: int
     count = max(1, int(count))
     points = timestamps(duration, count)
     scale = _scale(max_width, max_height)
+    frames: list[tuple[float, Image.Image]] = []
     with tempfile.TemporaryDirectory(prefix="assay-timeline-") as tmp:
-        cmd = [tool("ffmpeg"), "-hide_banner", "-loglevel", "error", "-nostdin", "-y"]
-        for t in points:
-            cmd += ["-ss", f"{t:.3f}", "-i", input_path(path)]
-        outputs = [os.path.join(tmp, f"{i:04d}.ppm") for i in range(count)]
-        for i, out in enumerate(outputs):
-            cmd += ["-map", f"{i}:v:0", "-an", "-sn", "-dn", "-vf", scale, "-frames:v", "1", "-c:v", "ppm",
-                    "-f", "image2", "-update", "1", "file:" + out]
-        run_tool(cmd, timeout=timeout, what="ffmpeg")
-        frames = []
-        for t, out in zip(points, outputs):
-            if not os.path.exists(out) or os.path.getsize(out) == 0:
-                continue  # a seek past the last frame of a badly indexed file: the other frames still count
-            with Image.open(out) as img:
-                img.load()
-                frames.append((t, img.copy()))
+        for start in range(0, count, MAX_INPUTS):
+            frames += _extract(path, points[start:start + MAX_INPUTS], scale, tmp, timeout)
     if not frames:
         raise MediaError("ffmpeg produced no timeline frame")
+    return frames
+
+
+def _extract(path: str, points: list[float], scale: str, tmp: str, timeout: float) -> list[tuple[float, Image.Image]]:
+    """The frames at ``points`` with one ffmpeg command: an input per point with its own fast seek, an output each."""
+    cmd = [tool("ffmpeg"), "-hide_banner", "-loglevel", "error", "-nostdin", "-y"]
+    for t in points:
+        cmd += ["-ss", f"{t:.3f}", "-i", input_path(path)]
+    outputs = [os.path.join(tmp, f"{i:04d}.ppm") for i in range(len(points))]
+    for i, out in enumerate(outputs):
+        cmd += ["-map", f"{i}:v:0", "-an", "-sn", "-dn", "-vf", scale, "-frames:v", "1", "-c:v", "ppm",
+                "-f", "image2", "-update", "1", "file:" + out]
+    run_tool(cmd, timeout=timeout, what="ffmpeg")
+    frames = []
+    for t, out in zip(points, outputs):
+        if not os.path.exists(out) or os.path.getsize(out) == 0:
+            continue  # a seek past the last frame of a badly indexed file: the other frames still count
+        with Image.open(out) as img:
+            img.load()
+            frames.append((t, img.copy()))
+        os.unlink(out)
     return frames
 
 

@@ -134,3 +134,8 @@ def test_a_file_that_is_not_an_image_cannot_be_identified(photos):
 def test_decompression_bomb_header_is_refused_before_any_allocation(photos, extract):
     with pytest.raises(MediaError, match=r"image claims 50000x50000 pixels, over the 178,956,970-pixel limit"):
         extract(str(photos["bomb"]))
+
+
+def test_heic_metadata_has_its_size_and_format(photos):
+    flat, _ = images.metadata(str(photos["heic"]))
+    assert (flat["width"], flat["height"]) == (640, 480) and flat["format"] == "HEIF"

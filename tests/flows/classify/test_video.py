@@ -149,3 +149,12 @@ def test_hostile_file_names_are_read_as_files_never_as_options_or_commands(tmp_p
 
 def test_input_path_is_an_absolute_file_url():
     assert common.input_path("-i.mp4") == "file:" + os.path.abspath("-i.mp4")
+
+
+def test_a_long_timeline_runs_as_a_few_commands_and_keeps_its_order(files, probes, monkeypatch):
+    monkeypatch.setattr(video, "MAX_INPUTS", 3)
+    calls = []
+    real = video.run_tool
+    monkeypatch.setattr(video, "run_tool", lambda cmd, **kw: calls.append(cmd) or real(cmd, **kw))
+    frames = video.timeline(str(files["video"]), probes["video"], 7, 64, 64, TIMEOUT)
+    assert len(calls) == 3 and [t for t, _ in frames] == video.timestamps(probes["video"].duration, 7)
