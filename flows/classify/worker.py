@@ -106,14 +106,16 @@ class _Run:
         box = (p.max_width, p.max_height, p.quality)
         if kind == "image":
             made = images.thumbnail(self.task.path, *box)
-        elif kind == "video":
-            made = video.thumbnail(self.task.path, self.probe(), *box, timeout=p.timeout)
         elif kind == "pdf":
             made = pdf.thumbnail(self.task.path, *box)
-        elif kind == "audio":
-            made = video.cover_art(self.task.path, self.probe(), *box, timeout=p.timeout)
+        elif kind in ("video", "audio"):
+            info = self.probe()  # what the file holds decides, not its name: an .mp4 may be sound only
+            if info.video_streams:
+                made = video.thumbnail(self.task.path, info, *box, timeout=p.timeout)
+            else:
+                made = video.cover_art(self.task.path, info, *box, timeout=p.timeout)
             if made is None:
-                self.result.not_applicable["thumbnail"] = "no embedded cover art in this audio file"
+                self.result.not_applicable["thumbnail"] = "no picture: sound only, without embedded cover art"
                 return
         else:
             raise AssertionError(kind)

@@ -13,6 +13,7 @@ import json
 import math
 import os
 import tempfile
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -195,13 +196,17 @@ def thumbnail(path: str, info: Probe, max_width: int, max_height: int, quality: 
     duration = info.duration or 0.0
     vf = f"{_scale(max_width, max_height)},thumbnail=n={THUMBNAIL_FRAMES}"  # histograms of small frames
     img = None
-    for fraction in SEEK_POINTS if duration else (0.0,):
+    deadline = time.monotonic() + timeout  # the retries share one timeout
+    for n, fraction in enumerate(SEEK_POINTS if duration else (0.0,)):
+        left = deadline - time.monotonic()
+        if n and left <= 0:
+            break
         try:
-            img = _frame_at(path, duration * fraction, vf, timeout)
+            img = _frame_at(path, duration * fraction, vf, max(left, 0.1))
         except MediaError:
-            if fraction == SEEK_POINTS[0] or not duration:
+            if img is None:
                 raise
-            continue
+            break  # a later point failed: the darker frame already made will do
         if not _dark(img):
             break
     if img is None:

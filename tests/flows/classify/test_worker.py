@@ -34,6 +34,8 @@ def corpus(tmp_path_factory) -> Path:
     if media.HAVE_FFMPEG:
         media.video(d / "clip.mp4", seconds=3)
         media.audio(d / "tone.mp3")
+        media.audio(d / "sound_only.mp4")
+        media.audio(d / "song.mp3", cover=media.jpeg(d / "cover.jpg", (300, 300)))
         media.corrupt_mp4(d / "corrupt.mp4")
     return d
 
@@ -114,6 +116,22 @@ def test_audio_without_cover_art_has_no_thumbnail_and_no_timeline(corpus, data_d
     result = run(corpus, data_dir, "tone.mp3")
     assert result.done == OPERATIONS and result.errors == {}
     assert set(result.not_applicable) == {"thumbnail", "timeline"} and result.metadata["audio_codec"] == "mp3"
+
+
+@needs_ffmpeg
+def test_audio_cover_art_is_its_thumbnail(corpus, data_dir):
+    result = run(corpus, data_dir, "song.mp3", max_width=100, max_height=100)
+    assert result.errors == {} and [a.type for a in result.artifacts] == ["thumbnail"]
+    assert result.artifacts[0].value == {"width": 100, "height": 100}
+
+
+@needs_ffmpeg
+def test_a_video_file_holding_only_sound_is_treated_as_audio(corpus, data_dir):
+    result = run(corpus, data_dir, "sound_only.mp4")
+    assert result.errors == {} and result.done == OPERATIONS
+    assert result.not_applicable == {"thumbnail": "no picture: sound only, without embedded cover art",
+                                     "timeline": "no video stream (an audio file)"}
+    assert result.metadata["audio_codec"] == "aac" and result.details["kind"] == "audio"
 
 
 def test_an_empty_file_has_the_empty_hash_its_size_and_a_thumbnail_error(corpus, data_dir):
