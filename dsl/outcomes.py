@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, field_validator
 
 from dsl.conditions import Condition
 
@@ -54,6 +54,20 @@ class ClassifierOutcome(OutcomeBase):
     maxWidth: int | None = Field(default=None, ge=1, le=8192)
     maxHeight: int | None = Field(default=None, ge=1, le=8192)
     quality: int | None = Field(default=None, ge=1, le=100)
+
+    @field_validator("maxWidth", "maxHeight", "quality", mode="wrap")
+    @classmethod
+    def _bounds(cls, value: Any, handler, info):
+        """Out-of-range or non-integer sizes and qualities say what is accepted."""
+        try:
+            return handler(value)
+        except ValidationError:
+            if info.field_name == "quality":
+                accepted = "a whole number from 1 to 100 (JPEG quality), or leave it out for 80"
+            else:
+                accepted = ("a whole number of pixels from 1 to 8192, or leave it out for the preference "
+                            f"thumbnail.{'max_width' if info.field_name == 'maxWidth' else 'max_height'} (320)")
+            raise ValueError(f"{info.field_name} {value!r} is not accepted; give {accepted}") from None
 
 
 class EmbedOutcome(OutcomeBase):
