@@ -23,7 +23,8 @@ log = logging.getLogger(__name__)
 
 IMAGE_EXTENSIONS = frozenset(".jpg .jpeg .jpe .jfif .png .gif .bmp .tif .tiff .webp .heic .heif .avif .ico .ppm "
                              ".pgm .pbm .tga .jp2".split())
-VIDEO_EXTENSIONS = frozenset(".mp4 .m4v .mov .mkv .avi .webm .wmv .flv .mpg .mpeg .3gp .mts .m2ts .ogv .vob".split())
+VIDEO_EXTENSIONS = frozenset(".mp4 .m4v .mov .mkv .avi .webm .wmv .flv .mpg .mpeg .3gp .mts .m2ts .ogv .vob .ts"
+                             .split())
 AUDIO_EXTENSIONS = frozenset(".mp3 .wav .flac .aac .m4a .ogg .oga .opus .wma .aiff .aif .alac .ape".split())
 
 
@@ -38,8 +39,8 @@ def kind_of(task: FileTask) -> str:
         if task.media_type == "image" and ext == ".svg":
             return "other"  # a vector drawing: Pillow cannot render it
         return task.media_type
-    for kind, exts in (("image", IMAGE_EXTENSIONS), ("video", VIDEO_EXTENSIONS), ("audio", AUDIO_EXTENSIONS),
-                       ("text", text.TEXT_EXTENSIONS)):
+    for kind, exts in (("image", IMAGE_EXTENSIONS), ("text", text.TEXT_EXTENSIONS), ("video", VIDEO_EXTENSIONS),
+                       ("audio", AUDIO_EXTENSIONS)):
         if ext in exts:
             return kind
     for prefix in ("image", "video", "audio", "text"):
@@ -190,6 +191,9 @@ def _classify(run: _Run) -> None:
         return
     kind = kind_of(task)
     empty = st.st_size == 0
+    if kind == "text" and not empty and text.looks_binary(task.path):
+        # ".ts" is TypeScript or an MPEG transport stream; binary content is not counted in lines and words
+        kind = "video" if (task.extension or "").lower() in VIDEO_EXTENSIONS else "other"
     for operation in task.operations:
         if operation == "thumbnail":
             if kind in ("text", "other"):

@@ -16,6 +16,14 @@ TEXT_EXTENSIONS = frozenset(
 CHUNK = 1 << 20
 
 
+def looks_binary(path: str, probe: int = 8192) -> bool:
+    """Whether ``path`` starts with NUL bytes that no text holds (UTF-16 text, which has them, starts with a BOM):
+    a ``.ts`` that is an MPEG transport stream rather than TypeScript, a ``.log`` that is a database."""
+    with open(path, "rb") as fh:
+        head = fh.read(probe)
+    return b"\x00" in head and _sniff(head) != "utf-16"
+
+
 def _sniff(head: bytes) -> str:
     if head.startswith(codecs.BOM_UTF8):
         return "utf-8-sig"

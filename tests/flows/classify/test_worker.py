@@ -209,3 +209,17 @@ def test_identical_thumbnails_are_stored_once(corpus, data_dir):
     assert first.artifacts[0].cache_path == again.artifacts[0].cache_path
     data = cache.resolve(data_dir, first.artifacts[0].cache_path).read_bytes()
     assert Image.open(io.BytesIO(data)).format == "JPEG"
+
+
+@needs_ffmpeg
+def test_a_ts_file_that_is_a_transport_stream_is_classified_as_video_not_text(tmp_path, data_dir):
+    stream = tmp_path / "recording.ts"
+    media.ffmpeg("-f", "lavfi", "-i", "testsrc=size=160x120:rate=10:duration=2", "-c:v", "mpeg2video",
+                 "-f", "mpegts", "file:" + str(stream))
+    script = tmp_path / "app.ts"
+    script.write_text("const answer: number = 42;\n")
+    video_result = classify_file(task_for(stream, data_dir, frame_count=2))
+    assert video_result.errors == {} and video_result.metadata["video_codec"] == "mpeg2video"
+    assert "lines" not in video_result.metadata
+    text_result = classify_file(task_for(script, data_dir))
+    assert text_result.metadata["lines"] == 1 and text_result.metadata["words"] == 5
