@@ -216,3 +216,56 @@ async def test_problems_found_after_parsing_dsl_text_carry_their_line(client, tr
     assert res["problems"][0]["line"] == 4 and "'embed' is not installed" in res["problems"][0]["message"]
     with pytest.raises(ToolFailed, match="line 4, column"):
         await call(client, "plan-create", {"text": text})
+
+
+def _classified(app, tree) -> None:
+    """What the classifier's metadata operation would have written for three photos: width rows and hashes (two
+    photos identical)."""
+    from sqlalchemy import insert, select, update
+
+    from store.entries import T
+    from store.models import MetadataValue
+
+    index_sync(app, tree)
+    widths = {"beach.jpg": 4000, "sunset.jpg": 4000, "photo.jpg": 640}
+    with app.engine.begin() as conn:
+        ids = dict(conn.execute(select(T.c.name, T.c.id).where(T.c.name.in_(list(widths)))).all())
+        conn.execute(insert(MetadataValue.__table__), [{"entry_id": ids[n], "key": "width", "num_value": w}
+                                                       for n, w in widths.items()])
+        for name in widths:
+            digit = "1" if name != "photo.jpg" else "2"
+            conn.execute(update(T).where(T.c.id == ids[name]).values(hash="xxh128:" + digit * 32))
+
+
+CLASSIFY_THEN_SELECT = {"name": "cw", "rules": [
+    {"name": "classify", "when": "media_type = image",
+     "outcomes": [{"type": "classifier", "classifierOperation": "extract_metadata"}]},
+    {"name": "wide", "when": "width > 3000 and duplicates > 0",
+     "outcomes": [{"type": "selection_set", "selectionSetName": "wide"}]}]}
+
+
+async def test_preview_counts_classified_entries_and_notes_the_earlier_classifier_rule(client, app, tree):
+    _classified(app, tree)
+    await call(client, "plan-create", CLASSIFY_THEN_SELECT | {"sources": [
+        {"name": "home", "type": "filesystem.index", "config": {"path": str(tree)}}]})
+    res = await call(client, "plan-preview", {"name": "cw"})
+    classify, wide = res["rules"]
+    assert classify["matched"] == 3 and classify["outcomes"][0]["would_apply_to"] == 3
+    assert wide["matched"] == 2 and wide["outcomes"][0]["would_add"] == 2
+    assert wide["notes"] == ["uses width, duplicates, filled by the classifier outcome of rule 'classify'; entries it "
+                             "has not processed yet are counted as not matching here (plan-execute runs rule "
+                             "'classify' first, so more may match then)"]
+
+
+async def test_explain_shows_the_classifier_values_it_saw(client, app, tree):
+    _classified(app, tree)
+    text = json.dumps(CLASSIFY_THEN_SELECT | {"sources": [
+        {"name": "home", "type": "filesystem.index", "config": {"path": str(tree)}}]})
+    res = await call(client, "plan-explain", {"text": text, "path": str(tree / "Photos" / "photo.jpg")})
+    wide = res["rules"][1]
+    assert wide["matched"] is False and wide["notes"]
+    seen = {leaf["field"]: (leaf["seen"], leaf["passed"]) for leaf in wide["condition"]["children"]}
+    assert seen == {"width": (640, False), "duplicates": (0, False)}
+    res = await call(client, "plan-explain", {"text": text, "path": str(tree / "Photos" / "vacation" / "beach.jpg")})
+    assert res["rules"][1]["matched"] is True
+    assert [leaf["seen"] for leaf in res["rules"][1]["condition"]["children"]] == [4000, 1]
