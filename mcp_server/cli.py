@@ -213,15 +213,17 @@ def cmd_classify(args: argparse.Namespace) -> int:
     settings = _settings(args, use_prefect=not args.no_prefect)
     path = Roots.of(settings.effective_roots).resolve(os.path.abspath(os.path.expanduser(args.path)), field="path")
     operations = check_operations(args.operations)
-    prepare_environment(settings)  # also tells the classifier where its cache is (<data dir>/cache)
-    engine = get_engine(settings.db_url)
-    runner = JobRunner(engine, settings.db_url, use_prefect=settings.use_prefect)
-    try:
-        result = classify_path(runner, path=path, operations=operations, force=args.force, async_=False,
-                               on_progress=_classify_bar())
-    finally:
-        runner.shutdown()
-        engine.dispose()
+    result = _classify_via_server(settings, path, list(operations), args) if settings.use_prefect else None
+    if result is None:
+        prepare_environment(settings)  # also tells the classifier where its cache is (<data dir>/cache)
+        engine = get_engine(settings.db_url)
+        runner = JobRunner(engine, settings.db_url, use_prefect=settings.use_prefect)
+        try:
+            result = classify_path(runner, path=path, operations=operations, force=args.force, async_=False,
+                                   on_progress=_classify_bar())
+        finally:
+            runner.shutdown()
+            engine.dispose()
     sys.stderr.write("\n")
     print(f"{result['status']}: {result['files']} files, {result['errors']} with errors, "
           f"operations {', '.join(result['operations'])}, in {result['durationMs']} ms (job {result['id']})")
@@ -230,6 +232,23 @@ def cmd_classify(args: argparse.Namespace) -> int:
     if result.get("error"):
         print(f"  {result['error']}")
     return 0 if result["status"] == "completed" else 1
+
+
+def _classify_via_server(settings, path: str, operations: list[str], args: argparse.Namespace) -> dict | None:
+    """Hand the classify job to an `assay serve` on this data dir, whose worker pool and Prefect are warm; None when
+    no server takes it (then it runs here)."""
+    from mcp_server import control
+
+    log = logging.getLogger("assay")
+    try:
+        return control.classify_via_server(
+            settings.data_dir, path=path, operations=operations, force=args.force, store=settings.db_url,
+            on_progress=_classify_bar(),
+            on_accepted=lambda where, info: log.info("classification handed to the assay server at %s (pid %s)",
+                                                     where, info.get("pid")))
+    except control.NoServer as why:
+        log.log(logging.INFO if why.refused else logging.DEBUG, "classifying here: %s", why)
+        return None
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

@@ -1,4 +1,5 @@
-"""The control socket: `assay index` beside a running `assay serve` hands its job to that server.
+"""The control socket: `assay index` (and `assay classify`) beside a running `assay serve` hands its job to that
+server.
 
 A serving process listens on ``<data dir>/assay.sock`` (a Unix domain socket, mode 0600, removed on exit). A
 command-line call that finds a server there sends its job and only draws the progress and prints the result: the
@@ -17,6 +18,10 @@ The protocol is JSON, one object a line (UTF-8)::
             {"progress": 42.0, "files": n, "directories": n, "totalSize": bytes, "currentPath": "..."} ..., then
             {"result": {...}}                   index_path's response; or {"error": {"code", "message"}}
     client: {"op": "cancel"}                    at any time; closing the connection cancels the job too.
+
+``assay classify`` sends ``{"op": "classify", "path", "operations": [...], "force", "store", "prefect"}`` and gets
+the same answers, its progress lines being ``{"progress", "files", "total", "errors", "currentPath"}`` and its result
+flows/classify/service.py ``classify_path``'s.
 
 A socket file left by a server that died (SIGKILL) is recognised by a refused connection: the client runs locally,
 the next server replaces it. This module imports nothing heavy at its top: the client side runs in `assay index`.
@@ -167,7 +172,7 @@ class ControlSocket:
             request = _read(reader)
             if request is None:
                 return
-            if request.get("op") != "index":
+            if request.get("op") not in ("index", "classify"):
                 _send(conn, session.lock, {"error": {"code": "INVALID_PARAMS",
                                                      "message": f"unknown op {request.get('op')!r}"}})
                 return
@@ -208,7 +213,7 @@ class ControlSocket:
 
         def on_start(job_id: int) -> None:
             session.job_id = job_id
-            log.info("index of %s for a command-line call: job %s", root, job_id)
+            log.info("%s of %s for a command-line call: job %s", request.get("op"), root, job_id)
             if session.cancelled.is_set():
                 app.runner.cancel(job_id)
             try:
@@ -229,12 +234,30 @@ class ControlSocket:
             except OSError:
                 self._cancel(session, "the command-line call went away")
 
+        def on_classify_progress(p: dict) -> None:
+            now = time.monotonic()
+            if session.cancelled.is_set() or (now - last[0] < PROGRESS_EVERY and p["percent"] < 100):
+                return
+            last[0] = now
+            try:
+                _send(conn, session.lock, {"progress": p["percent"], "files": p["files"], "total": p["total"],
+                                           "errors": p["errors"], "currentPath": p.get("path")})
+            except OSError:
+                self._cancel(session, "the command-line call went away")
+
         try:
             try:
-                result = index_path(app.runner, root=root, async_=False, force=bool(request.get("force")),
-                                    max_age=float(request.get("maxAge") or 0),
-                                    follow_symlinks=bool(request.get("followSymlinks")), on_progress=on_progress,
-                                    on_start=on_start)
+                if request.get("op") == "classify":
+                    from flows.classify.service import check_operations, classify_path
+
+                    result = classify_path(app.runner, path=root, operations=check_operations(request.get("operations")),
+                                           force=bool(request.get("force")), async_=False,
+                                           on_progress=on_classify_progress, on_start=on_start)
+                else:
+                    result = index_path(app.runner, root=root, async_=False, force=bool(request.get("force")),
+                                        max_age=float(request.get("maxAge") or 0),
+                                        follow_symlinks=bool(request.get("followSymlinks")), on_progress=on_progress,
+                                        on_start=on_start)
             finally:
                 session.finished.set()
         except AssayError as exc:
@@ -334,6 +357,32 @@ def index_via_server(data_dir: Path | str, *, path: str, force: bool, max_age: f
     :class:`NoServer` when there is none or it will not take the job, :class:`ServerError` for the job's own errors.
     A KeyboardInterrupt while it runs asks the server to cancel the job and returns the cancelled job's result; a
     second one leaves at once (the closed connection cancels it too)."""
+    request = {"op": "index", "path": path, "force": force, "maxAge": max_age,
+               "followSymlinks": follow_symlinks, "store": store, "prefect": True}
+    return _job_via_server(data_dir, request, lambda line: on_progress(Progress(line)) if on_progress else None,
+                           on_accepted)
+
+
+def classify_via_server(data_dir: Path | str, *, path: str, operations: list[str], force: bool, store: str,
+                        on_progress: Callable[[dict], None] | None = None,
+                        on_accepted: Callable[[str, dict], None] | None = None) -> dict:
+    """Have the server listening in ``data_dir`` run a classify job of ``path`` (`assay classify`): the server's
+    worker pool is already up. Its result is classify_path's shape; ``on_progress`` gets {percent, files, total,
+    errors, path}. Same errors and cancel as :func:`index_via_server`."""
+    request = {"op": "classify", "path": path, "operations": operations, "force": force, "store": store,
+               "prefect": True}
+
+    def progress(line: dict) -> None:
+        if on_progress is not None:
+            on_progress({"percent": float(line.get("progress") or 0), "files": int(line.get("files") or 0),
+                         "total": int(line.get("total") or 0), "errors": int(line.get("errors") or 0),
+                         "path": line.get("currentPath")})
+
+    return _job_via_server(data_dir, request, progress, on_accepted)
+
+
+def _job_via_server(data_dir: Path | str, request: dict, on_progress: Callable[[dict], None],
+                    on_accepted: Callable[[str, dict], None] | None) -> dict:
     where = str(socket_path(data_dir))
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -343,8 +392,6 @@ def index_via_server(data_dir: Path | str, *, path: str, force: bool, max_age: f
         except OSError as exc:  # none there (FileNotFoundError), a file left by a dead server (refused), too long
             raise NoServer(f"no assay server answers at {where} ({exc.strerror or exc})") from None
         reader = conn.makefile("rb")
-        request = {"op": "index", "path": path, "force": force, "maxAge": max_age,
-                   "followSymlinks": follow_symlinks, "store": store, "prefect": True}
         try:
             conn.sendall((json.dumps(request) + "\n").encode())
             first = _read(reader)
@@ -370,7 +417,7 @@ def index_via_server(data_dir: Path | str, *, path: str, force: bool, max_age: f
         conn.close()
 
 
-def _follow(reader, on_progress: Callable[[Progress], None] | None) -> dict:
+def _follow(reader, on_progress: Callable[[dict], None] | None) -> dict:
     while True:
         message = _read(reader)
         if message is None:
@@ -380,4 +427,4 @@ def _follow(reader, on_progress: Callable[[Progress], None] | None) -> dict:
         if "error" in message:
             raise ServerError(message["error"].get("code", "ASSAY_ERROR"), message["error"].get("message", ""))
         if "progress" in message and on_progress is not None:
-            on_progress(Progress(message))
+            on_progress(message)
