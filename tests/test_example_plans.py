@@ -86,6 +86,17 @@ EXPECTED = {
         "review": ["report draft (copy).txt"],
     },
     "inbox-watch.yaml": {},
+    "photo-catalog.yaml": {  # selected on what the classifier rule before them extracted, in the same run
+        "canon": ["IMG_0412.jpg", "IMG_0413.jpg", "IMG_0420.jpg"],
+        "phone": ["birthday cake.jpg"],
+        "narrow": ["IMG_0420.jpg", "birthday cake.jpg"],
+        "identical-photos": None,  # no two photos are the same file: the set is never made
+    },
+    "media-metadata.plan": {
+        "long-media": ["lecture_with_chapters.mp4"],
+        "long-documents": ["alpine_birds_field_guide.pdf", "annual_report_2024.pdf"],
+        "helios-reports": ["annual_report_2023.pdf", "annual_report_2024.pdf"],
+    },
 }
 
 
