@@ -10,6 +10,7 @@ error (-32602) that hides our message from the agent; the script checks each one
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import shutil
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import media
 from tests.conftest import make_tree
 from tests.e2e.conftest import REFERENCE_TOOLS, REPO, _stop, free_port, serve_args, server_env, wait_listening
 
@@ -40,6 +42,11 @@ def good_calls(t: Path) -> list[dict]:
         ("session-info", {}), ("session-set-preferences", {"preferences": {"default_sort": "name"}}),
         ("index", {"root": p(), "async": False}, {"save": "indexed", "progress": True}),
         ("job-progress", {"jobId": "{{indexed.jobId}}"}), ("list-jobs", {"limit": 5}),
+        ("rerun-classifier", {"sourcePath": p("Photos", "real.jpg"), "operations": ["thumbnail", "metadata"],
+                              "async": False}, {"save": "classified"}),
+        ("classifier-job-progress", {"jobId": "{{classified.jobId}}"}),
+        ("list-classifier-jobs", {"status": "completed", "limit": 5}),
+        ("inspect", {"path": p("Photos", "real.jpg"), "includeImage": "thumbnail"}, {"save": "real"}),
         ("navigate", {"path": p("Photos"), "sort": "size", "desc": True}),
         ("inspect", {"path": p("Photos", "photo.jpg")}), ("db-diagnose", {}),
         ("query-create", {"name": "big", "query": {"kind": "file", "min_size": 1000}}),
@@ -95,6 +102,12 @@ def bad_calls(t: Path, good: list[dict]) -> list[dict]:
         ("navigate", {"path": p("Photos"), "sort": "colour"}, "'name', 'size' or 'mtime'"),
         ("navigate", {"path": p("Photos"), "limit": "ten"}, "limit"), ("navigate", {"path": "/etc"}, "outside"),
         ("inspect", {}, "parameter 'path' is required"), ("inspect", {"path": p("ghost.txt")}, "NOT_FOUND"),
+        ("inspect", {"path": p("Photos", "real.jpg"), "includeImage": "poster"}, "includeImage"),
+        ("rerun-classifier", {"sourcePath": p("Photos"), "operations": ["paint"]}, "unknown classifier operation"),
+        ("rerun-classifier", {"sourcePath": "/etc"}, "PATH_TRAVERSAL_DETECTED"),
+        ("classifier-job-progress", {"jobId": "abc"}, "not a job id"),
+        ("classifier-job-progress", {"jobId": "999999"}, "NOT_FOUND"),
+        ("list-classifier-jobs", {"status": "sleeping"}, "status"),
         ("rename-files", {"renames": ["x"]}, "renames"),
         ("move-files", {"moves": [{"from": p("docs")}]}, "parameter 'moves[0].to' is required"),
         ("delete-files", {"paths": 5}, "paths"),  # (a path outside the roots is an error in its item's result)
@@ -139,10 +152,18 @@ def bad_calls(t: Path, good: list[dict]) -> list[dict]:
     return steps
 
 
-def reads(t: Path) -> list[dict]:
-    """Resource reads: (uri, None) must succeed; (uri, words) must be refused as invalid params naming the words."""
+def reads(t: Path, transport: str) -> list[dict]:
+    """Resource reads: (uri, None) must succeed; (uri, words) must be refused as invalid params naming the words.
+    Under stdio inspect's thumbnailUri is a synthesis://content resource, read here too (over HTTP it is a URL)."""
     node = "synthesis://nodes" + str(t)
     uris = [
+        (node + "/Photos/real.jpg/thumbnail", None), ("synthesis://metadata?limit=1&sort=path", None),
+        ("synthesis://metadata/thumbnails?limit=5", None), ("synthesis://metadata/{{real.hash}}", None),
+        ("synthesis://metadata/duplicates?limit=5", None),
+        ("synthesis://metadata/abc", ["not a content hash", "xxh128:"]), ("synthesis://metadata?limit=0", ["limit"]),
+        (node + "/Photos/notes.txt/thumbnail", ["has no thumbnail", "rerun-classifier"]),
+        ("synthesis://content/assay.db", ["not a cache path"]),
+    ] + ([("{{real.thumbnailUri}}", None)] if transport == "stdio" else []) + [
         ("synthesis://nodes?limit=2", None), (node + "/Photos/photo.jpg", None),
         (node + "/Photos/photo.jpg/metadata", None), ("synthesis://resource-sets/photos", None),
         ("synthesis://resource-sets/photos/entries?limit=1", None), ("synthesis://resource-sets/media/children", None),
@@ -172,9 +193,16 @@ def completions(t: Path) -> list[dict]:
              "argument": {"name": name, "value": value}, "expect": want} for uri, name, value, want in asks]
 
 
-def session_steps(t: Path) -> list[dict]:
+def session_steps(t: Path, transport: str) -> list[dict]:
     good = good_calls(t)
-    return good + bad_calls(t, good) + reads(t) + completions(t) + deletions()
+    return good + bad_calls(t, good) + reads(t, transport) + completions(t) + deletions()
+
+
+def media_tree(root: Path) -> Path:
+    """make_tree's tree (its files are filler bytes) with one real JPEG the classifier can thumbnail."""
+    make_tree(root)
+    media.jpeg(root / "Photos" / "real.jpg", (640, 480))
+    return root
 
 
 @pytest.fixture(scope="module")
@@ -182,8 +210,8 @@ def report(tmp_path_factory) -> dict:
     if shutil.which("node") is None or not SDK_PACKAGE.exists():
         pytest.fail("Node.js and tests/e2e/ts/node_modules are needed: run ./scripts/setup")
     base = tmp_path_factory.mktemp("ts-client")
-    stdio_tree = make_tree(base / "stdio" / "home" / "user")
-    http_tree = make_tree(base / "http" / "home" / "user")
+    stdio_tree = media_tree(base / "stdio" / "home" / "user")
+    http_tree = media_tree(base / "http" / "home" / "user")
     port = free_port()
     http_log = base / "http.log"
     with open(http_log, "wb") as out:
@@ -193,9 +221,9 @@ def report(tmp_path_factory) -> dict:
     try:
         stdio = {"label": "stdio", "transport": "stdio", "command": sys.executable,
                  "args": serve_args(stdio_tree, prefect=False)[1:], "env": server_env(base / "stdio", prefect=False),
-                 "cwd": str(REPO), "steps": session_steps(stdio_tree)}
+                 "cwd": str(REPO), "steps": session_steps(stdio_tree, "stdio")}
         http = {"label": "http", "transport": "http", "url": f"http://127.0.0.1:{port}/mcp",
-                "steps": session_steps(http_tree)}
+                "steps": session_steps(http_tree, "http")}
         plan, out = base / "plan.json", base / "report.json"
         plan.write_text(json.dumps({"sessions": [stdio, http]}))
         wait_listening(server, port, http_log)
@@ -280,13 +308,29 @@ def test_resources_read_and_bad_input_is_an_invalid_params_error_that_says_why(r
         where = (session["label"], step["uri"], step.get("protocolError"))
         if words is None:
             assert "protocolError" not in step, where
-            json.loads(step["contents"][0]["text"])
+            content = step["contents"][0]
+            if "blob" in content:  # a thumbnail: a JPEG as base64
+                assert content["mimeType"] == "image/jpeg" and base64.b64decode(content["blob"])[:2] == b"\xff\xd8"
+            else:
+                json.loads(content["text"])
             continue
         assert step["protocolError"]["code"] == -32602, where  # never -32603, the code of a crash
         for word in words:
             assert word in step["protocolError"]["message"], where
         if "not in the index" not in words:
             assert "not in the index" not in step["protocolError"]["message"], where
+
+
+def test_inspect_attaches_the_thumbnail_as_image_content(report):
+    seen = []
+    for session, step in steps_of(report, "call", "good"):
+        if step["tool"] == "inspect" and step["args"].get("includeImage") == "thumbnail":
+            image = step["content"][-1]
+            assert image["type"] == "image" and image["mimeType"] == "image/jpeg", (session["label"], image.keys())
+            assert base64.b64decode(image["data"])[:2] == b"\xff\xd8"
+            assert step["structuredContent"]["thumbnailUri"], session["label"]
+            seen.append(session["label"])
+    assert seen == ["stdio", "http"]
 
 
 def test_completions_through_the_typescript_client(report):
