@@ -250,7 +250,8 @@ class ControlSocket:
                 if request.get("op") == "classify":
                     from flows.classify.service import check_operations, classify_path
 
-                    result = classify_path(app.runner, path=root, operations=check_operations(request.get("operations")),
+                    operations = check_operations(request.get("operations"))
+                    result = classify_path(app.runner, path=root, operations=operations,
                                            force=bool(request.get("force")), async_=False,
                                            on_progress=on_classify_progress, on_start=on_start)
                 else:

@@ -63,9 +63,9 @@ SPECS: dict[str, PreferenceSpec] = {s.key: s for s in (
     PreferenceSpec("thumbnail_size", "medium", "one of small, medium, large", _one_of("small", "medium", "large"),
                    "Size of generated thumbnails"),
     PreferenceSpec("thumbnail.max_width", 320, "a whole number from 16 to 4096", _int_between(16, 4096),
-                   "Largest width of a generated thumbnail, in pixels (a classifier outcome's maxWidth overrides it)"),
+                   "Largest width of a generated thumbnail, in pixels (a classifier outcome's maxWidth overrides)"),
     PreferenceSpec("thumbnail.max_height", 320, "a whole number from 16 to 4096", _int_between(16, 4096),
-                   "Largest height of a generated thumbnail, in pixels (a classifier outcome's maxHeight overrides it)"),
+                   "Largest height of a generated thumbnail, in pixels (a classifier outcome's maxHeight overrides)"),
     PreferenceSpec("timeline.frame_count", 5, "a whole number from 1 to 100", _int_between(1, 100),
                    "How many frames a video timeline spreads evenly over the video's duration"),
 )}
