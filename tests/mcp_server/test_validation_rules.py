@@ -95,3 +95,31 @@ async def test_regex_syntax_re2_lacks_is_refused_naming_re2(client, home):
     res = await call(client, "plan-validate", {"text": f"plan p\nsource s index {home}\n"
                                                        "rule r when name matches \"(?<=x)y\"\n"})
     assert "lookahead and lookbehind are not supported" in res["problems"][0]["message"]
+
+
+@pytest.mark.parametrize("outcome, column, fragment", [
+    ("classifier all maxWidth=0", 21, "a whole number of pixels from 1 to 8192"),
+    ("classifier all quality=101", 21, "a whole number from 1 to 100"),
+    ("classifier thumbs", 17, "'generate_thumbnail', 'generate_timeline', 'extract_metadata' or 'all'"),
+])
+async def test_bad_classifier_outcome_values_are_located_with_what_is_accepted(client, home, outcome, column,
+                                                                              fragment):
+    res = await call(client, "plan-validate", {"text": f"plan p\nsource s index {home}\nrule r\n  do {outcome}\n"})
+    assert res["valid"] is False
+    (problem,) = res["problems"]
+    assert (problem["line"], problem["column"]) == (4, column) and fragment in problem["message"]
+
+
+async def test_bad_classifier_values_in_a_plan_object_name_their_json_path(client, home):
+    with pytest.raises(ToolFailed) as caught:
+        await call(client, "plan-create", {"name": "p", "sources": [
+            {"name": "s", "type": "filesystem.index", "config": {"path": str(home)}}],
+            "outcomes": [{"type": "chained", "outcomes": [{"type": "classifier", "maxHeight": 0}]}]})
+    assert "outcomes[0].outcomes[0].maxHeight" in str(caught.value) and "from 1 to 8192" in str(caught.value)
+
+
+async def test_conditions_on_classifier_fields_validate_now_the_classifier_is_installed(client, home):
+    when = 'width > 3000 and duration > 10min and pages >= 20 and exif.Model = "X-T4" and duplicates > 0 ' \
+           'and metadata.video_codec = h264 and hash = "xxh128:' + "0" * 32 + '"'
+    res = await call(client, "plan-validate", {"text": f"plan p\nsource s index {home}\nrule r when {when}\n"})
+    assert res["valid"] is True, res["problems"]
