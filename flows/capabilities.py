@@ -9,11 +9,8 @@ and the condition fields it fills (``dsl.fields.install_producer``). Its tools a
 from __future__ import annotations
 
 import importlib
-import logging
 import threading
 from pathlib import Path
-
-log = logging.getLogger(__name__)
 
 INSTALLED: tuple[str, ...] = (
     "flows.index",     # walking, index jobs, watching, sources, navigation

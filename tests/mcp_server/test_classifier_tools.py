@@ -58,7 +58,6 @@ async def test_rerun_classifier_sync_waits_and_accepts_one_string_and_outcome_na
                                                   "operations": "extract_metadata", "async": False})
     assert res["status"] == "completed" and res["files"] == 1 and res["errors"] == 0 and res["issues"] == []
     assert res["operations"] == ["metadata"]
-    from store import metadata as store_metadata  # noqa: F401  (helper C's read side exists)
     from sqlalchemy import select
 
     from store.models import Entry
