@@ -352,3 +352,22 @@ def test_a_plan_classifies_photos_and_a_later_rule_selects_the_wide_ones_in_one_
     finally:
         service.shutdown()
         engine.dispose()
+
+
+def test_without_the_classifier_duplicates_is_refused_with_the_usual_message(store, monkeypatch):
+    from dsl import fields as dsl_fields
+    from dsl.evaluate import FieldNotAvailable
+    from flows.plans import conditions as cond_sql
+    from flows.plans.engine import check_plan
+
+    monkeypatch.setattr(dsl_fields, "INSTALLED_PRODUCERS", dsl_fields.INSTALLED_PRODUCERS - {"metadata"})
+    plan = plan_of(store.root, [{"name": "r", "when": "duplicates > 0",
+                                 "outcomes": [{"type": "selection_set", "selectionSetName": "d"}]}])
+    (problem,) = check_plan(plan, roots=Roots.of([str(store.root)]))
+    assert problem.path == "rules[0].when"
+    assert problem.message.startswith("field 'duplicates' is filled by the classifier module")
+    monkeypatch.delitem(cond_sql.COMPUTED, "duplicates")  # nothing computes it: evaluation says so too
+    with pytest.raises(FieldNotAvailable, match="field 'duplicates' is filled by the classifier module"):
+        store.sql.clause(C("duplicates", ">", 0))
+    with pytest.raises(FieldNotAvailable, match="not installed"):
+        store.py.evaluate(C("duplicates", ">", 0), store.rows[0])
