@@ -140,18 +140,22 @@ def settings_table() -> str:
 
 def fields_table() -> str:
     """Every field a plan condition can test, from the field registry (dsl.fields)."""
-    from dsl.fields import FIELDS, PREFIXES, PRODUCERS, missing_producer
+    from dsl.fields import FIELDS, PREFIXES, PRODUCERS, field_spec, missing_producer
+    from flows.capabilities import load_capabilities
+
+    load_capabilities()  # the installed modules install their fields' producers
+
+    def available(spec) -> str:
+        return "yes" if missing_producer(spec) is None else f"once {PRODUCERS[spec.producer].split(' (')[0]} " \
+                                                            "is installed"
 
     lines = ["| field | type | operators | available |", "| --- | --- | --- | --- |"]
     for spec in FIELDS.values():
         name = f"`{spec.name}(\"phrase\")`" if spec.needs_arg else f"`{spec.name}`"
-        available = "yes" if missing_producer(spec) is None else f"once {PRODUCERS[spec.producer].split(' (')[0]} " \
-                                                                   "is installed"
         lines.append(f"| {name} | {spec.type}: {spec.description} | {' '.join(f'`{o}`' for o in spec.operators)} | "
-                     f"{available} |")
+                     f"{available(spec)} |")
     for prefix, meaning in PREFIXES.items():
-        lines.append(f"| `{prefix}<key>` | {meaning} | any | once {PRODUCERS['metadata'].split(' (')[0]} is "
-                     "installed |")
+        lines.append(f"| `{prefix}<key>` | {meaning} | any | {available(field_spec(prefix + 'key'))} |")
     return "\n".join(lines)
 
 

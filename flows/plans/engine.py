@@ -51,6 +51,7 @@ SAMPLE = 5
 def check_plan(plan: Plan, *, roots: Roots | None = None) -> list[Problem]:
     """Problems that make ``plan`` unrunnable here: outcome types without an executor, fields whose producer is
     not installed, source paths outside the allowed roots."""
+    installed_executors()  # the installed capabilities register their executors and their fields' producers
     problems: list[Problem] = []
     for i, source in enumerate(plan.sources):
         if source.type.startswith("filesystem."):
