@@ -249,9 +249,11 @@ class ContentRoute:
         if scope["method"] == "HEAD":
             await send({"type": "http.response.body", "body": b""})
             return
-        with open(file, "rb") as fh:
+        import anyio.to_thread
+
+        with open(file, "rb") as fh:  # read in a worker thread, chunk by chunk: the event loop never waits on disk
             while True:
-                chunk = fh.read(CHUNK)
+                chunk = await anyio.to_thread.run_sync(fh.read, CHUNK)
                 more = len(chunk) == CHUNK
                 await send({"type": "http.response.body", "body": chunk, "more_body": more})
                 if not more:
