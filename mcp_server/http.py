@@ -262,8 +262,8 @@ class ContentRoute:
 
 def http_app(mcp, settings) -> ASGIApp:
     """The ASGI app: Host/Origin checks (:class:`RequestGuard`), then CORS, then the artifact route
-    (:class:`ContentRoute`, /api/content) and the MCP SDK's Streamable HTTP app at /mcp. Raises :class:`ConfigError` when the settings would leave the server open (see
-    :func:`transport_security`)."""
+    (:class:`ContentRoute`, /api/content) and the MCP SDK's Streamable HTTP app at /mcp. Raises
+    :class:`ConfigError` when the settings would leave the server open (see :func:`transport_security`)."""
     security = transport_security(settings)
     any_origin = "*" in settings.cors_origins
     if any_origin:
@@ -276,8 +276,8 @@ def http_app(mcp, settings) -> ASGIApp:
         streamable_http_path="/mcp", host=settings.host,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
     guard = RequestGuard(inner, security, any_host="*" in settings.allowed_hosts, any_origin=any_origin)
-    guard.app = CORSMiddleware(ContentRoute(inner, settings.data_dir), allowed=guard.origin_allowed, wildcard=any_origin,
-                               credentials=settings.cors_credentials)
+    guard.app = CORSMiddleware(ContentRoute(inner, settings.data_dir), allowed=guard.origin_allowed,
+                               wildcard=any_origin, credentials=settings.cors_credentials)
     return guard
 
 
