@@ -176,6 +176,16 @@ async def test_new_resources_and_templates_are_listed(client):
     assert templates["synthesis://nodes/{+path}/thumbnail"].mime_type == "image/jpeg"
 
 
+@pytest.mark.parametrize("suffix", ["/thumbnail", "/metadata"])
+async def test_node_sub_resource_templates_complete_paths(client, tree, suffix):
+    from mcp_types import ResourceTemplateReference
+
+    rel = str(tree).lstrip("/")
+    got = await client.complete(ResourceTemplateReference(uri="synthesis://nodes/{+path}" + suffix),
+                                {"name": "path", "value": rel + "/Ph"})
+    assert got.completion.values == [rel + "/Photos"]
+
+
 async def test_node_thumbnail_is_a_jpeg_blob(client, seeded, app):
     result = await client.read_resource("synthesis://nodes" + str(seeded.tree / "Photos" / "photo.jpg") + "/thumbnail")
     blob = result.contents[0]
