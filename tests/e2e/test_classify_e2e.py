@@ -2,7 +2,7 @@
 stdio and over Streamable HTTP, on a small generated tree (two JPEGs with EXIF, a video with chapters, a PDF, a
 truncated JPEG).
 
-One session per transport (one server each, module-scoped): a plan written in the DSL classifies everything and a
+One session per transport (one server each; the HTTP one runs plans as Prefect flows, the stdio one without): a plan written in the DSL classifies everything and a
 later rule selects on what the classifier wrote (width > 500 -> set "wide"); the run ends partial with the bad JPEG
 as its one error; inspect shows the thumbnail, the timeline and the metadata; the artifacts are served (HTTP
 /api/content, or synthesis://content under stdio) and as the node's thumbnail blob; synthesis://metadata/{hash} and
@@ -70,9 +70,10 @@ async def _blob(client, uri: str) -> tuple[str, bytes]:
     return content.mime_type, base64.b64decode(content.blob)
 
 
-async def classify_session(client, tree: Path, fetch) -> dict:
+async def classify_session(client, tree: Path, fetch, *, prefect: bool) -> dict:
     """The whole classification story over one client; ``fetch(url)`` returns (content type, bytes) of an artifact
-    URL as this transport serves it. Returns what the transport-specific checks need."""
+    URL as this transport serves it; ``prefect``: the server runs plans as Prefect flows. Returns what the
+    transport-specific checks need."""
     created = await _call(client, "plan-create", {"text": PLAN.format(tree=tree), "format": "dsl"})
     assert [r["name"] for r in created["rules"]] == ["everything", "wide"]
     done = await _call(client, "plan-execute", {"name": "classify-media", "wait": True})
@@ -81,6 +82,7 @@ async def classify_session(client, tree: Path, fetch) -> dict:
     assert classifier["applied"] == 6 and classifier["errors"] == 1, classifier
     assert "truncated" in classifier["error_samples"][0]
     assert done["error_message"].startswith("1 outcome error(s)")
+    assert bool(done["flow_run_id"]) is prefect
 
     wide = await _call(client, "resource-set-get", {"name": "wide", "include_entries": True})
     # the truncated JPEG's header still says 800 px (its metadata is read; only its thumbnail failed); narrow.jpg
@@ -143,9 +145,9 @@ def http_classify_server(tmp_path_factory, media_tree):
     port = free_port()
     log = tmp / "http.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen(serve_args(media_tree, prefect=False,
+        proc = subprocess.Popen(serve_args(media_tree, prefect=True,
                                            extra=["--transport", "http", "--port", str(port)]),
-                                stdout=out, stderr=subprocess.STDOUT, env=server_env(tmp, prefect=False), cwd=REPO,
+                                stdout=out, stderr=subprocess.STDOUT, env=server_env(tmp, prefect=True), cwd=REPO,
                                 start_new_session=True)
     try:
         wait_listening(proc, port, log)
@@ -169,7 +171,7 @@ async def test_classification_over_http(http_classify_server, media_tree):
 
         async with Client(f"{base}/mcp") as client:
             with anyio.fail_after(300):
-                await classify_session(client, media_tree, fetch)
+                await classify_session(client, media_tree, fetch, prefect=True)
         assert (await web.get(f"{base}/api/content?path=../assay.db")).status_code == 400
 
 
@@ -186,4 +188,4 @@ async def test_classification_over_stdio(tmp_path_factory, media_tree):
             return await _blob(client, url)
 
         with anyio.fail_after(300):
-            await classify_session(client, media_tree, fetch)
+            await classify_session(client, media_tree, fetch, prefect=False)
