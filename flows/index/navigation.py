@@ -12,7 +12,7 @@ from flows.classify import cache
 from flows.roots import Roots
 from store import entries as store_entries
 from store import metadata as store_metadata
-from store.errors import InvalidInput, NotFound
+from store.errors import InvalidInput
 
 
 CONTENT_URI = "synthesis://content/"

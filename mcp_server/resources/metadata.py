@@ -25,7 +25,6 @@ from typing import Any, Callable
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError
-from mcp.server.mcpserver.resources.base import Resource
 from mcp.server.mcpserver.resources.templates import ResourceSecurity, ResourceTemplate
 from mcp.server.mcpserver.resources.types import BinaryResource, FunctionResource, TextResource
 from mcp.shared.exceptions import MCPError
