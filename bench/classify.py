@@ -337,6 +337,28 @@ def pool_hashing(paths: list[Path], cache_root: Path) -> tuple[float, int]:
     return time.perf_counter() - started, hashed
 
 
+def _burn(start_at: float, seconds: float) -> float:
+    """Wait until ``start_at`` (epoch seconds), spin for ``seconds``; returns the CPU seconds this process got."""
+    time.sleep(max(0.0, start_at - time.time()))
+    cpu0, end = time.process_time(), time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+    return time.process_time() - cpu0
+
+
+def available_cores(seconds: float = 1.0) -> float:
+    """How many cores this run can get now: one busy loop per core, all spinning over the same ``seconds``, CPU
+    seconds / wall seconds (the machine is shared: other jobs' load takes its part)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    n = os.cpu_count() or 1
+    with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn")) as pool:
+        list(pool.map(time.sleep, [0.2] * n))  # the workers are up (spawned, imported) before the clock starts
+        start_at = time.time() + 0.2
+        return sum(pool.map(_burn, [start_at] * n, [seconds] * n)) / seconds
+
+
 def start_prefect() -> None:
     """One trivial flow run: Prefect's API and client come up (a server that has been up a while has them warm)."""
     from prefect import flow
@@ -483,41 +505,34 @@ def main(argv: list[str] | None = None) -> int:
         stores = Stores(scratch, corpus, work, use_prefect)
         repeat = max(1, args.repeat)
 
-        # 1. thumbnails
-        log.info("thumbnails: the one-core Pillow loop over %d photos", len(corpus.images))
-        fig["thumbs_base"] = min(baseline_thumbnails(corpus.images, scratch / "base-thumbs") for _ in range(repeat))
-        runs, reruns = [], []
-        for _ in range(repeat):
-            log.info("thumbnails: plan run (%s, process pool)", fig["mode"])
-            engine, service, _ = stores.fresh("thumbs")
-            plan = classifier_plan("thumbs", corpus.root / "images", "generate_thumbnail", "extension = .jpg")
-            runs.append(run_plan(service, plan, sampler=sampler))
-            runs[-1]["made"] = count(engine, "SELECT count(*) FROM artifacts WHERE type = 'thumbnail'")
-            log.info("thumbnails: re-run on the unchanged files")
-            reruns.append(run_plan(service, plan, sampler=sampler))
-            service.shutdown()
-        fig["thumbs"], fig["thumbs_rerun"] = best(runs), best(reruns)
+        # 1. thumbnails: the loop and the three ways of running the plan, interleaved round by round so that a
+        # change in the machine's load (other jobs) does not favour one of them
+        fig["cores_available_start"] = available_cores()
+        plan = classifier_plan("thumbs", corpus.root / "images", "generate_thumbnail", "extension = .jpg")
         other_mode = not use_prefect
-        runs = []
-        for _ in range(repeat):
-            log.info("thumbnails: plan run as %s", "a Prefect flow" if other_mode else "plain functions")
-            _, service, _ = stores.fresh("thumbs-mode")
-            plan = classifier_plan("thumbs", corpus.root / "images", "generate_thumbnail", "extension = .jpg")
-            runs.append(run_plan(service, plan, use_prefect=other_mode, sampler=sampler))
-            service.shutdown()
-        fig["thumbs_other_mode"] = best(runs)
-        runs = []
-        os.environ["ASSAY_CLASSIFY_POOL"] = "thread"
-        try:
-            for _ in range(repeat):
-                log.info("thumbnails: plan run with the thread pool")
-                _, service, _ = stores.fresh("thumbs-thread")
-                plan = classifier_plan("thumbs", corpus.root / "images", "generate_thumbnail", "extension = .jpg")
-                runs.append(run_plan(service, plan, sampler=sampler))
-                service.shutdown()
-        finally:
-            os.environ.pop("ASSAY_CLASSIFY_POOL", None)
-        fig["thumbs_thread"] = best(runs)
+        variants = {"thumbs": (use_prefect, "process"), "thumbs_other_mode": (other_mode, "process"),
+                    "thumbs_thread": (use_prefect, "thread")}
+        runs: dict[str, list[dict]] = {k: [] for k in [*variants, "thumbs_rerun"]}
+        base_runs = []
+        for r in range(repeat):
+            log.info("thumbnails, round %d: the one-core Pillow loop over %d photos", r + 1, len(corpus.images))
+            base_runs.append(baseline_thumbnails(corpus.images, scratch / "base-thumbs"))
+            for key, (prefect, pool) in variants.items():
+                log.info("thumbnails, round %d: plan run (%s, %s pool)", r + 1,
+                         "Prefect flow" if prefect else "plain functions", pool)
+                engine, service, _ = stores.fresh(key)
+                os.environ["ASSAY_CLASSIFY_POOL"] = pool
+                try:
+                    runs[key].append(run_plan(service, plan, use_prefect=prefect, sampler=sampler))
+                    runs[key][-1]["made"] = count(engine, "SELECT count(*) FROM artifacts WHERE type = 'thumbnail'")
+                    if key == "thumbs":
+                        log.info("thumbnails, round %d: re-run on the unchanged files", r + 1)
+                        runs["thumbs_rerun"].append(run_plan(service, plan, sampler=sampler))
+                finally:
+                    os.environ.pop("ASSAY_CLASSIFY_POOL", None)
+                    service.shutdown()
+        fig["thumbs_base"] = min(base_runs)
+        fig.update({key: best(v) for key, v in runs.items()})
 
         # 2. metadata (+ hash)
         log.info("metadata: the one-core Pillow+EXIF / ffprobe / PyMuPDF loop over %d files", len(corpus.files))
@@ -567,6 +582,7 @@ def main(argv: list[str] | None = None) -> int:
             fig["timeline_worker"] = min(worker_timeline(corpus.long_video, scratch / "worker-cache")
                                          for _ in range(repeat + 1))
         sampler.stop()
+        fig["cores_available_end"] = available_cores()
         fig["rss"] = {"sum": sampler.peak_sum, "main": sampler.peak_main, "worker": sampler.peak_worker,
                       "prefect": sampler.peak_prefect}
         fig["load_end"] = os.getloadavg()[0]
@@ -595,6 +611,9 @@ def table_rows(fig: dict, corpus: Corpus) -> list[tuple]:
     mode = fig["mode"]
     t, tb = fig["thumbs"], fig["thumbs_base"]
     rows = [
+        (f"cores this run could get (a busy loop per core, CPU / wall), at the start / end",
+         f"{fig['cores_available_start']:.2f} / {fig['cores_available_end']:.2f}", f"{os.cpu_count()} cores", "—",
+         "—", "—"),
         ("Prefect start, one-time (first flow run; excluded below)", secs(fig["prefect_start"]), "—", "—", "—", "—"),
         ("worker pool start, one-time (spawn + imports; excluded below)", secs(fig["pool_start"]), "—", "—", "—",
          "—"),
