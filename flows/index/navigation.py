@@ -79,16 +79,28 @@ def listing_state(entry) -> dict[str, Any]:
     return {"complete": False, "scanError": error, "message": note}
 
 
+def artifact_values(artifact: dict[str, Any]) -> dict[str, Any]:
+    """An artifact's values as the read surface shows them: ``{"metadata": ...}``. The metadata record is stored as
+    ``{"metadata": flat fields, "details": the whole extracted record, "hash": ...}`` (flows.classify.executor):
+    its flat fields (width, duration, exif.Model...) go under "metadata", the record under "details" (the hash is
+    the entry's own field)."""
+    value = artifact["value"]
+    if artifact["type"] == "metadata" and isinstance(value, dict) and isinstance(value.get("metadata"), dict):
+        return {"metadata": value["metadata"], "details": value.get("details") or {}}
+    return {"metadata": value}
+
+
 def artifact_item(artifact: dict[str, Any], content_base: str | None) -> dict[str, Any]:
     """One artifact as inspect lists it: type, mimeType, url (for a file in the cache) and its values under
-    "metadata" (a frame's number and timestamp; the metadata record's extracted fields)."""
+    "metadata" (a frame's number and timestamp; the metadata record's extracted fields, with the whole record
+    under "details")."""
     item: dict[str, Any] = {"type": artifact["type"], "mimeType": artifact["mime_type"]
                             or ("application/json" if artifact["cache_path"] is None else
                                 cache.mime_type(artifact["cache_path"]))}
     if artifact["cache_path"]:
         item["url"] = content_url(artifact["cache_path"], content_base)
         item["cachePath"] = artifact["cache_path"]
-    item["metadata"] = artifact["value"]
+    item.update(artifact_values(artifact))
     return item
 
 

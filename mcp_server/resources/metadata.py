@@ -34,7 +34,7 @@ from sqlalchemy.engine import Engine
 
 from dsl.errors import PlanError
 from flows.classify import cache
-from flows.index.navigation import content_url, node_uri
+from flows.index.navigation import artifact_item, node_uri
 from flows.roots import Roots
 from mcp_server.http import content_base
 from mcp_server.resources.common import json_resource
@@ -131,15 +131,8 @@ def metadata_listing(engine: Engine, roots: Roots, *, base: str | None, artifact
     """One page of generated artifacts (of one type), newest first or by path, with the total and nextUri."""
     rows, total = store_metadata.list_artifacts(engine, scope=_scope(roots), artifact_type=artifact_type, sort=sort,
                                                 limit=limit, offset=offset)
-    items = []
-    for a in rows:
-        item = {"path": a["path"], "uri": node_uri(a["path"]), "type": a["type"],
-                "mimeType": a["mime_type"] or (cache.mime_type(a["cache_path"]) if a["cache_path"] else JSON),
-                "metadata": a["value"], "hash": a["hash"], "createdAt": iso(a["created_at"])}
-        if a["cache_path"]:
-            item["url"] = content_url(a["cache_path"], base)
-            item["cachePath"] = a["cache_path"]
-        items.append(item)
+    items = [{"path": a["path"], "uri": node_uri(a["path"]), **artifact_item(a, base), "hash": a["hash"],
+              "createdAt": iso(a["created_at"])} for a in rows]
     uri = BASE + ("/thumbnails" if artifact_type == "thumbnail" else "")
     return _page(uri, "metadata", items, total, limit, offset, "" if artifact_type else f"&sort={sort}")
 
@@ -152,13 +145,7 @@ def metadata_by_hash(engine: Engine, roots: Roots, *, hash_: str, base: str | No
                        "operation (inspect shows an entry's hash)", field="hash")
     out = []
     for e in entries:
-        artifacts = []
-        for a in e["artifacts"]:
-            item = {"type": a["type"], "mimeType": a["mime_type"], "metadata": a["value"]}
-            if a["cache_path"]:
-                item["url"] = content_url(a["cache_path"], base)
-                item["cachePath"] = a["cache_path"]
-            artifacts.append(item)
+        artifacts = [artifact_item(a, base) for a in e["artifacts"]]
         out.append({"path": e["path"], "uri": node_uri(e["path"]), "size": e["size"], "mtime": iso(e["mtime"]),
                     "mimeType": e["mime"], "mediaType": e["media_type"], "metadataCount": len(artifacts),
                     "metadata": artifacts})

@@ -65,7 +65,9 @@ def seeded(app, tree) -> Seeded:
     photo, movie = entry_id("Photos/photo.jpg"), entry_id("Videos/movie.mp4")
     rows = [
         dict(entry_id=photo, type="metadata", mime_type="application/json", cache_path=None,
-             value_json=json.dumps({"width": 800, "height": 600, "exif.Model": "X-T4"}), created_at=1.0),
+             value_json=json.dumps({"metadata": {"width": 800, "height": 600, "exif.Model": "X-T4"},
+                                    "details": {"image": {"format": "JPEG"}}, "hash": hash_of(1)}),
+             created_at=1.0),
         dict(entry_id=photo, type="thumbnail", mime_type="image/jpeg", cache_path=thumb,
              value_json=json.dumps({"width": 64, "height": 48}), created_at=2.0),
         dict(entry_id=movie, type="timeline-sheet", mime_type="image/jpeg", cache_path=sheet,
@@ -107,7 +109,8 @@ async def test_inspect_lists_thumbnail_frames_in_order_sheet_and_metadata_with_s
     photo = await call(client, "inspect", {"path": str(seeded.tree / "Photos" / "photo.jpg")})
     assert photo["thumbnailUri"] == "synthesis://content/" + seeded.thumb and photo["timelineUri"] is None
     assert photo["metadata"][-1] == {"type": "metadata", "mimeType": "application/json",
-                                     "metadata": {"width": 800, "height": 600, "exif.Model": "X-T4"}}
+                                     "metadata": {"width": 800, "height": 600, "exif.Model": "X-T4"},
+                                     "details": {"image": {"format": "JPEG"}}}
     assert photo["hash"] == hash_of(1)
 
 
