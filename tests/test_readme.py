@@ -48,7 +48,8 @@ def test_every_setting_in_the_readme_is_accepted_where_it_says(tmp_path):
             value = {"ASSAY_ROOTS": str(tmp_path), "ASSAY_DATA_DIR": str(tmp_path / "d"),
                      "ASSAY_DATABASE_URL": "sqlite:////tmp/x.db", "CORS_ORIGINS": "http://a.example",
                      "ASSAY_TOOL_GROUPS": "indexing", "ASSAY_PLANS_DIR": str(tmp_path / "plans"),
-                     "ASSAY_ALLOWED_HOSTS": "assay.lan", "ASSAY_STATEMENT_TIMEOUT": "5"}[env]
+                     "ASSAY_ALLOWED_HOSTS": "assay.lan", "ASSAY_STATEMENT_TIMEOUT": "5",
+                     "ASSAY_PUBLIC_URL": "https://assay.example"}[env]
             assert load_settings({}, env={env: value}).model_dump() != defaults, f"{env} has no effect"
 
 
