@@ -3,7 +3,8 @@
 The first capability built in its own subpackage on the registries (``flows.capabilities``): importing it registers
 the ``classifier`` outcome executor (``flows.classify.executor``) and the condition fields it fills
 (``flows.classify.fields``), and marks the "metadata" producer installed so conditions on ``width``, ``duration`` or
-``exif.Model`` validate. ``configure(data_dir)`` tells it where the artifact cache lives (``<data dir>/cache``).
+``exif.Model`` validate. ``configure(data_dir)`` tells it where the artifact cache lives (``<data dir>/cache``). In the pool's worker
+processes nothing is registered: they only run ``flows.classify.worker``.
 """
 
 from __future__ import annotations
@@ -39,4 +40,13 @@ def _register() -> None:
     dsl_fields.INSTALLED_PRODUCERS.add("metadata")
 
 
-_register()
+def _in_worker_process() -> bool:
+    """True in a process the classifier's pool spawned: it needs the worker, not the registries (which would load
+    SQLAlchemy, pydantic and the DSL into every worker: ~1 s and tens of MB each)."""
+    import multiprocessing
+
+    return multiprocessing.parent_process() is not None
+
+
+if not _in_worker_process():
+    _register()
