@@ -19,6 +19,7 @@ import logging
 from dataclasses import dataclass, replace
 from typing import Any, Callable, ClassVar, Iterator, Sequence
 
+from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from dsl.outcomes import OutcomeBase
@@ -28,6 +29,7 @@ from flows.classify.pool import ClassifyFn, get_pool
 from flows.outcomes import BatchResult, OutcomeExecutor, RunContext
 from store import artifacts as store_artifacts
 from store import plans as store_plans
+from store.entries import T as E
 from store.preferences import load_preferences
 
 log = logging.getLogger(__name__)
@@ -125,8 +127,12 @@ def write_results(engine: Engine, chunk: list[tuple[Pending, FileResult]], *, ru
     recorded (applied, or error so that the next run tries again)."""
     records: list[dict[str, Any]] = []
     with engine.begin() as conn:
+        ids = [p.task.entry_id for p, _ in chunk]
+        alive = set(conn.execute(select(E.c.id).where(E.c.id.in_(ids))).scalars())
         for pending, res in chunk:
             entry_id = pending.task.entry_id
+            if entry_id not in alive:  # deleted while the pool worked on it (an index sweep, delete-files)
+                continue
             finished = [op for op in pending.task.operations if op not in res.errors]
             for op in finished:
                 key = pending.keys[op]

@@ -337,3 +337,27 @@ def test_real_worker_thumbnails_and_metadata_of_a_jpeg_and_a_pdf_on_each_store(r
     finally:
         svc.shutdown()
         eng.dispose()
+
+
+def test_an_entry_deleted_while_the_pool_works_is_left_out_of_the_write(engine, photos, fake):
+    from sqlalchemy import delete
+
+    from flows.index.indexer import index_tree
+
+    index_tree(engine, str(photos), scan_id=0)
+    with engine.connect() as conn:
+        rows = conn.execute(select(E).where(E.c.kind == "file").order_by(E.c.path)).mappings().all()
+    doomed = rows[0]["id"]
+
+    def classify_then_delete(task):
+        if task.entry_id == doomed:
+            with engine.begin() as conn:
+                conn.execute(delete(E).where(E.c.id == doomed))
+        return fake(task)
+
+    run_ = cx.ClassifyRun(classify=classify_then_delete, pool_mode="thread")
+    result = cx.classify_rows(engine, rows, operations=("thumbnail", "metadata"), params=cx.Params(), run=run_)
+    assert result.applied == len(rows) and not result.errors
+    with engine.connect() as conn:
+        owners = set(conn.execute(select(A.c.entry_id)).scalars())
+    assert doomed not in owners and len(owners) == len(rows) - 1
