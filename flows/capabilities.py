@@ -45,3 +45,13 @@ def configure(data_dir: str | Path) -> None:
         hook = getattr(module, "configure", None)
         if callable(hook):
             hook(data_dir)
+
+
+def start_background(engine) -> None:
+    """What a serving process starts beside the protocol for each installed capability that has a
+    ``start_background(engine)`` (the classifier sweeps orphans of its artifact cache left while no server ran)."""
+    load_capabilities()
+    for name in INSTALLED:
+        hook = getattr(importlib.import_module(name), "start_background", None)
+        if callable(hook):
+            hook(engine)

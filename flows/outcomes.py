@@ -52,6 +52,10 @@ class OutcomeExecutor:
     def apply_rows(self, conn: Connection, outcome: OutcomeBase, rows: Sequence[Any], ctx: "RunContext") -> BatchResult:
         raise NotImplementedError
 
+    def after_run(self, engine: Engine) -> None:
+        """Called once after a plan execution that used this outcome type ended, however it ended (the classifier
+        sweeps its artifact cache here)."""
+
     def run_batch(self, engine: Engine, outcome: OutcomeBase, rows: Sequence[Any], ctx: "RunContext") -> BatchResult:
         """Apply to ``rows`` (entry rows), called with no transaction open. The default writes in one short
         transaction; executors with heavy work override this to work first and write in short batches after."""

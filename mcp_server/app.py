@@ -83,8 +83,10 @@ class AssayApp:
             from flows.prefect_support import warm_up
 
             warm_up()
+        from flows import capabilities
         from mcp_server.control import ControlSocket
 
+        capabilities.start_background(self.engine)
         self.control = ControlSocket(self)
         self.control.start()
         if self.plans.plans_dir is not None:

@@ -29,6 +29,13 @@ def data_dir() -> Path:
     return Path(env) if env else Path.home() / ".assay"
 
 
+def start_background(engine) -> None:
+    """At server start: sweep the artifact cache in a background thread (orphans of entries deleted meanwhile)."""
+    from flows.classify.sweep import sweep_in_background
+
+    sweep_in_background(engine, data_dir())
+
+
 def _register() -> None:
     from dsl import fields as dsl_fields
     from flows.classify import fields  # noqa: F401  (registers the classifier's condition fields)

@@ -30,7 +30,11 @@ def put(data_dir: str | Path, data: bytes, ext: str = "jpg") -> str:
     rel = f"{CACHE_DIR}/{digest[:2]}/{digest[2:4]}/{digest}.{ext}"
     target = Path(data_dir) / rel
     if target.exists():
-        return rel
+        try:  # fresh again: a sweep running meanwhile keeps it until the row that will point at it is written
+            os.utime(target)
+            return rel
+        except FileNotFoundError:  # swept just now: write it again
+            pass
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix="." + ext)
     try:

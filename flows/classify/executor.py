@@ -222,6 +222,12 @@ class ClassifierExecutor(OutcomeExecutor):
     def __init__(self, run: ClassifyRun | None = None) -> None:
         self.run = run or DEFAULT_RUN
 
+    def after_run(self, engine: Engine) -> None:
+        """After a plan execution with a classifier: sweep the artifact cache (replaced artifacts leave orphans)."""
+        from flows.classify.service import sweep_after
+
+        sweep_after(engine)
+
     def run_batch(self, engine: Engine, outcome: OutcomeBase, rows: Sequence[Any], ctx: RunContext) -> BatchResult:
         operations = parse_operations(getattr(outcome, "classifierOperation", "all"))
         params = params_from(outcome, load_preferences(engine))

@@ -4,8 +4,12 @@ Deleting an entry cascades its artifacts rows (foreign key ON DELETE CASCADE), a
 their cache files become orphans; the sweep runs after each classify job, after each plan execution with a
 classifier, and in the background at server start. A file shared by two entries (identical thumbnails: the cache is
 content-addressed) stays while one row still points at it. The cache directory is streamed (os.scandir) and checked
-against the table in chunks of ~500, so memory stays flat however large the cache is. Files younger than ``grace``
-seconds are kept: a worker may have written a thumbnail whose row is not committed yet.
+against the table in chunks of ~500, so memory stays flat however large the cache is.
+
+A worker writes a file into the cache before the row that points at it is committed. So while classification is in
+flight anywhere on the store (a classify job pending or running, a plan execution running: rows every process
+writes), the sweep keeps unreferenced files younger than ``GRACE``; when nothing is in flight, every unreferenced
+file goes, so deleting an entry leaves no orphan after the next sweep.
 """
 
 from __future__ import annotations
@@ -80,8 +84,29 @@ def find_orphans(engine: Engine, data_dir: str | Path) -> Iterator[tuple[str, os
                 yield rel, entry
 
 
-def sweep_cache(engine: Engine, data_dir: str | Path, *, grace: float = GRACE, dry_run: bool = False) -> SweepResult:
-    """Remove cache files no row points at (older than ``grace`` seconds); ``dry_run`` only counts them."""
+def classification_in_flight(engine: Engine) -> bool:
+    """Whether any process may be between writing a cache file and committing its row: a classify job pending or
+    running, or a plan execution running (jobs and executions left running by a dead process are reaped at the next
+    server start)."""
+    from sqlalchemy import or_, select
+
+    from store.models import Job, PlanExecution
+
+    J, X = Job.__table__, PlanExecution.__table__
+    with engine.connect() as conn:
+        job = conn.execute(select(J.c.id).where(J.c.kind == "classify", or_(J.c.status == "pending",
+                                                                             J.c.status == "running")).limit(1)).first()
+        if job is not None:
+            return True
+        return conn.execute(select(X.c.id).where(X.c.status == "running").limit(1)).first() is not None
+
+
+def sweep_cache(engine: Engine, data_dir: str | Path, *, grace: float | None = None,
+                dry_run: bool = False) -> SweepResult:
+    """Remove cache files no row points at; ``dry_run`` only counts them. ``grace``: keep unreferenced files younger
+    than this many seconds; by default GRACE while classification is in flight anywhere, else 0."""
+    if grace is None:
+        grace = GRACE if classification_in_flight(engine) else 0.0
     result = SweepResult()
     now = time.time()
     for chunk in _chunks(data_dir):

@@ -493,7 +493,22 @@ class PlanRun:
 
 def run_stages(run: PlanRun, *, task: Callable[[str, Callable, tuple], Any] | None = None) -> dict[str, Any]:
     """Run every stage of ``run`` in order; ``task(name, fn, args)`` wraps each stage (a Prefect task) or, when
-    None, calls it directly. Returns the finished execution row."""
+    None, calls it directly. Returns the finished execution row. Afterwards each outcome type the plan used gets its
+    ``after_run`` call (however the execution ended)."""
+    try:
+        return _run_stages(run, task=task)
+    finally:
+        used = {o.type for rule in run.plan.rules for o in iter_outcomes(rule.outcomes)}
+        for name in sorted(used):
+            executor = installed_executors().get(name)
+            if executor is not None:
+                try:
+                    executor.after_run(run.engine)
+                except Exception:
+                    log.warning("after-run step of outcome %s failed", name, exc_info=True)
+
+
+def _run_stages(run: PlanRun, *, task: Callable[[str, Callable, tuple], Any] | None = None) -> dict[str, Any]:
     call = task or (lambda name, fn, args: fn(*args))
     engine, plan = run.engine, run.plan
     started = time.perf_counter()

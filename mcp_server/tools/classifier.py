@@ -53,11 +53,6 @@ JobId = Annotated[int | str, Field(description='Job ID returned by rerun-classif
 
 
 def register(mcp: MCPServer, app) -> None:
-    from flows.classify import data_dir
-    from flows.classify.sweep import sweep_in_background
-
-    sweep_in_background(app.engine, data_dir())  # orphans left by entries deleted while no server ran
-
     @tool(mcp, "rerun-classifier", WRITES)
     async def rerun_classifier(
         sourcePath: Annotated[str, Field(description="Path to source file (or a directory: every indexed file "

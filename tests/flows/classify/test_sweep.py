@@ -52,10 +52,24 @@ def test_sweep_removes_orphans_and_keeps_files_rows_point_at_even_when_shared(en
     assert sweep_cache(engine, data_dir).removed == 1 and not (data_dir / shared).exists()
 
 
-def test_young_orphans_are_kept_for_the_grace_period(engine, data_dir):
+def test_young_orphans_are_kept_while_classification_is_in_flight_and_removed_once_it_is_not(engine, data_dir):
+    from store import jobs as store_jobs
+
     rel = cache.put(data_dir, b"just written by a worker, row not committed yet")
-    assert sweep_cache(engine, data_dir).removed == 0
-    assert sweep_cache(engine, data_dir, grace=0).removed == 1
+    job = store_jobs.create_job(engine, root="/x", kind="classify")  # pending: a worker may be about to commit
+    assert sweep_cache(engine, data_dir).removed == 0 and (data_dir / rel).is_file()
+    age(data_dir, rel, seconds=3600)  # older than the grace: no batch keeps a file that long before its row
+    assert sweep_cache(engine, data_dir).removed == 1
+    rel = cache.put(data_dir, b"another young orphan")
+    store_jobs.finish_job(engine, job_id=job, status="completed")
+    assert sweep_cache(engine, data_dir).removed == 1 and not (data_dir / rel).exists()  # nothing in flight
+
+
+def test_storing_bytes_already_in_the_cache_makes_the_file_young_again(engine, data_dir):
+    rel = cache.put(data_dir, b"an old orphan a worker is about to reuse")
+    age(data_dir, rel)
+    assert cache.put(data_dir, b"an old orphan a worker is about to reuse") == rel
+    assert time.time() - (data_dir / rel).stat().st_mtime < 60
 
 
 def test_dry_run_counts_and_rows_whose_file_is_missing_are_reported(engine, data_dir):
