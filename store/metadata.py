@@ -86,7 +86,7 @@ def list_artifacts(engine: Engine, *, scope=None, artifact_type: str | None = No
         where.append(scope)
     if artifact_type:
         where.append(A.c.type == artifact_type)
-    order = ([A.c.created_at.desc(), A.c.id.desc()] if sort == "newest"
+    order = ([A.c.id.desc()] if sort == "newest"
              else [T.c.path, case(*((A.c.type == t, n) for t, n in TYPE_ORDER.items()), else_=9), A.c.id])
     joined = A.join(T, A.c.entry_id == T.c.id)
     with engine.connect() as conn:
