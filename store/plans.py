@@ -193,13 +193,14 @@ def reap_running(engine: Engine) -> int:
 # --- outcome records (work keys) ----------------------------------------------------------------------------------
 
 
-def known_work_keys(conn: Connection, keys: Sequence[str]) -> set[str]:
-    """Which of ``keys`` already have an applied record."""
+def known_work_keys(conn: Connection, keys: Sequence[str], *, statuses: Sequence[str] = ("applied",)) -> set[str]:
+    """Which of ``keys`` already have a record in one of ``statuses`` (by default: applied; failed attempts are
+    tried again)."""
     found: set[str] = set()
     for i in range(0, len(keys), _CHUNK):
         part = keys[i:i + _CHUNK]
         found.update(conn.execute(select(R.c.work_key).where(R.c.work_key.in_(part),
-                                                              R.c.status == "applied")).scalars())
+                                                              R.c.status.in_(list(statuses)))).scalars())
     return found
 
 

@@ -107,7 +107,10 @@ def _tasks(rows: Sequence[Any], operations: tuple[str, ...], params: Params, cac
     done: set[str] = set()
     if not force and keyed:
         with engine.connect() as conn:
-            done = store_plans.known_work_keys(conn, [k for _, keys in keyed for k in keys.values()])
+            # a failed operation counts as done too: the same bytes fail the same way (a corrupt video would cost its
+            # ffmpeg timeout on every run); a changed file has a new key, and rerun-classifier forces a retry
+            done = store_plans.known_work_keys(conn, [k for _, keys in keyed for k in keys.values()],
+                                               statuses=("applied", "error"))
     out: list[Pending] = []
     for row, keys in keyed:
         todo = {op: k for op, k in keys.items() if k not in done}
@@ -124,7 +127,7 @@ def _tasks(rows: Sequence[Any], operations: tuple[str, ...], params: Params, cac
 def write_results(engine: Engine, chunk: list[tuple[Pending, FileResult]], *, rule: str,
                   execution_id: int | None) -> None:
     """One short transaction for a chunk of finished files: artifacts and metadata replaced, hash set, work keys
-    recorded (applied, or error so that the next run tries again)."""
+    recorded (applied, or error: an unchanged file that failed is not tried again unless forced)."""
     records: list[dict[str, Any]] = []
     with engine.begin() as conn:
         ids = [p.task.entry_id for p, _ in chunk]
