@@ -16,12 +16,15 @@ from tests.media import HAVE_FFMPEG
 REPO = Path(__file__).resolve().parent.parent
 
 EXPECTED_ROWS = [
-    "Prefect start, one-time", "worker pool start, one-time",
-    "thumbnails of 12 photos", "cores kept busy", "the same plan run as plain functions",
+    "cores this run could get", "Prefect start, one-time", "worker pool start, one-time",
+    "first plan runs, one-time (a flow and plain: the 3 PDFs' metadata",
+    "thumbnails of 12 photos", "cores kept busy", "CPU seconds in that run: this process / pool workers / Prefect's",
+    "the same plan run as plain functions",
     "the same plan run with the thread pool (ASSAY_CLASSIFY_POOL=thread)", "process pool vs thread pool",
     "metadata + content hash of 17 files (12 photos, 2 videos, 3 PDFs)",
     "against the same loop plus the xxhash library's hash",
-    "timeline: 5 frames spread over a 20 s 720p video", "the worker's timeline alone",
+    "timeline: 5 frames spread over a 20 s 720p video", "the same through rerun-classifier's job function",
+    "the worker's timeline alone",
     "hashing 17 files", "against the xxhash library's own streaming loop",
     "re-run of the thumbnail plan on the unchanged files (nothing redone: 0 applied)",
     "re-run of the metadata plan on the unchanged files (nothing redone: 0 applied)",
