@@ -6,7 +6,7 @@ import json
 import time
 from typing import Any, Iterable, Iterator, Sequence
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import bindparam, delete, func, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 
 from store.models import Artifact, Entry, MetadataValue
@@ -35,14 +35,18 @@ E = Entry.__table__
 _CHUNK = 500
 
 
-def replace_artifacts(conn: Connection, *, entry_id: int, types: Sequence[str], rows: Iterable[dict[str, Any]]) -> int:
-    """Delete ``entry_id``'s artifacts of ``types`` and insert ``rows`` (type, mime_type, cache_path, source_hash,
-    value): what one operation made of one file replaces what it made before. The cache files of the old rows become
-    orphans if nothing else points at them; the cache sweep removes them."""
-    if types:
-        conn.execute(delete(A).where(A.c.entry_id == entry_id, A.c.type.in_(list(types))))
+def delete_artifacts(conn: Connection, *, entry_ids: Sequence[int], types: Sequence[str]) -> None:
+    """Delete the artifacts of ``types`` of ``entry_ids`` (what an operation made before it ran again). Their cache
+    files become orphans if nothing else points at them; the cache sweep removes them."""
+    entry_ids = list(entry_ids)
+    for i in range(0, len(entry_ids), _CHUNK):
+        conn.execute(delete(A).where(A.c.entry_id.in_(entry_ids[i:i + _CHUNK]), A.c.type.in_(list(types))))
+
+
+def insert_artifacts(conn: Connection, rows: Iterable[dict[str, Any]]) -> int:
+    """Insert artifact rows (entry_id, type, mime_type, cache_path, source_hash, value) in one statement."""
     now = time.time()
-    values = [{"entry_id": entry_id, "type": r["type"], "mime_type": r.get("mime_type"),
+    values = [{"entry_id": r["entry_id"], "type": r["type"], "mime_type": r.get("mime_type"),
                "cache_path": r.get("cache_path"), "source_hash": r.get("source_hash"),
                "value_json": json.dumps(r.get("value") or {}, default=str), "created_at": now} for r in rows]
     if values:
@@ -50,27 +54,34 @@ def replace_artifacts(conn: Connection, *, entry_id: int, types: Sequence[str], 
     return len(values)
 
 
-def replace_metadata(conn: Connection, *, entry_id: int, values: dict[str, Any]) -> int:
-    """Replace every metadata_values row of ``entry_id`` with ``values`` (numbers go to num_value, the rest to
-    text_value; None is left out)."""
-    conn.execute(delete(M).where(M.c.entry_id == entry_id))
-    rows = []
-    for key, value in values.items():
-        if value is None:
-            continue
-        if isinstance(value, bool):
-            value = int(value)
-        if isinstance(value, (int, float)):
-            rows.append({"entry_id": entry_id, "key": str(key), "num_value": float(value), "text_value": None})
-        else:
-            rows.append({"entry_id": entry_id, "key": str(key), "num_value": None, "text_value": str(value)})
+def _metadata_row(entry_id: int, key: str, value: Any) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        value = int(value)
+    if isinstance(value, (int, float)):
+        return {"entry_id": entry_id, "key": str(key), "num_value": float(value), "text_value": None}
+    return {"entry_id": entry_id, "key": str(key), "num_value": None, "text_value": str(value)}
+
+
+def replace_metadata_many(conn: Connection, values_by_entry: dict[int, dict[str, Any]]) -> int:
+    """Replace every metadata_values row of each entry with its values (numbers go to num_value, the rest to
+    text_value; None is left out): one DELETE and one INSERT for the lot."""
+    entry_ids = list(values_by_entry)
+    for i in range(0, len(entry_ids), _CHUNK):
+        conn.execute(delete(M).where(M.c.entry_id.in_(entry_ids[i:i + _CHUNK])))
+    rows = [row for entry_id, values in values_by_entry.items() for key, value in values.items()
+            if (row := _metadata_row(entry_id, key, value)) is not None]
     if rows:
         conn.execute(insert(M), rows)
     return len(rows)
 
 
-def set_entry_hash(conn: Connection, *, entry_id: int, content_hash: str | None) -> None:
-    conn.execute(update(E).where(E.c.id == entry_id).values(hash=content_hash))
+def set_entry_hashes(conn: Connection, hashes: dict[int, str | None]) -> None:
+    """Set entries.hash of each entry (one executemany)."""
+    if hashes:
+        conn.execute(update(E).where(E.c.id == bindparam("eid")).values(hash=bindparam("content_hash")),
+                     [{"eid": entry_id, "content_hash": h} for entry_id, h in hashes.items()])
 
 
 # --- reads for the cache sweep and db-diagnose ---------------------------------------------------------------------

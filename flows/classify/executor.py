@@ -126,9 +126,14 @@ def _tasks(rows: Sequence[Any], operations: tuple[str, ...], params: Params, cac
 
 def write_results(engine: Engine, chunk: list[tuple[Pending, FileResult]], *, rule: str,
                   execution_id: int | None) -> None:
-    """One short transaction for a chunk of finished files: artifacts and metadata replaced, hash set, work keys
-    recorded (applied, or error: an unchanged file that failed is not tried again unless forced)."""
+    """One short transaction for a chunk of finished files, a few set-based statements whatever its size: the old
+    artifacts of each finished operation deleted and the new ones inserted, metadata_values replaced, hashes set,
+    work keys recorded (applied, or error: an unchanged file that failed is not tried again unless forced)."""
     records: list[dict[str, Any]] = []
+    replaced: dict[str, list[int]] = {op: [] for op in OPERATIONS}  # operation -> entries whose artifacts it replaces
+    artifacts: list[dict[str, Any]] = []
+    metadata: dict[int, dict[str, Any]] = {}
+    hashes: dict[int, str | None] = {}
     with engine.begin() as conn:
         ids = [p.task.entry_id for p, _ in chunk]
         alive = set(conn.execute(select(E.c.id).where(E.c.id.in_(ids))).scalars())
@@ -136,24 +141,30 @@ def write_results(engine: Engine, chunk: list[tuple[Pending, FileResult]], *, ru
             entry_id = pending.task.entry_id
             if entry_id not in alive:  # deleted while the pool worked on it (an index sweep, delete-files)
                 continue
-            finished = [op for op in pending.task.operations if op not in res.errors]
-            for op in finished:
-                key = pending.keys[op]
-                if op == "metadata":
-                    rows = [{"type": "metadata", "mime_type": "application/json", "cache_path": None,
-                             "source_hash": key,
-                             "value": {"metadata": res.metadata, "details": res.details, "hash": res.hash}}]
-                    store_artifacts.replace_metadata(conn, entry_id=entry_id, values=res.metadata)
-                    store_artifacts.set_entry_hash(conn, entry_id=entry_id, content_hash=res.hash)
-                else:
-                    rows = [{"type": a.type, "mime_type": a.mime_type, "cache_path": a.cache_path, "source_hash": key,
-                             "value": a.value} for a in res.artifacts if a.type in ARTIFACT_TYPES[op]]
-                store_artifacts.replace_artifacts(conn, entry_id=entry_id, types=ARTIFACT_TYPES[op], rows=rows)
             for op in pending.task.operations:
+                key = pending.keys[op]
                 records.append({"execution_id": execution_id, "entry_id": entry_id, "rule": rule,
-                                "outcome_type": OUTCOME_TYPE, "work_key": pending.keys[op],
+                                "outcome_type": OUTCOME_TYPE, "work_key": key,
                                 "status": "error" if op in res.errors else "applied",
                                 "detail": res.errors.get(op) or res.not_applicable.get(op)})
+                if op in res.errors:
+                    continue
+                replaced[op].append(entry_id)
+                if op == "metadata":
+                    artifacts.append({"entry_id": entry_id, "type": "metadata", "mime_type": "application/json",
+                                      "cache_path": None, "source_hash": key,
+                                      "value": {"metadata": res.metadata, "details": res.details, "hash": res.hash}})
+                    metadata[entry_id] = res.metadata
+                    hashes[entry_id] = res.hash
+                else:
+                    artifacts.extend({"entry_id": entry_id, "type": a.type, "mime_type": a.mime_type,
+                                      "cache_path": a.cache_path, "source_hash": key, "value": a.value}
+                                     for a in res.artifacts if a.type in ARTIFACT_TYPES[op])
+        for op, entry_ids in replaced.items():
+            store_artifacts.delete_artifacts(conn, entry_ids=entry_ids, types=ARTIFACT_TYPES[op])
+        store_artifacts.insert_artifacts(conn, artifacts)
+        store_artifacts.replace_metadata_many(conn, metadata)
+        store_artifacts.set_entry_hashes(conn, hashes)
         store_plans.record_outcomes(conn, records)
 
 
