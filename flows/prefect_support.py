@@ -35,7 +35,7 @@ import urllib.error
 import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 log = logging.getLogger(__name__)
 
@@ -243,3 +243,43 @@ def warm_up() -> threading.Thread:
     thread = threading.Thread(target=run, name="assay-prefect-start", daemon=True)
     thread.start()
     return thread
+
+
+class JobHooks:
+    """The in-process hooks of the jobs a flow runs: a flow's parameters must serialise, a cancel event and a
+    progress callback do not, so the caller registers them here under the job id and the flow looks them up."""
+
+    def __init__(self) -> None:
+        self._cancel: dict[int, threading.Event] = {}
+        self._progress: dict[int, Callable] = {}
+
+    def register(self, job_id: int, *, cancel_event: threading.Event | None, on_progress: Callable | None) -> None:
+        if cancel_event is not None:
+            self._cancel[job_id] = cancel_event
+        if on_progress is not None:
+            self._progress[job_id] = on_progress
+
+    def cancel_event(self, job_id: int) -> threading.Event | None:
+        return self._cancel.get(job_id)
+
+    def on_progress(self, job_id: int) -> Callable | None:
+        return self._progress.get(job_id)
+
+    def drop(self, job_id: int) -> None:
+        self._cancel.pop(job_id, None)
+        self._progress.pop(job_id, None)
+
+
+def lazy_flow(build: Callable[[], Any]) -> Callable[[], Any]:
+    """A getter of the Prefect flow ``build()`` makes, built on first use (importing prefect costs about a second),
+    once however many threads ask."""
+    lock = threading.Lock()
+    built: list[Any] = []
+
+    def get() -> Any:
+        with lock:
+            if not built:
+                built.append(build())
+            return built[0]
+
+    return get

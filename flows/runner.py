@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Callable
+from typing import Any, Callable
 
 from sqlalchemy.engine import Engine
 
@@ -28,29 +28,38 @@ class JobRunner:
         self._futures: dict[int, Future] = {}
         self._lock = threading.Lock()
 
-    def _execute(self, job_id: int, root: str, follow_symlinks: bool, on_progress: ProgressHook | None) -> dict:
+    def _run_job(self, job_id: int, what: str, flow_call: Callable[[threading.Event], Any],
+                 plain_call: Callable[[threading.Event], dict]) -> dict:
+        """Run job ``job_id`` in this thread, as a Prefect flow (``flow_call``) or plainly (``plain_call``), with its
+        cancel event; a flow that dies before our code finished the job row leaves the row failed, not running."""
         event = self._events.setdefault(job_id, threading.Event())
         try:
-            if self.use_prefect:
-                register_job_hooks(job_id, cancel_event=event, on_progress=on_progress)
-                try:
-                    with flow_settings():
-                        index_flow()(database_url=self.database_url, job_id=job_id, root=root,
-                                     follow_symlinks=follow_symlinks)
-                except Exception:
-                    log.exception("index flow for job %s failed", job_id)
+            if not self.use_prefect:
+                return plain_call(event)
+            try:
+                with flow_settings():
+                    flow_call(event)
+            except Exception:
+                log.exception("%s flow for job %s failed", what, job_id)
+            job = store_jobs.get_job(self.engine, job_id=job_id)
+            if job["status"] in store_jobs.ACTIVE:  # the flow died before our code could finish the row
+                store_jobs.finish_job(self.engine, job_id=job_id, status="failed",
+                                      error_message="the Prefect flow run failed before the job finished")
                 job = store_jobs.get_job(self.engine, job_id=job_id)
-                if job["status"] in store_jobs.ACTIVE:  # the flow died before our code could finish the row
-                    store_jobs.finish_job(self.engine, job_id=job_id, status="failed",
-                                          error_message="the Prefect flow run failed before the walk finished")
-                    job = store_jobs.get_job(self.engine, job_id=job_id)
-                return job
-            return run_index_job(self.engine, job_id=job_id, root=root, follow_symlinks=follow_symlinks,
-                                 cancel_event=event, on_progress=on_progress)
+            return job
         finally:
             with self._lock:
                 self._events.pop(job_id, None)
                 self._futures.pop(job_id, None)
+
+    def _execute(self, job_id: int, root: str, follow_symlinks: bool, on_progress: ProgressHook | None) -> dict:
+        def flow_call(event: threading.Event) -> None:
+            register_job_hooks(job_id, cancel_event=event, on_progress=on_progress)
+            index_flow()(database_url=self.database_url, job_id=job_id, root=root, follow_symlinks=follow_symlinks)
+
+        return self._run_job(job_id, "index", flow_call, lambda event: run_index_job(
+            self.engine, job_id=job_id, root=root, follow_symlinks=follow_symlinks, cancel_event=event,
+            on_progress=on_progress))
 
     def submit_index(self, *, root: str, follow_symlinks: bool = False, params: dict | None = None) -> int:
         """Create an index job and start it in the background; returns its id at once."""
@@ -76,30 +85,18 @@ class JobRunner:
     def _execute_classify(self, job_id: int, path: str, on_progress: Callable[[dict], None] | None) -> dict:
         from flows.classify import service as classify
 
-        event = self._events.setdefault(job_id, threading.Event())
-        try:
-            if self.use_prefect:
-                classify.register_job_hooks(job_id, cancel_event=event, on_progress=on_progress)
-                try:
-                    with flow_settings():
-                        classify.classify_flow()(database_url=self.database_url, job_id=job_id, path=path)
-                except Exception:
-                    log.exception("classify flow for job %s failed", job_id)
-                job = store_jobs.get_job(self.engine, job_id=job_id)
-                if job["status"] in store_jobs.ACTIVE:  # the flow died before our code could finish the row
-                    store_jobs.finish_job(self.engine, job_id=job_id, status="failed",
-                                          error_message="the Prefect flow run failed before the job finished")
-                    job = store_jobs.get_job(self.engine, job_id=job_id)
-                return job
+        def flow_call(event: threading.Event) -> None:
+            classify.register_job_hooks(job_id, cancel_event=event, on_progress=on_progress)
+            classify.classify_flow()(database_url=self.database_url, job_id=job_id, path=path)
+
+        def plain_call(event: threading.Event) -> dict:
             try:
                 return classify.run_classify_job(self.engine, job_id=job_id, cancel_event=event,
                                                  on_progress=on_progress)
             except Exception:
                 return store_jobs.get_job(self.engine, job_id=job_id)  # recorded as failed on the row
-        finally:
-            with self._lock:
-                self._events.pop(job_id, None)
-                self._futures.pop(job_id, None)
+
+        return self._run_job(job_id, "classify", flow_call, plain_call)
 
     def submit_classify(self, *, path: str, operations: tuple[str, ...], force: bool = True) -> int:
         """Create a classify job of ``path`` (an indexed file or directory) and start it in the background."""

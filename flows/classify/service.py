@@ -21,6 +21,7 @@ from sqlalchemy.engine import Engine
 from flows.classify import data_dir
 from flows.classify.executor import ClassifyRun, classify_rows, params_from
 from flows.classify.model import FileResult, parse_operations
+from flows.prefect_support import JobHooks, lazy_flow
 from store import jobs as store_jobs
 from store.engine import get_engine
 from store.entries import T
@@ -215,16 +216,8 @@ def sweep_after(engine: Engine) -> None:
 
 # --- the Prefect flow ---------------------------------------------------------------------------------------------
 
-_cancel_events: dict[int, threading.Event] = {}
-_progress_hooks: dict[int, ProgressHook] = {}
-
-
-def register_job_hooks(job_id: int, *, cancel_event: threading.Event | None,
-                       on_progress: ProgressHook | None) -> None:
-    if cancel_event is not None:
-        _cancel_events[job_id] = cancel_event
-    if on_progress is not None:
-        _progress_hooks[job_id] = on_progress
+_hooks = JobHooks()
+register_job_hooks = _hooks.register
 
 
 _batch_fns: dict[tuple[int, int], Callable[[], Any]] = {}
@@ -253,29 +246,18 @@ def _build_flow():
         """Regenerate thumbnails, timelines and metadata of the indexed files at a path."""
         try:
             engine = get_engine(database_url)
-            job = run_classify_job(engine, job_id=job_id, cancel_event=_cancel_events.get(job_id),
-                                   on_progress=_progress_hooks.get(job_id),
+            job = run_classify_job(engine, job_id=job_id, cancel_event=_hooks.cancel_event(job_id),
+                                   on_progress=_hooks.on_progress(job_id),
                                    flow_run_id=str(flow_run.get_id() or "") or None,
                                    batch_call=lambda k, fn: call(job_id, k, fn))
             return {k: job[k] for k in ("id", "status", "files", "error_count")}
         finally:
-            _cancel_events.pop(job_id, None)
-            _progress_hooks.pop(job_id, None)
+            _hooks.drop(job_id)
 
     return classify_flow
 
 
-_flow = None
-_flow_lock = threading.Lock()
-
-
-def classify_flow():
-    """The Prefect flow object, built on first use."""
-    global _flow
-    with _flow_lock:
-        if _flow is None:
-            _flow = _build_flow()
-        return _flow
+classify_flow = lazy_flow(_build_flow)  # classify_flow() is the Prefect flow object
 
 
 # --- what tools and the command line call ------------------------------------------------------------------------

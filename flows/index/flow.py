@@ -13,6 +13,7 @@ from typing import Callable
 
 from sqlalchemy.engine import Engine
 
+from flows.prefect_support import JobHooks, lazy_flow
 from flows.index.indexer import Cancelled, IndexProgress, IndexResult, index_tree
 from store import jobs as store_jobs
 from store.engine import get_engine
@@ -83,17 +84,8 @@ def _counts(result: IndexResult) -> dict:
 
 # --- the Prefect flow ---------------------------------------------------------------------------------------------
 
-_cancel_events: dict[int, threading.Event] = {}
-_progress_hooks: dict[int, ProgressHook] = {}
-
-
-def register_job_hooks(job_id: int, *, cancel_event: threading.Event | None,
-                       on_progress: ProgressHook | None) -> None:
-    """In-process hooks for a job's flow run (flow parameters must serialise, events and callbacks do not)."""
-    if cancel_event is not None:
-        _cancel_events[job_id] = cancel_event
-    if on_progress is not None:
-        _progress_hooks[job_id] = on_progress
+_hooks = JobHooks()
+register_job_hooks = _hooks.register
 
 
 def _build_flow():
@@ -105,7 +97,7 @@ def _build_flow():
         """Walk the tree, write entries in batches, sweep what disappeared."""
         engine = get_engine(database_url)
         job = run_index_job(engine, job_id=job_id, root=root, follow_symlinks=follow_symlinks,
-                            cancel_event=_cancel_events.get(job_id), on_progress=_progress_hooks.get(job_id),
+                            cancel_event=_hooks.cancel_event(job_id), on_progress=_hooks.on_progress(job_id),
                             batch_size=batch_size, flow_run_id=str(flow_run.get_id() or "") or None)
         return {k: job[k] for k in ("id", "status", "files", "directories", "total_size", "removed")}
 
@@ -117,20 +109,9 @@ def _build_flow():
         try:
             return scan(database_url, job_id, root, follow_symlinks, batch_size)
         finally:
-            _cancel_events.pop(job_id, None)
-            _progress_hooks.pop(job_id, None)
+            _hooks.drop(job_id)
 
     return index_flow
 
 
-_flow = None
-_flow_lock = threading.Lock()
-
-
-def index_flow():
-    """The Prefect flow object, built on first use (importing prefect costs about a second)."""
-    global _flow
-    with _flow_lock:
-        if _flow is None:
-            _flow = _build_flow()
-        return _flow
+index_flow = lazy_flow(_build_flow)  # index_flow() is the Prefect flow object

@@ -16,7 +16,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
 from dsl.errors import PlanError
-from store.errors import AssayError, NotFound
+from store.errors import AssayError, InvalidInput, NotFound
 
 
 def json_resource(fn: Callable[..., Any]) -> Callable[..., str]:
@@ -34,3 +34,17 @@ def json_resource(fn: Callable[..., Any]) -> Callable[..., str]:
                            data={"type": exc.code, "field": exc.field}) from exc
 
     return wrapper
+
+
+def int_param(value: str | None, *, field: str, default: int, low: int, high: int | None = None) -> int:
+    """A whole-number URI parameter (``?limit=50``): ``default`` when absent, else ``low``..``high`` or refused."""
+    if value is None or value == "":
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        number = None
+    if number is None or number < low or (high is not None and number > high):
+        span = f"{low}-{high}" if high is not None else f"{low} or more"
+        raise InvalidInput(f"{field} must be a whole number ({span}), got {value!r}", field=field)
+    return number

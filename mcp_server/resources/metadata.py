@@ -37,7 +37,7 @@ from flows.classify import cache
 from flows.index.navigation import artifact_item, node_uri
 from flows.roots import Roots
 from mcp_server.http import content_base
-from mcp_server.resources.common import json_resource
+from mcp_server.resources.common import int_param, json_resource
 from store import metadata as store_metadata
 from store.entries import iso, subtree_clause
 from store.errors import AssayError, InvalidInput, NotFound
@@ -101,19 +101,6 @@ def mixed_resource(fn: Callable[..., Content]) -> Callable[..., Content]:
 
 def json_content(value: Any) -> Content:
     return Content(json.dumps(value), JSON)
-
-
-def _int_param(value: str | None, *, field: str, default: int, low: int, high: int | None = None) -> int:
-    if value is None or value == "":
-        return default
-    try:
-        number = int(value)
-    except ValueError:
-        number = None
-    if number is None or number < low or (high is not None and number > high):
-        span = f"{low}-{high}" if high is not None else f"{low} or more"
-        raise InvalidInput(f"{field} must be a whole number ({span}), got {value!r}", field=field)
-    return number
 
 
 def _scope(roots: Roots):
@@ -205,24 +192,24 @@ def register(mcp: MCPServer, app) -> None:
     def thumbnails_page(limit: str | None = None, offset: str | None = None) -> dict[str, Any]:
         """One page of thumbnail metadata (?limit=1-1000, ?offset=N)."""
         return metadata_listing(app.engine, app.roots, base=base(), artifact_type="thumbnail",
-                                limit=_int_param(limit, field="limit", default=DEFAULT_LIMIT, low=1, high=MAX_LIMIT),
-                                offset=_int_param(offset, field="offset", default=0, low=0))
+                                limit=int_param(limit, field="limit", default=DEFAULT_LIMIT, low=1, high=MAX_LIMIT),
+                                offset=int_param(offset, field="offset", default=0, low=0))
 
     @mcp.resource(BASE + "/duplicates{?limit,offset}", name="metadata-duplicates-page", mime_type=JSON)
     @json_resource
     def duplicates_page(limit: str | None = None, offset: str | None = None) -> dict[str, Any]:
         """One page of duplicate groups (?limit=1-200, ?offset=N)."""
         return duplicates_listing(app.engine, app.roots,
-                                  limit=_int_param(limit, field="limit", default=GROUPS_LIMIT, low=1, high=MAX_GROUPS),
-                                  offset=_int_param(offset, field="offset", default=0, low=0))
+                                  limit=int_param(limit, field="limit", default=GROUPS_LIMIT, low=1, high=MAX_GROUPS),
+                                  offset=int_param(offset, field="offset", default=0, low=0))
 
     @mcp.resource(BASE + "{?limit,offset,sort}", name="metadata-page", mime_type=JSON)
     @json_resource
     def metadata_page(limit: str | None = None, offset: str | None = None, sort: str | None = None) -> dict[str, Any]:
         """One page of generated metadata (?limit=1-1000, ?offset=N, ?sort=newest|path)."""
         return metadata_listing(app.engine, app.roots, base=base(), sort=sort or "newest",
-                                limit=_int_param(limit, field="limit", default=DEFAULT_LIMIT, low=1, high=MAX_LIMIT),
-                                offset=_int_param(offset, field="offset", default=0, low=0))
+                                limit=int_param(limit, field="limit", default=DEFAULT_LIMIT, low=1, high=MAX_LIMIT),
+                                offset=int_param(offset, field="offset", default=0, low=0))
 
     @mcp.resource(BASE + "/{hash}", name="metadata-by-hash", mime_type=JSON)
     @json_resource

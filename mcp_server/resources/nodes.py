@@ -30,7 +30,7 @@ from flows.classify import cache
 from flows.index.navigation import inspect_entry, node_uri
 from flows.roots import Roots
 from mcp_server.http import cache_file, content_base
-from mcp_server.resources.common import json_resource
+from mcp_server.resources.common import int_param, json_resource
 from mcp_server.resources.metadata import Content, add_mixed_template, json_content, mixed_resource
 from store import entries as store_entries
 from store.entries import T, entry_public, subtree_clause
@@ -47,19 +47,6 @@ PATH_SECURITY = ResourceSecurity(reject_path_traversal=False, reject_absolute_pa
 
 
 _json = json_resource
-
-
-def _int_param(value: str | None, *, field: str, default: int, low: int, high: int | None = None) -> int:
-    if value is None or value == "":
-        return default
-    try:
-        number = int(value)
-    except ValueError:
-        number = None
-    if number is None or number < low or (high is not None and number > high):
-        span = f"{low}-{high}" if high is not None else f"{low} or more"
-        raise InvalidInput(f"{field} must be a whole number ({span}), got {value!r}", field=field)
-    return number
 
 
 def list_nodes(engine: Engine, roots: Roots, *, limit: int = DEFAULT_LIMIT, offset: int = 0) -> dict[str, Any]:
@@ -160,8 +147,8 @@ def register(mcp: MCPServer, app) -> None:
     @_json
     def nodes_page(limit: str | None = None, offset: str | None = None) -> dict[str, Any]:
         """One page of indexed entries by path (?limit=1-1000, default 100; ?offset=N)."""
-        size = _int_param(limit, field="limit", default=DEFAULT_LIMIT, low=1, high=MAX_LIMIT)
-        start = _int_param(offset, field="offset", default=0, low=0)
+        size = int_param(limit, field="limit", default=DEFAULT_LIMIT, low=1, high=MAX_LIMIT)
+        start = int_param(offset, field="offset", default=0, low=0)
         return list_nodes(app.engine, app.roots, limit=size, offset=start)
 
     def dispatch(path: str) -> Content:

@@ -10,9 +10,8 @@ from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 
-from mcp_server.resources.common import json_resource
+from mcp_server.resources.common import int_param, json_resource
 from store import sets as store_sets
-from store.errors import InvalidInput
 
 JSON = "application/json"
 BASE = "synthesis://resource-sets"
@@ -21,19 +20,6 @@ ENTRIES_MAX_LIMIT = 10000
 
 
 _json = json_resource
-
-
-def _int_param(value: str | None, *, field: str, default: int, low: int, high: int | None = None) -> int:
-    if value is None or value == "":
-        return default
-    try:
-        number = int(value)
-    except ValueError:
-        number = None
-    if number is None or number < low or (high is not None and number > high):
-        span = f"{low}-{high}" if high is not None else f"{low} or more"
-        raise InvalidInput(f"{field} must be a whole number ({span}), got {value!r}", field=field)
-    return number
 
 
 def set_links(name: str) -> dict[str, str]:
@@ -59,8 +45,8 @@ def register(mcp: MCPServer, app) -> None:
     @_json
     def set_entries(name: str, limit: str | None = None, offset: str | None = None) -> dict[str, Any]:
         """File entries in the set, by path, one page at a time (?limit=1-10000, default 1000; ?offset=N)."""
-        size = _int_param(limit, field="limit", default=ENTRIES_DEFAULT_LIMIT, low=1, high=ENTRIES_MAX_LIMIT)
-        start = _int_param(offset, field="offset", default=0, low=0)
+        size = int_param(limit, field="limit", default=ENTRIES_DEFAULT_LIMIT, low=1, high=ENTRIES_MAX_LIMIT)
+        start = int_param(offset, field="offset", default=0, low=0)
         detail = store_sets.describe_set(app.engine, name=name, include_entries=True, limit=size, offset=start)
         return {"resource_set": name, "total": detail["entry_count"], "limit": size, "offset": start,
                 "hasMore": detail["hasMore"], "entries": detail["entries"]}
