@@ -18,7 +18,6 @@ because ours confines the resolved path instead (NUL bytes are still refused by 
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
@@ -76,14 +75,6 @@ def _path_from_uri(path: str) -> str:
     return "/" + path.lstrip("/") if path else "/"
 
 
-def _explain_missing(engine: Engine, roots: Roots, path: str) -> None:
-    """NotFound for a path inside the roots with no entry that is not on disk either: indexing would not help, so
-    it "does not exist" (inspect says "not in the index" for one that is on disk)."""
-    resolved = roots.resolve(path, field="path", follow_last=False)
-    if store_entries.get_entry(engine, path=resolved) is None and not os.path.lexists(resolved):
-        raise NotFound(f"{resolved} does not exist (nothing on disk at that path, nothing indexed)", field="path")
-
-
 def _sub_resource(engine: Engine, roots: Roots, absolute: str, suffix: str) -> str | None:
     """The owner's path when ``absolute`` names the ``suffix`` sub-resource of an entry (no entry has that exact
     path: not a file called "metadata" or "thumbnail"), else None."""
@@ -92,9 +83,7 @@ def _sub_resource(engine: Engine, roots: Roots, absolute: str, suffix: str) -> s
     resolved = roots.resolve(absolute, field="path", follow_last=False)
     if store_entries.get_entry(engine, path=resolved) is not None:
         return None
-    owner = absolute[: -len(suffix)] or "/"
-    _explain_missing(engine, roots, owner)
-    return owner
+    return absolute[: -len(suffix)] or "/"  # inspect_entry says whether the owner is missing from disk or the index
 
 
 def read_node(engine: Engine, roots: Roots, *, path: str, content_base: str | None = None) -> dict[str, Any]:
@@ -106,7 +95,6 @@ def read_node(engine: Engine, roots: Roots, *, path: str, content_base: str | No
         return {"path": entry["path"], "resourceUri": entry["resourceUri"], "metadataUri": entry["metadataUri"],
                 "hash": entry["hash"], "duplicates": entry["duplicates"], "thumbnailUri": entry["thumbnailUri"],
                 "metadataCount": entry["metadataCount"], "metadata": entry["metadata"]}
-    _explain_missing(engine, roots, absolute)
     return inspect_entry(engine, roots, path=absolute, content_base=content_base)
 
 
