@@ -11,7 +11,6 @@ the duplicates resource work; rerun-classifier, classifier-job-progress and list
 from __future__ import annotations
 
 import base64
-import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -22,7 +21,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from tests import media
-from tests.e2e.conftest import REPO, _stop, free_port, serve_args, server_env, wait_listening
+from tests.e2e.conftest import REPO, _call, _read, _stop, free_port, serve_args, server_env, wait_listening
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="needs ffmpeg")]
 
@@ -53,16 +52,6 @@ rule wide when width > 500
 @pytest.fixture(scope="module")
 def media_tree(tmp_path_factory) -> Path:
     return make_media_tree(tmp_path_factory.mktemp("classify") / "home" / "user")
-
-
-async def _call(client, tool: str, args: dict) -> dict:
-    result = await client.call_tool(tool, args)
-    assert not result.is_error, result.content[0].text
-    return result.structured_content
-
-
-async def _read(client, uri: str) -> dict:
-    return json.loads((await client.read_resource(uri)).contents[0].text)
 
 
 async def _blob(client, uri: str) -> tuple[str, bytes]:

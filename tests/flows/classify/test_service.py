@@ -8,26 +8,14 @@ import threading
 import pytest
 from sqlalchemy import select
 
-import flows.classify as classify_pkg
-from flows.classify import executor as cx
 from flows.classify import service
 from flows.runner import JobRunner
 from store import jobs as store_jobs
 from store.errors import InvalidInput, NotFound
 from store.models import Artifact
 from tests.conftest import wait_for
-from tests.flows.classify.test_executor import FakeClassifier
 
 A = Artifact.__table__
-
-
-@pytest.fixture
-def fake(monkeypatch, data_dir):
-    classifier = FakeClassifier()
-    monkeypatch.setattr(cx.DEFAULT_RUN, "classify", classifier)
-    monkeypatch.setattr(cx.DEFAULT_RUN, "pool_mode", "thread")
-    monkeypatch.setattr(classify_pkg, "_data_dir", data_dir)
-    return classifier
 
 
 @pytest.fixture
