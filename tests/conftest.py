@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import json
 import os
 import tempfile
@@ -190,14 +192,15 @@ def pg_url():
         shutil.rmtree(base, ignore_errors=True)
 
 
-@pytest.fixture
-def pg_database(pg_url):
-    """A fresh, empty database in the session's PostgreSQL cluster, dropped afterwards."""
+@contextlib.contextmanager
+def fresh_pg_database(pg_url: str, prefix: str = "assay"):
+    """A fresh, empty database in the session's PostgreSQL cluster (its URL), dropped afterwards: for fixtures of any
+    scope."""
     import uuid
 
     from sqlalchemy import create_engine, text
 
-    name = f"assay_{uuid.uuid4().hex[:12]}"
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
     admin = create_engine(pg_url, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.execute(text(f'CREATE DATABASE "{name}"'))
@@ -210,4 +213,11 @@ def pg_database(pg_url):
         with admin.connect() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
+
+
+@pytest.fixture
+def pg_database(pg_url):
+    """A fresh, empty database in the session's PostgreSQL cluster, dropped afterwards."""
+    with fresh_pg_database(pg_url) as url:
+        yield url
 

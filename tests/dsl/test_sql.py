@@ -6,14 +6,15 @@ flows.classify.fields): the contexts here hand them over to it, so the agreement
 
 from __future__ import annotations
 
+import contextlib
+
 import os
-import uuid
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
-from sqlalchemy import create_engine, exists, insert, select, text
+from sqlalchemy import exists, insert, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 
 from dsl.conditions import Compare, Group, Not
@@ -24,6 +25,7 @@ import flows.classify.fields  # noqa: F401  (installs the classifier's fields: m
 from flows.plans.conditions import computed_field
 from store.engine import make_engine
 from store.models import Entry, MetadataValue, ResourceSet, SetMember
+from tests.conftest import fresh_pg_database
 
 ENTRIES, META = Entry.__table__, MetadataValue.__table__
 SETS, MEMBERS = ResourceSet.__table__, SetMember.__table__
@@ -207,28 +209,17 @@ class Store:
 
 @pytest.fixture(scope="module", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def store(request, tmp_path_factory):
-    if request.param == "sqlite":
-        engine = make_engine("sqlite:///" + str(tmp_path_factory.mktemp("dsl-sql") / "assay.db"))
-        drop = None
-    else:
-        pg_url = request.getfixturevalue("pg_url")
-        name = f"assay_dsl_{uuid.uuid4().hex[:8]}"
-        admin = create_engine(pg_url, isolation_level="AUTOCOMMIT")
-        with admin.connect() as conn:
-            conn.execute(text(f'CREATE DATABASE "{name}"'))
-        engine = make_engine(pg_url.rsplit("/", 1)[0] + "/" + name)
-
-        def drop():
-            with admin.connect() as conn:
-                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-            admin.dispose()
-    fill(engine)
-    s = Store(engine)
-    yield s
-    s.conn.close()
-    engine.dispose()
-    if drop:
-        drop()
+    with contextlib.ExitStack() as stack:
+        if request.param == "sqlite":
+            url = "sqlite:///" + str(tmp_path_factory.mktemp("dsl-sql") / "assay.db")
+        else:
+            url = stack.enter_context(fresh_pg_database(request.getfixturevalue("pg_url"), "assay_dsl"))
+        engine = make_engine(url)
+        fill(engine)
+        s = Store(engine)
+        yield s
+        s.conn.close()
+        engine.dispose()
 
 
 # --- known queries -------------------------------------------------------------------------------------------------

@@ -8,12 +8,13 @@ The store-level tests write entries, hashes and metadata_values rows directly (n
 
 from __future__ import annotations
 
+import contextlib
+
 import json
-import uuid
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, insert, select, text, update
+from sqlalchemy import insert, select, text, update
 
 import flows.classify  # noqa: F401  (installs the classifier: its executor, fields and producer)
 from dsl import parse_plan_text
@@ -25,6 +26,7 @@ from flows.roots import Roots
 from store.engine import make_engine
 from store.entries import T, make_row, upsert_entries
 from store.models import MetadataValue
+from tests.conftest import fresh_pg_database
 
 MV = MetadataValue.__table__
 NOW = 1718452800.0
@@ -98,26 +100,15 @@ def store(request, tmp_path_factory):
     root = tmp_path_factory.mktemp("classified")
     for name in CORPUS:
         (root / name).write_bytes(b"x")
-    drop = None
-    if request.param == "sqlite":
-        engine = make_engine("sqlite:///" + str(tmp_path_factory.mktemp("db") / "assay.db"))
-    else:
-        pg_url = request.getfixturevalue("pg_url")
-        name = f"assay_cls_{uuid.uuid4().hex[:8]}"
-        admin = create_engine(pg_url, isolation_level="AUTOCOMMIT")
-        with admin.connect() as conn:
-            conn.execute(text(f'CREATE DATABASE "{name}"'))
-        engine = make_engine(pg_url.rsplit("/", 1)[0] + "/" + name)
-
-        def drop():
-            with admin.connect() as conn:
-                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-            admin.dispose()
-    fill(engine, root)
-    yield Store(engine, root)
-    engine.dispose()
-    if drop:
-        drop()
+    with contextlib.ExitStack() as stack:
+        if request.param == "sqlite":
+            url = "sqlite:///" + str(tmp_path_factory.mktemp("db") / "assay.db")
+        else:
+            url = stack.enter_context(fresh_pg_database(request.getfixturevalue("pg_url"), "assay_cls"))
+        engine = make_engine(url)
+        fill(engine, root)
+        yield Store(engine, root)
+        engine.dispose()
 
 
 def C(field: str, op: str, value) -> Compare:
