@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import logging
 import os
 import signal
 import sys
 import threading
 import time
-from typing import NoReturn
+from typing import Any, Callable, NoReturn
 
 from store.errors import AssayError
 
@@ -109,21 +110,47 @@ def _settings(args: argparse.Namespace, **extra):
     return load_settings(cli, config_file=args.config)
 
 
-def _progress_bar(stream=sys.stderr):
+def _bar(percent: Callable[[Any], float], describe: Callable[[Any], str], stream=sys.stderr):
+    """A progress bar on stderr, redrawn at most ten times a second (and at 100%): ``percent(p)`` and
+    ``describe(p)`` read a progress report."""
     width = 30
     last = [0.0]
 
     def show(p) -> None:
         now = time.monotonic()
-        if now - last[0] < 0.1 and p.percent < 100:
+        done = percent(p)
+        if now - last[0] < 0.1 and done < 100:
             return
         last[0] = now
-        filled = int(width * p.percent / 100)
-        stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {p.percent:5.1f}%  "
-                     f"{p.files} files  {p.directories} dirs  {p.total_size / 1e6:,.1f} MB")
+        filled = int(width * done / 100)
+        stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done:5.1f}%  {describe(p)}")
         stream.flush()
 
     return show
+
+
+def _progress_bar(stream=sys.stderr):
+    """The bar of an index job (IndexProgress reports)."""
+    return _bar(lambda p: p.percent,
+                lambda p: f"{p.files} files  {p.directories} dirs  {p.total_size / 1e6:,.1f} MB", stream)
+
+
+@contextlib.contextmanager
+def _local_runner(settings):
+    """A JobRunner on the store for a job this command runs itself (no MCP server, no plans: a command-line call
+    starts fast). Jobs a server on the same store left running are not reaped: that server may be running them."""
+    from flows.runner import JobRunner
+    from mcp_server.config import prepare_environment
+    from store.engine import get_engine
+
+    prepare_environment(settings)  # also tells the capabilities where the data dir is (the classifier's cache)
+    engine = get_engine(settings.db_url)
+    runner = JobRunner(engine, settings.db_url, use_prefect=settings.use_prefect)
+    try:
+        yield runner
+    finally:
+        runner.shutdown()
+        engine.dispose()
 
 
 def cmd_index(args: argparse.Namespace) -> int:
@@ -168,62 +195,31 @@ def _index_via_server(settings, root: str, args: argparse.Namespace) -> dict | N
 
 
 def _index_here(settings, root: str, args: argparse.Namespace) -> dict:
-    # Only what indexing needs (no MCP server, no plans): a command-line call starts fast. Jobs a server on the same
-    # store left running are not reaped here: that server may well be running them now.
     from flows.index.service import index_path
-    from flows.runner import JobRunner
-    from mcp_server.config import prepare_environment
-    from store.engine import get_engine
 
-    prepare_environment(settings)
-    engine = get_engine(settings.db_url)
-    runner = JobRunner(engine, settings.db_url, use_prefect=settings.use_prefect)
-    try:
+    with _local_runner(settings) as runner:
         return index_path(runner, root=root, async_=False, force=args.force, max_age=args.max_age,
                           follow_symlinks=args.follow_symlinks, on_progress=_progress_bar())
-    finally:
-        runner.shutdown()
-        engine.dispose()
 
 
 def _classify_bar(stream=sys.stderr):
-    width = 30
-    last = [0.0]
-
-    def show(p: dict) -> None:
-        now = time.monotonic()
-        if now - last[0] < 0.1 and p["percent"] < 100:
-            return
-        last[0] = now
-        filled = int(width * p["percent"] / 100)
-        stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {p['percent']:5.1f}%  "
-                     f"{p['files']}/{p['total']} files  {p['errors']} with errors")
-        stream.flush()
-
-    return show
+    """The bar of a classify job (dict reports: percent, files, total, errors)."""
+    return _bar(lambda p: p["percent"], lambda p: f"{p['files']}/{p['total']} files  {p['errors']} with errors",
+                stream)
 
 
 def cmd_classify(args: argparse.Namespace) -> int:
     from flows.classify.service import check_operations, classify_path
     from flows.roots import Roots
-    from flows.runner import JobRunner
-    from mcp_server.config import prepare_environment
-    from store.engine import get_engine
 
     settings = _settings(args, use_prefect=not args.no_prefect)
     path = Roots.of(settings.effective_roots).resolve(os.path.abspath(os.path.expanduser(args.path)), field="path")
     operations = check_operations(args.operations)
     result = _classify_via_server(settings, path, list(operations), args) if settings.use_prefect else None
     if result is None:
-        prepare_environment(settings)  # also tells the classifier where its cache is (<data dir>/cache)
-        engine = get_engine(settings.db_url)
-        runner = JobRunner(engine, settings.db_url, use_prefect=settings.use_prefect)
-        try:
+        with _local_runner(settings) as runner:
             result = classify_path(runner, path=path, operations=operations, force=args.force, async_=False,
                                    on_progress=_classify_bar())
-        finally:
-            runner.shutdown()
-            engine.dispose()
     sys.stderr.write("\n")
     print(f"{result['status']}: {result['files']} files, {result['errors']} with errors, "
           f"operations {', '.join(result['operations'])}, in {result['durationMs']} ms (job {result['id']})")
