@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from sqlalchemy import and_, func, insert, or_, select, update
 from sqlalchemy.engine import Engine
@@ -104,6 +105,22 @@ def request_cancel(engine: Engine, *, job_id: int) -> dict[str, Any]:
 def cancel_requested(engine: Engine, *, job_id: int) -> bool:
     with engine.connect() as conn:
         return bool(conn.execute(select(J.c.cancel_requested).where(J.c.id == job_id)).scalar())
+
+
+def cancel_check(engine: Engine, *, job_id: int, event: threading.Event | None = None,
+                 every: int = 5) -> Callable[[], bool]:
+    """A cheap "should this job stop?" for its loop: the in-process ``event`` at every call, the store's
+    cancel_requested flag (another process, or a lost event, may have asked there) at every ``every``-th call."""
+    calls = 0
+
+    def check() -> bool:
+        nonlocal calls
+        calls += 1
+        if event is not None and event.is_set():
+            return True
+        return calls % every == 0 and cancel_requested(engine, job_id=job_id)
+
+    return check
 
 
 def record_issues(engine: Engine, *, job_id: int, issues: Iterable[tuple[str, str]]) -> int:

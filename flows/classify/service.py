@@ -10,6 +10,7 @@ otherwise), and the cache is swept when the job ends.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -144,18 +145,9 @@ def run_classify_job(engine: Engine, *, job_id: int, cancel_event: threading.Eve
     job = store_jobs.get_job(engine, job_id=job_id)
     if not store_jobs.mark_running(engine, job_id=job_id, flow_run_id=flow_run_id):
         return job  # cancelled before it started
-    import json
-
     params_json = json.loads(job["params_json"] or "{}")
     path = job["root"]
-    checks = 0
-
-    def should_cancel() -> bool:
-        nonlocal checks
-        checks += 1
-        if cancel_event is not None and cancel_event.is_set():
-            return True
-        return checks % 16 == 0 and store_jobs.cancel_requested(engine, job_id=job_id)
+    should_cancel = store_jobs.cancel_check(engine, job_id=job_id, event=cancel_event, every=16)  # per file
 
     state: JobState | None = None
     try:
@@ -265,8 +257,6 @@ classify_flow = lazy_flow(_build_flow)  # classify_flow() is the Prefect flow ob
 
 def job_public(job: dict[str, Any], engine: Engine, *, issues: bool = False) -> dict[str, Any]:
     """A classify job as the classifier tools return it: reference 000's snake_case fields plus the index jobs'."""
-    import json
-
     from store.entries import iso
 
     params = json.loads(job.get("params_json") or "{}")

@@ -30,7 +30,6 @@ def run_index_job(engine: Engine, *, job_id: int, root: str, follow_symlinks: bo
     if not store_jobs.mark_running(engine, job_id=job_id, flow_run_id=flow_run_id):
         return store_jobs.get_job(engine, job_id=job_id)  # cancelled before it started
     last_write = 0.0
-    checks = 0
 
     def progress(p: IndexProgress) -> None:
         nonlocal last_write
@@ -42,13 +41,7 @@ def run_index_job(engine: Engine, *, job_id: int, root: str, follow_symlinks: bo
             store_jobs.update_progress(engine, job_id=job_id, progress=p.percent, files=p.files,
                                        directories=p.directories, total_size=p.total_size, current_path=p.current_path)
 
-    def should_cancel() -> bool:
-        nonlocal checks
-        checks += 1
-        if cancel_event is not None and cancel_event.is_set():
-            return True
-        # another process (or a lost event) may have asked through the store; look every few batches
-        return checks % 5 == 0 and store_jobs.cancel_requested(engine, job_id=job_id)
+    should_cancel = store_jobs.cancel_check(engine, job_id=job_id, event=cancel_event, every=5)  # every few batches
 
     try:
         result: IndexResult = index_tree(engine, root, scan_id=job_id, follow_symlinks=follow_symlinks,
