@@ -92,5 +92,5 @@ class FileResult:
     hash: str | None = None  # "xxh128:<32 hex>" of the file's content
     done: tuple[str, ...] = ()  # operations that completed (including "nothing to make" ones)
     not_applicable: dict[str, str] = field(default_factory=dict)  # operation -> why it does not apply
-    errors: dict[str, str] = field(default_factory=dict)  # operation -> reason
+    errors: dict[str, str] = field(default_factory=dict)  # operation -> reason (without the operation's name)
     elapsed: float = 0.0  # seconds the worker spent

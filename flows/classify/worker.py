@@ -69,14 +69,14 @@ class _Run:
         try:
             fn()
         except MediaError as exc:
-            self.result.errors[operation] = f"{operation}: {exc}"
+            self.result.errors[operation] = str(exc)
             return
         except MemoryError:
-            self.result.errors[operation] = f"{operation}: out of memory decoding the file"
+            self.result.errors[operation] = "out of memory decoding the file"
             return
         except Exception as exc:  # noqa: BLE001 - a worker never raises: the reason goes into the result
             log.debug("classify %s: %s failed", self.task.path, operation, exc_info=True)
-            self.result.errors[operation] = f"{operation}: {_describe(exc)}"
+            self.result.errors[operation] = _describe(exc)
             return
         self.done.append(operation)
 
@@ -171,7 +171,7 @@ def classify_file(task: FileTask) -> FileResult:
     except Exception as exc:  # noqa: BLE001 - defensive: nothing may escape a worker
         for operation in task.operations:
             if operation not in run.done and operation not in run.result.errors:
-                run.result.errors[operation] = f"{operation}: {_describe(exc)}"
+                run.result.errors[operation] = _describe(exc)
     run.result.done = tuple(op for op in task.operations if op in run.done)
     run.result.elapsed = round(time.perf_counter() - started, 6)
     return run.result
@@ -183,11 +183,11 @@ def _classify(run: _Run) -> None:
         st = os.stat(task.path)
     except OSError as exc:
         for operation in task.operations:
-            run.result.errors[operation] = f"{operation}: cannot read the file: {_describe(exc)}"
+            run.result.errors[operation] = f"cannot read the file: {_describe(exc)}"
         return
     if not stat.S_ISREG(st.st_mode):
         for operation in task.operations:
-            run.result.errors[operation] = f"{operation}: not a regular file (a FIFO, device or socket is not read)"
+            run.result.errors[operation] = "not a regular file (a FIFO, device or socket is not read)"
         return
     kind = kind_of(task)
     empty = st.st_size == 0
@@ -200,14 +200,14 @@ def _classify(run: _Run) -> None:
                 label = "text files" if kind == "text" else "this kind of file"
                 run.not_applicable("thumbnail", f"no thumbnail for {label}")
             elif empty:
-                run.result.errors["thumbnail"] = "thumbnail: empty file"
+                run.result.errors["thumbnail"] = "empty file"
             else:
                 run.attempt("thumbnail", lambda: run.thumbnail(kind))
         elif operation == "timeline":
             if kind != "video":
                 run.not_applicable("timeline", "timelines are made of videos only")
             elif empty:
-                run.result.errors["timeline"] = "timeline: empty file"
+                run.result.errors["timeline"] = "empty file"
             else:
                 run.attempt("timeline", run.timeline)
         elif operation == "metadata":
