@@ -37,14 +37,12 @@ def start_background(engine) -> None:
 
 
 def _register() -> None:
-    from dsl import fields as dsl_fields
-    from flows.classify import fields  # noqa: F401  (registers the classifier's condition fields)
+    from flows.classify import fields  # noqa: F401  (the condition fields it fills; installs the producer)
     from flows.classify.executor import ClassifierExecutor
     from flows.outcomes import EXECUTORS, register_executor
 
     if "classifier" not in EXECUTORS:
         register_executor(ClassifierExecutor())
-    dsl_fields.INSTALLED_PRODUCERS.add("metadata")
 
 
 def _in_worker_process() -> bool:
