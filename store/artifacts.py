@@ -1,4 +1,5 @@
-"""Generated artifacts (thumbnails, timeline frames, extracted metadata) attached to entries."""
+"""Writes of generated artifacts (thumbnails, timeline frames, extracted metadata) and the cache sweep's reads; the
+read queries of tools and resources are in store.metadata."""
 
 from __future__ import annotations
 
@@ -6,26 +7,12 @@ import json
 import time
 from typing import Any, Iterable, Iterator, Sequence
 
-from sqlalchemy import bindparam, delete, func, insert, select, update
+from sqlalchemy import bindparam, delete, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 
 from store.models import Artifact, Entry, MetadataValue
 
 A = Artifact.__table__
-
-
-def list_artifacts(engine: Engine, *, entry_id: int) -> list[dict[str, Any]]:
-    with engine.connect() as conn:
-        rows = conn.execute(select(A).where(A.c.entry_id == entry_id).order_by(A.c.type, A.c.id)).mappings().all()
-    return [dict(r) | {"value": json.loads(r["value_json"] or "{}")} for r in rows]
-
-
-def count_artifacts(engine: Engine, *, artifact_type: str | None = None) -> int:
-    stmt = select(func.count()).select_from(A)
-    if artifact_type:
-        stmt = stmt.where(A.c.type == artifact_type)
-    with engine.connect() as conn:
-        return conn.execute(stmt).scalar_one()
 
 
 # --- writes (the classifier's results; short transactions the caller opens) ----------------------------------------

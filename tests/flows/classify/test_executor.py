@@ -18,7 +18,7 @@ from flows.classify import executor as cx
 from flows.classify.sweep import sweep_cache
 from flows.plans.service import PlanService
 from flows.roots import Roots
-from store import artifacts as store_artifacts
+from store import metadata as store_metadata
 from store.models import Artifact, Entry, MetadataValue
 from store.engine import make_engine
 from tests import media
@@ -67,7 +67,7 @@ def metadata_of(engine, path: Path) -> dict:
 
 
 def thumbnails(engine, path: Path) -> list[str]:
-    return [a["cache_path"] for a in store_artifacts.list_artifacts(engine, entry_id=entry_id(engine, path))
+    return [a["cache_path"] for a in store_metadata.entry_artifacts(engine, entry_id=entry_id(engine, path))
             if a["type"] == "thumbnail"]
 
 
@@ -83,7 +83,7 @@ def test_a_plan_run_writes_thumbnails_metadata_rows_and_the_content_hash(service
     with engine.connect() as conn:
         hashes = dict(conn.execute(select(E.c.name, E.c.hash).where(E.c.kind == "file")).all())
     assert all(h and h.startswith("xxh128:") for h in hashes.values())
-    meta = [a for a in store_artifacts.list_artifacts(engine, entry_id=entry_id(engine, photos / "a.jpg"))
+    meta = [a for a in store_metadata.entry_artifacts(engine, entry_id=entry_id(engine, photos / "a.jpg"))
             if a["type"] == "metadata"]
     assert meta[0]["value"]["metadata"]["format"] == "JPEG" and meta[0]["value"]["hash"] == hashes["a.jpg"]
     outcome = row["summary"]["rules"]
