@@ -152,9 +152,10 @@ def entry_image(data_dir: str | Path, inspected: dict[str, Any], which: ImageCho
     item = next((m for m in inspected["metadata"] if m["type"] == wanted and m.get("cachePath")), None)
     label = "thumbnail" if which == "thumbnail" else "timeline contact sheet"
     if item is None:
-        how = ("generate_thumbnail" if which == "thumbnail" else "generate_timeline (videos only)")
-        return None, "", (f"{inspected['path']} has no {label} yet; make one with rerun-classifier (sourcePath, "
-                          f"operations) or a plan with a classifier outcome ({how})")
+        op, how = (("thumbnail", "generate_thumbnail") if which == "thumbnail"
+                   else ("timeline", "generate_timeline; videos only"))
+        return None, "", (f"{inspected['path']} has no {label}; make one with the rerun-classifier tool (sourcePath, "
+                          f"operations: [\"{op}\"]) or a plan with a classifier outcome ({how})")
     file = cache.resolve(data_dir, item["cachePath"])
     if file is None:
         return None, "", (f"the {label} of {inspected['path']} ({item['cachePath']}) is no longer in the cache; run "

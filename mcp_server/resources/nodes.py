@@ -25,10 +25,9 @@ from mcp.server.mcpserver.resources.templates import ResourceSecurity
 from sqlalchemy import func, or_, select
 from sqlalchemy.engine import Engine
 
-from flows.classify import cache
-from flows.index.navigation import inspect_entry, node_uri
+from flows.index.navigation import entry_image, inspect_entry, node_uri
 from flows.roots import Roots
-from mcp_server.http import cache_file, content_base
+from mcp_server.http import content_base
 from mcp_server.resources.common import int_param, json_resource
 from mcp_server.resources.metadata import Content, add_mixed_template, json_content, mixed_resource
 from store import entries as store_entries
@@ -100,18 +99,11 @@ def read_node(engine: Engine, roots: Roots, *, path: str, content_base: str | No
 
 def read_thumbnail(engine: Engine, roots: Roots, data_dir, *, path: str) -> Content:
     """The thumbnail of the entry at ``path`` (absolute) as image bytes; NotFound saying how to make one when the
-    entry has none, or when its cache file is gone."""
-    entry = inspect_entry(engine, roots, path=path)
-    thumb = next((m for m in entry["metadata"] if m["type"] == "thumbnail" and m.get("cachePath")), None)
-    if thumb is None:
-        raise NotFound(f"{entry['path']} has no thumbnail; make one with the rerun-classifier tool (sourcePath, "
-                       "operations: [\"thumbnail\"]) or a plan with a classifier outcome (generate_thumbnail)",
-                       field="path")
-    file = cache_file(data_dir, thumb["cachePath"])
-    if file is None:
-        raise NotFound(f"the thumbnail of {entry['path']} ({thumb['cachePath']}) is no longer in the cache; run "
-                       "rerun-classifier on it to make it again", field="path")
-    return Content(file.read_bytes(), thumb["mimeType"] or cache.mime_type(thumb["cachePath"]))
+    entry has none, or when its cache file is gone (inspect's includeImage, the same rule)."""
+    data, mime, note = entry_image(data_dir, inspect_entry(engine, roots, path=path), "thumbnail")
+    if data is None:
+        raise NotFound(note, field="path")
+    return Content(data, mime)
 
 
 def read_node_content(engine: Engine, roots: Roots, data_dir, *, path: str, base: str | None) -> Content:
