@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-import os
 from pathlib import Path
 from typing import Callable, Sequence
 from urllib.parse import parse_qs
@@ -196,18 +195,6 @@ def content_base(settings) -> str | None:
     return f"http://{host}:{settings.port}"
 
 
-def cache_file(data_dir: str | Path, rel: str) -> Path | None:
-    """The file of cache path ``rel`` when ``rel`` is a well-formed cache path and the file, symlinks followed, lies
-    inside the cache; None otherwise (nothing outside the cache is looked at for a malformed path)."""
-    if not cache.is_cache_path(rel):
-        return None
-    root = os.path.realpath(cache.cache_dir(data_dir))
-    real = os.path.realpath(os.path.join(data_dir, rel))
-    if not real.startswith(root + os.sep) or not os.path.isfile(real):
-        return None
-    return Path(real)
-
-
 class ContentRoute:
     """``GET``/``HEAD /api/content?path=cache/...``: one cached artifact, immutable, with its hash as ETag; every other
     request goes on to ``app``."""
@@ -230,7 +217,7 @@ class ContentRoute:
             await _respond(send, 400, text, b"path must be a cache path such as cache/ab/cd/<32 hex digits>.jpg "
                                             b"(the url inspect and navigate give)")
             return
-        file = cache_file(self.data_dir, rel)
+        file = cache.resolve(self.data_dir, rel)
         if file is None:
             await _respond(send, 404, text, b"no such artifact in the cache (it may have been swept after its entry "
                                             b"went; inspect the entry again for a current url)")

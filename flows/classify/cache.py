@@ -56,11 +56,15 @@ def is_cache_path(rel: str) -> bool:
 
 
 def resolve(data_dir: str | Path, rel: str) -> Path | None:
-    """The file of cache path ``rel``, or None when ``rel`` is not a well-formed cache path or the file is gone."""
+    """The file of cache path ``rel`` when ``rel`` is a well-formed cache path and the file, symlinks followed, lies
+    inside the cache; None otherwise (nothing outside the cache is looked at for a malformed path)."""
     if not is_cache_path(rel):
         return None
-    path = Path(data_dir) / rel
-    return path if path.is_file() else None
+    root = os.path.realpath(cache_dir(data_dir))
+    real = os.path.realpath(os.path.join(data_dir, rel))
+    if not real.startswith(root + os.sep) or not os.path.isfile(real):
+        return None
+    return Path(real)
 
 
 def mime_type(rel: str) -> str:

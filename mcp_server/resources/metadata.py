@@ -154,9 +154,7 @@ def read_content(data_dir, rel: str) -> Content:
     if not cache.is_cache_path(rel):
         raise InvalidInput(f"{rel!r} is not a cache path; one looks like cache/ab/cd/<32 hex digits>.jpg (the url "
                            "inspect gives)", field="path")
-    from mcp_server.http import cache_file
-
-    file = cache_file(data_dir, rel)
+    file = cache.resolve(data_dir, rel)
     if file is None:
         raise NotFound(f"{rel} is not in the cache (it may have been swept after its entry went; inspect the entry "
                        "again)", field="path")
