@@ -231,7 +231,7 @@ def _leaf(leaf: Compare, entry: Mapping[str, Any], ctx: EvalContext, *, with_see
         return metadata_match(op, value, seen), seen
     if spec.computed:
         seen = ctx.computed(entry, spec.name)
-        return value_match(op, value, seen, _kind(spec)), seen
+        return value_match(op, value, seen, value_kind(spec)), seen
     if spec.column is None:
         raise not_available(spec)
     seen = entry.get(spec.column)
@@ -242,10 +242,10 @@ def _leaf(leaf: Compare, entry: Mapping[str, Any], ctx: EvalContext, *, with_see
             return False, seen
         tests, negate = time_tests(op, value, ctx.now)
         return all(COMPARE[o](seen, t) for o, t in tests) != negate, seen
-    return value_match(op, value, seen, _kind(spec)), seen
+    return value_match(op, value, seen, value_kind(spec)), seen
 
 
-def _kind(spec: FieldSpec) -> str:
+def value_kind(spec: FieldSpec) -> str:
     """What a column or computed field holds: number or text."""
     return "number" if spec.type in ("number", "size", "duration") else "text"
 

@@ -21,7 +21,8 @@ from sqlalchemy import and_, false, func, literal, not_, or_, true
 from sqlalchemy.sql.elements import ColumnElement
 
 from dsl.nodes import Compare, Group, Not, iter_leaves
-from dsl.evaluate import TEXT_ONLY_OPS, glob_regex, is_number, not_available, pushable_spec, time_tests
+from dsl.evaluate import (TEXT_ONLY_OPS, glob_regex, is_number, not_available, pushable_spec, time_tests,
+                           value_kind)
 from dsl.fields import field_spec
 
 Clause = ColumnElement[bool]
@@ -114,8 +115,7 @@ def _leaf(leaf: Compare, ctx: SqlContext) -> Clause:
                                    lambda num, text: metadata_clause(op, value, num, text, ctx.dialect))
     if spec.computed:
         value_sql, present = ctx.computed(spec.name)
-        return and_(present, value_clause(value_sql, op, value, "number" if spec.type == "number" else "text",
-                                          ctx.dialect))
+        return and_(present, value_clause(value_sql, op, value, value_kind(spec), ctx.dialect))
     if spec.column is None:
         raise not_available(spec)
     col = ctx.column(spec.column)
@@ -126,7 +126,7 @@ def _leaf(leaf: Compare, ctx: SqlContext) -> Clause:
         clause = and_(*(_compare(col, o, t) for o, t in tests))
         clause = not_(clause) if negate else clause
     else:
-        clause = value_clause(col, op, value, "number" if spec.type in ("number", "size") else "text", ctx.dialect)
+        clause = value_clause(col, op, value, value_kind(spec), ctx.dialect)
     if getattr(col, "nullable", True):
         clause = and_(col.is_not(None), clause)
     return clause
