@@ -45,18 +45,21 @@ ARTIFACT_TYPES: dict[str, tuple[str, ...]] = {
 
 
 def params_from(outcome: OutcomeBase | None, preferences: dict[str, Any]) -> Params:
-    """Params of a run: the outcome's maxWidth / maxHeight / quality, else the preferences, else the defaults."""
-    def pick(name: str, pref: str, default: int) -> int:
-        value = getattr(outcome, name, None) if outcome is not None else None
-        if value is None:
-            value = preferences.get(pref)
-        return int(value) if value is not None else default
+    """Params of a run: the outcome's maxWidth / maxHeight / quality, else the preferences (thumbnail.max_width,
+    thumbnail.max_height, timeline.frame_count), else the defaults."""
+    def first(*values: Any, default: int) -> int:
+        return next((int(v) for v in values if v is not None), default)
+
+    def given(name: str) -> Any:
+        return getattr(outcome, name, None) if outcome is not None else None
 
     base = Params()
-    return replace(base, max_width=pick("maxWidth", "thumbnail.max_width", base.max_width),
-                   max_height=pick("maxHeight", "thumbnail.max_height", base.max_height),
-                   quality=pick("quality", "", base.quality),
-                   frame_count=pick("", "timeline.frame_count", base.frame_count))
+    return replace(base,
+                   max_width=first(given("maxWidth"), preferences.get("thumbnail.max_width"), default=base.max_width),
+                   max_height=first(given("maxHeight"), preferences.get("thumbnail.max_height"),
+                                    default=base.max_height),
+                   quality=first(given("quality"), default=base.quality),
+                   frame_count=first(preferences.get("timeline.frame_count"), default=base.frame_count))
 
 
 def operation_params(operation: str, params: Params) -> str:
