@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Protocol
 
-from sqlalchemy import and_, false, func, literal, not_, or_, true
+from sqlalchemy import Float, and_, false, func, literal, not_, or_, true
 from sqlalchemy.sql.elements import ColumnElement
 
 from dsl.nodes import Compare, Group, Not, iter_leaves
@@ -156,6 +156,8 @@ def _typed(op: str, value: Any, num, text, kind: str, dialect: str) -> Clause:
 
 def value_clause(col: ColumnElement[Any], op: str, value: Any, kind: str, dialect: str) -> Clause:
     """``col op value`` for a column known not to be NULL; ``kind`` (number | text) is what ``col`` holds."""
+    if kind == "number":
+        value = [_number(v) for v in value] if isinstance(value, list) else _number(value)
     if op == "in":
         return col.in_(list(value))
     if op in ("contains", "startswith", "endswith"):
@@ -170,6 +172,14 @@ def value_clause(col: ColumnElement[Any], op: str, value: Any, kind: str, dialec
     if op == "between":
         return and_(_compare(col, ">=", value[0]), _compare(col, "<=", value[1]))
     return _compare(col, op, value)
+
+
+def _number(value: Any) -> Any:
+    """A fraction bound as a double, not with the type of the column it meets: PostgreSQL would round 1.5 to 2
+    when it binds it as an integer (``count(*) IN (0, 1.5)`` matched a count of 2)."""
+    if isinstance(value, float) and not value.is_integer():
+        return literal(value, Float())
+    return value
 
 
 def _compare(col: ColumnElement[Any], op: str, value: Any) -> Clause:

@@ -290,6 +290,8 @@ CASES = [
     ("duplicates = 0 is a hashed entry alone", C("duplicates", "=", 0), {"movie.mp4"}),
     ("duplicates between", C("duplicates", "between", [1, 1]), {"report_2024.pdf", "UPPER.PDF"}),
     ("duplicates in", C("duplicates", "in", [0, 2]), {"beach.jpg", "café.jpg", "写真.png", "movie.mp4"}),
+    ("a fraction is not rounded to a count", C("duplicates", "in", [0, 1.5]), {"movie.mp4"}),
+    ("a fraction compared with a count", C("duplicates", ">", 1.5), {"beach.jpg", "café.jpg", "写真.png"}),
     ("no hash, no duplicates value: < is false", C("duplicates", "<", 5), HASHED),
     ("no hash: duplicates != 0 is true, exactly as not =", C("duplicates", "!=", 0), NAMES - {"movie.mp4"}),
     ("duplicates with others", all_(C("duplicates", ">=", 1), C("media_type", "=", "document")),
