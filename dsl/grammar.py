@@ -83,7 +83,8 @@ SOURCE_TYPES = tuple(SHORT_SOURCES.values())
 SOURCE_WORDS = {**SHORT_SOURCES, **{t: t for t in SOURCE_TYPES}}
 # outcome type -> the fields its positional values fill, in order (every outcome type has an entry)
 POSITIONALS: dict[str, tuple[str, ...]] = {"selection_set": ("selectionSetName", "operation"),
-                                           "classifier": ("classifierOperation",), "embed": ("collection",),
+                                           "classifier": ("classifierOperation",), "extract_text": (),
+                                           "embed": ("collection",),
                                            "map": ("strategy",), "label": ("classes",), "chained": ()}
 
 

@@ -1,7 +1,7 @@
 """Outcome types of the plan language: what a rule does with the entries it matched.
 
 Each type is one model here, registered by name; ``selection_set`` and ``chained`` are executed by this version
-(their executors live in ``flows.outcomes``), ``classifier``, ``embed``, ``label`` and ``map`` parse now and are
+(their executors live in ``flows.outcomes``), ``classifier``, ``extract_text``, ``embed``, ``label`` and ``map`` parse now and are
 refused at validation until their modules are installed (see ``flows.plans.engine.check_plan``). The reference's JSON form
 (``{type: selection_set, selectionSetName, operation}``, ``{type: classifier, classifierOperation, maxWidth, ...}``,
 ``{type: chained, outcomes, stopOnError}``) is accepted exactly.
@@ -70,6 +70,15 @@ class ClassifierOutcome(OutcomeBase):
             raise ValueError(f"{info.field_name} {value!r} is not accepted; give {accepted}") from None
 
 
+class ExtractTextOutcome(OutcomeBase):
+    """Extract the text of matched documents (PDF, EPUB, Markdown, text, code, HTML, DOCX; OCR for pages without a
+    text layer) and index it for full-text search (the documents module)."""
+
+    type: Literal["extract_text"] = "extract_text"
+    ocr: bool | None = Field(default=None, description="read pages without a text layer with OCR; default: the "
+                                                       "server's ASSAY_OCR setting (on)")
+
+
 class EmbedOutcome(OutcomeBase):
     """Chunk the text of matched entries and embed it for semantic search (the embedding module)."""
 
@@ -117,7 +126,7 @@ def register_outcome_model(cls: type[OutcomeBase]) -> type[OutcomeBase]:
     return cls
 
 
-for _cls in (SelectionSetOutcome, ChainedOutcome, ClassifierOutcome, EmbedOutcome, LabelOutcome, MapOutcome):
+for _cls in (SelectionSetOutcome, ChainedOutcome, ClassifierOutcome, ExtractTextOutcome, EmbedOutcome, LabelOutcome, MapOutcome):
     register_outcome_model(_cls)
 
 

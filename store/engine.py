@@ -62,9 +62,16 @@ def _timeout_message(seconds: float) -> str:
             f"(a set, a path prefix, fewer or simpler patterns) or raise {STATEMENT_TIMEOUT_ENV}")
 
 
-def _sqlite_pragmas(dbapi_conn, _record) -> None:
-    # RE2 in place of the Python re.search SQLAlchemy registers: a pattern cannot backtrack for ever holding the GIL
+def register_functions(dbapi_conn) -> None:
+    """The SQL functions every SQLite connection to a store needs: ``regexp`` (RE2 in place of the Python
+    re.search SQLAlchemy registers: a pattern cannot backtrack for ever holding the GIL) and ``assay_fold`` (the
+    documents' full-text index triggers call it; see store.models.fold)."""
     dbapi_conn.create_function("regexp", 2, sqlite_regexp, deterministic=True)
+    dbapi_conn.create_function("assay_fold", 1, models.fold, deterministic=True)
+
+
+def _sqlite_pragmas(dbapi_conn, _record) -> None:
+    register_functions(dbapi_conn)
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA synchronous=NORMAL")

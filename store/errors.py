@@ -61,6 +61,25 @@ class QueryTimeout(AssayError):
     code = "QUERY_TIMEOUT"
 
 
+class DocumentError(AssayError):
+    """A refusal of the document tools under one of reference 001's codes, with the reference's ``details``
+    (``{"path": ...}``): DOCUMENT_NOT_FOUND, COLLECTION_NOT_FOUND, NOT_A_DIRECTORY, PATH_TRAVERSAL_DETECTED,
+    SYMLINK_NOT_ALLOWED, SEARCH_TIMEOUT, INVALID_QUERY, SCOPE_NOT_FOUND, UNSUPPORTED_FORMAT, PAGE_OUT_OF_RANGE,
+    FILTER_FAILED, METADATA_EXTRACTION_FAILED."""
+
+    CODES = ("DOCUMENT_NOT_FOUND", "COLLECTION_NOT_FOUND", "NOT_A_DIRECTORY", "PATH_TRAVERSAL_DETECTED",
+             "SYMLINK_NOT_ALLOWED", "SEARCH_TIMEOUT", "INVALID_QUERY", "SCOPE_NOT_FOUND", "UNSUPPORTED_FORMAT",
+             "PAGE_OUT_OF_RANGE", "FILTER_FAILED", "METADATA_EXTRACTION_FAILED")
+
+    def __init__(self, code: str, message: str, *, field: str | None = None,
+                 details: dict[str, Any] | None = None) -> None:
+        if code not in self.CODES:
+            raise ValueError(f"{code!r} is not a document error code; known: {', '.join(self.CODES)}")
+        super().__init__(message, field=field)
+        self.code = code
+        self.details = details or {}
+
+
 def check_choice(value: Any, allowed, *, field: str, what: str) -> str:
     """``value`` if it is one of ``allowed``, else InvalidInput naming the parameter and listing what is accepted."""
     allowed = list(allowed)

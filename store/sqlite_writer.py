@@ -21,6 +21,8 @@ import sqlite3
 import struct
 import sys
 
+from store.fold import fold
+
 HEADER = struct.Struct(">I")
 
 
@@ -67,6 +69,7 @@ def serve(database: str, stream) -> tuple[int, int]:
     (length,) = HEADER.unpack(_read_exact(stream, HEADER.size))
     setup = pickle.loads(_read_exact(stream, length))
     conn = sqlite3.connect(database, isolation_level=None, timeout=30)
+    conn.create_function("assay_fold", 1, fold, deterministic=True)  # removing entries fires the documents' FTS triggers
     for pragma in setup.get("pragmas", []):
         conn.execute(f"PRAGMA {pragma}")
     sql, delete, delete_below = setup["sql"], setup.get("delete"), setup.get("delete_below")

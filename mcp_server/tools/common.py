@@ -82,6 +82,8 @@ def error_result(tool_name: str, exc: AssayError | PlanError) -> CallToolResult:
     extra = {}
     if isinstance(exc, PlanError) and exc.problems:
         extra["problems"] = [p.as_dict() for p in exc.problems]
+    if getattr(exc, "details", None):
+        extra["details"] = exc.details  # reference 001's error details ({"path": ...})
     return refusal(exc.code, str(exc).removeprefix(f"{exc.code}: "), code=code, field=exc.field, **extra)
 
 
