@@ -1,0 +1,373 @@
+"""Generated test documents, good and bad, for the documents capability: every test that needs a PDF with an
+outline, a scanned page, Markdown with nested headings, non-UTF-8 text, HTML, DOCX, EPUB or a broken document makes
+it here. Nothing is downloaded; the content is deterministic, so tests can search for the words written here.
+
+Each maker takes the file's path (str or Path), creates its parent directories, writes the file and returns the path
+(a Path). ``library(root)`` builds a small library tree of all of them for end-to-end tests.
+
+Words tests can rely on (all from ``pdf_with_outline``'s and ``markdown``'s texts below):
+
+- ``pdf_with_outline``: page 1 "Welcome to the Quest Rules handbook", page 2 "Movement allows a figure to move up to
+  four squares", page 3 "Diagonal steps cost two squares", page 4 "Attack dice are rolled against defence dice",
+  page 5 "Treasure cards are shuffled at the start"; pages past 5 say "Page N notes: extra word pageN".
+- ``markdown``: "Shuffle the deck before dealing" under "## Setup", and a code fence holding "# not a heading".
+"""
+
+from __future__ import annotations
+
+import random
+import zipfile
+from pathlib import Path
+
+from tests import media
+
+# Outline of pdf_with_outline: (level, title, page)
+PDF_TOC = [(1, "Introduction", 1), (1, "Gameplay", 2), (2, "Movement", 3), (1, "Combat", 4)]
+PDF_PAGES = [
+    ["Introduction", "Welcome to the Quest Rules handbook.", "Players cooperate against the dungeon."],
+    ["Gameplay", "Movement allows a figure to move up to four squares.", "Each turn has three phases."],
+    ["Movement", "Diagonal steps cost two squares.", "Walls block line of sight."],
+    ["Combat", "Attack dice are rolled against defence dice.", "A skull counts as one hit."],
+    ["Appendix", "Treasure cards are shuffled at the start.", "The heroes win when the quest is done."],
+]
+PDF_META = {"title": "Quest Rules", "author": "A. Designer", "subject": "board games",
+            "keywords": "dungeon, cooperative; rules", "creator": "assay tests", "producer": "PyMuPDF",
+            "creationDate": "D:20230510093000+02'00'", "modDate": "D:20240102030405Z"}
+SCANNED_TEXT = "SCANNED INVOICE 4711"
+
+LATIN1_TEXT = ("Le café de la gare est fermé le dimanche.\n"
+               "La crème brûlée était délicieuse, déjà servie à côté du théâtre.\n"
+               "Un élève naïf a écrit une lettre très détaillée à son frère.\n"
+               "Où êtes-vous allés pendant l'été? À Genève, près du lac.\n") * 3
+
+MARKDOWN_TEXT = """# Card Game Notes
+
+Some introduction about the card game.
+
+## Setup
+
+Shuffle the deck before dealing.
+
+### Dealing
+
+Each player receives seven cards.
+
+```python
+# not a heading
+print("hello")
+```
+
+## Scoring
+
+Points are counted at the end of each round.
+
+~~~
+## also not a heading
+~~~
+
+# Appendix
+
+Variant rules live here.
+"""
+
+FRONT_MATTER = """---
+title: Front Matter Title
+author: Jane Writer
+date: 2024-02-03
+keywords: [cards, rules]
+---
+"""
+
+HTML_TEXT = """<!DOCTYPE html>
+<html><head>
+<meta charset="utf-8">
+<title>API Guide</title>
+<meta name="author" content="Docs Team">
+<meta name="keywords" content="api, guide, rest">
+<style>body { color: red; } .hiddenstyle { display: none }</style>
+<script>var secretScriptValue = "do not index me";</script>
+</head><body>
+<h1>API Guide</h1>
+<p>Requests use JSON &amp; return status codes.</p>
+<h2>Authentication</h2>
+<p>Send the token in the header. Caf&eacute; tokens expire.</p>
+<noscript>noscript fallback text</noscript>
+<ul><li>First item</li><li>Second item</li></ul>
+<h3>Refresh</h3>
+<p>Refresh<br>tokens daily.</p>
+</body></html>
+"""
+
+SOURCE_TEXT = '''"""A tiny example module."""
+
+
+def fibonacci(n: int) -> int:
+    """Return the n-th Fibonacci number."""
+    a, b = 0, 1
+    for _ in range(n):
+        a, b = b, a + b
+    return a
+
+
+if __name__ == "__main__":
+    print(fibonacci(10))
+'''
+
+
+def _prepare(path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def pdf_lines(page: int) -> list[str]:
+    """The lines ``pdf_with_outline`` writes on ``page`` (1-based)."""
+    if page <= len(PDF_PAGES):
+        return PDF_PAGES[page - 1]
+    return [f"Page {page} notes: extra word page{page}"]
+
+
+def pdf_with_outline(path: str | Path, pages: int = 5) -> Path:
+    """A PDF with a few text lines per page (``pdf_lines``), a nested outline (Introduction p1, Gameplay p2 >
+    Movement p3, Combat p4; entries past ``pages`` are left out) and full metadata (``PDF_META``)."""
+    import pymupdf
+
+    path = _prepare(path)
+    doc = pymupdf.open()
+    for n in range(1, pages + 1):
+        page = doc.new_page(width=595, height=842)
+        y = 100
+        for line in pdf_lines(n):
+            page.insert_text((56, y), line, fontsize=12)
+            y += 24
+    doc.set_toc([[level, title, page] for level, title, page in PDF_TOC if page <= pages])
+    doc.set_metadata(PDF_META)
+    doc.save(path)
+    doc.close()
+    return path
+
+
+def text_image(text: str, *, size: tuple[int, int] = (1400, 300), font_size: int = 72):
+    """A Pillow image of ``text`` in large black letters on white: clear enough for Tesseract."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    image = Image.new("RGB", size, "white")
+    draw = ImageDraw.Draw(image)
+    try:
+        font = ImageFont.truetype("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf", font_size)
+    except OSError:
+        font = ImageFont.load_default(size=font_size)
+    draw.text((40, (size[1] - font_size) // 2), text, fill="black", font=font)
+    return image
+
+
+def scanned_pdf(path: str | Path, text: str = SCANNED_TEXT) -> Path:
+    """A one-page PDF that is only an image of ``text`` (no text layer): its words come back only through OCR."""
+    import io
+
+    import pymupdf
+
+    path = _prepare(path)
+    buffer = io.BytesIO()
+    text_image(text).save(buffer, format="PNG")
+    doc = pymupdf.open()
+    page = doc.new_page(width=595, height=842)
+    page.insert_image(pymupdf.Rect(40, 100, 555, 210), stream=buffer.getvalue())
+    doc.save(path)
+    doc.close()
+    return path
+
+
+def image_of_text(path: str | Path, text: str = SCANNED_TEXT) -> Path:
+    """A PNG image of ``text`` (an "image of text" document, read with OCR)."""
+    path = _prepare(path)
+    text_image(text).save(path, format="PNG")
+    return path
+
+
+def markdown(path: str | Path, *, front_matter: bool = False) -> Path:
+    """Markdown with nested headings (# / ## / ###), a ``` fence holding "# not a heading" and a ~~~ fence holding
+    "## also not a heading"; with ``front_matter``, a YAML front matter block (title, author, date, keywords) first."""
+    path = _prepare(path)
+    path.write_text((FRONT_MATTER if front_matter else "") + MARKDOWN_TEXT, encoding="utf-8")
+    return path
+
+
+def text_latin1(path: str | Path) -> Path:
+    """French text encoded as cp1252 (not valid UTF-8): café, fermé, crème brûlée, élève naïf, Genève."""
+    path = _prepare(path)
+    path.write_bytes(LATIN1_TEXT.encode("cp1252"))
+    return path
+
+
+def utf16_text(path: str | Path) -> Path:
+    """UTF-16 text with a BOM (as Windows tools write it), with non-ASCII words."""
+    path = _prepare(path)
+    path.write_bytes("Grüße aus Köln\nSecond line with ünïcödé\nthird line\n".encode("utf-16"))
+    return path
+
+
+def html(path: str | Path) -> Path:
+    """An HTML page with a title, author/keywords meta tags, h1..h3 headings, entities, a list, and script / style /
+    noscript content that must NOT appear in the extracted text ("secretScriptValue", "hiddenstyle", "noscript")."""
+    path = _prepare(path)
+    path.write_text(HTML_TEXT, encoding="utf-8")
+    return path
+
+
+def docx(path: str | Path) -> Path:
+    """A DOCX (python-docx): heading "Project Plan" (Heading 1), paragraphs, a "Milestones" Heading 2, a 2 x 3 table
+    (Phase / Owner / Due ...), a last paragraph; core properties title, author, keywords, subject, created."""
+    import datetime
+
+    import docx as python_docx
+
+    path = _prepare(path)
+    document = python_docx.Document()
+    document.add_heading("Project Plan", level=1)
+    document.add_paragraph("The plan covers the migration of the billing service.")
+    document.add_heading("Milestones", level=2)
+    table = document.add_table(rows=2, cols=3)
+    for r, row in enumerate([("Phase", "Owner", "Due"), ("Design", "Alice", "March")]):
+        for c, value in enumerate(row):
+            table.cell(r, c).text = value
+    document.add_paragraph("Budget review happens after the design phase.")
+    props = document.core_properties
+    props.title = "Billing Migration"
+    props.author = "Alice Example"
+    props.keywords = "billing, migration"
+    props.subject = "planning"
+    props.created = datetime.datetime(2023, 4, 5, 6, 7, 8)
+    props.modified = datetime.datetime(2023, 5, 6, 7, 8, 9)
+    document.save(str(path))
+    return path
+
+
+_CONTAINER = """<?xml version="1.0" encoding="UTF-8"?>
+<container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:container">
+  <rootfiles><rootfile full-path="OEBPS/content.opf" media-type="application/oebps-package+xml"/></rootfiles>
+</container>
+"""
+
+_OPF = """<?xml version="1.0" encoding="UTF-8"?>
+<package xmlns="http://www.idpf.org/2007/opf" version="2.0" unique-identifier="bookid">
+  <metadata xmlns:dc="http://purl.org/dc/elements/1.1/">
+    <dc:title>The Tiny Book</dc:title>
+    <dc:creator>E. Author</dc:creator>
+    <dc:language>en</dc:language>
+    <dc:identifier id="bookid">urn:uuid:12345678-1234-1234-1234-123456789abc</dc:identifier>
+  </metadata>
+  <manifest>
+    <item id="ncx" href="toc.ncx" media-type="application/x-dtbncx+xml"/>
+    <item id="ch1" href="ch1.xhtml" media-type="application/xhtml+xml"/>
+    <item id="ch2" href="ch2.xhtml" media-type="application/xhtml+xml"/>
+  </manifest>
+  <spine toc="ncx"><itemref idref="ch1"/><itemref idref="ch2"/></spine>
+</package>
+"""
+
+_NCX = """<?xml version="1.0" encoding="UTF-8"?>
+<ncx xmlns="http://www.daisy.org/z3986/2005/ncx/" version="2005-1">
+  <head><meta name="dtb:uid" content="urn:uuid:12345678-1234-1234-1234-123456789abc"/></head>
+  <docTitle><text>The Tiny Book</text></docTitle>
+  <navMap>
+    <navPoint id="n1" playOrder="1"><navLabel><text>Chapter One</text></navLabel><content src="ch1.xhtml"/></navPoint>
+    <navPoint id="n2" playOrder="2"><navLabel><text>Chapter Two</text></navLabel><content src="ch2.xhtml"/></navPoint>
+  </navMap>
+</ncx>
+"""
+
+_CHAPTER = """<?xml version="1.0" encoding="UTF-8"?>
+<html xmlns="http://www.w3.org/1999/xhtml"><head><title>{title}</title></head>
+<body><h1>{title}</h1><p>{body}</p></body></html>
+"""
+
+
+def epub(path: str | Path) -> Path:
+    """A tiny EPUB 2 built by hand: mimetype (stored, first), container.xml, an OPF (title "The Tiny Book", creator
+    "E. Author"), an NCX table of contents and two XHTML chapters ("The dragon sleeps under the mountain." and
+    "The lighthouse keeper counts ships.")."""
+    path = _prepare(path)
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr(zipfile.ZipInfo("mimetype"), "application/epub+zip", compress_type=zipfile.ZIP_STORED)
+        zf.writestr("META-INF/container.xml", _CONTAINER, compress_type=zipfile.ZIP_DEFLATED)
+        zf.writestr("OEBPS/content.opf", _OPF, compress_type=zipfile.ZIP_DEFLATED)
+        zf.writestr("OEBPS/toc.ncx", _NCX, compress_type=zipfile.ZIP_DEFLATED)
+        zf.writestr("OEBPS/ch1.xhtml", _CHAPTER.format(title="Chapter One",
+                                                       body="The dragon sleeps under the mountain."),
+                    compress_type=zipfile.ZIP_DEFLATED)
+        zf.writestr("OEBPS/ch2.xhtml", _CHAPTER.format(title="Chapter Two",
+                                                       body="The lighthouse keeper counts ships."),
+                    compress_type=zipfile.ZIP_DEFLATED)
+    return path
+
+
+def encrypted_pdf(path: str | Path) -> Path:
+    """A PDF that cannot be opened without its user password."""
+    return media.encrypted_pdf(_prepare(path))
+
+
+def truncated_pdf(path: str | Path) -> Path:
+    """The first part of a real PDF (``pdf_with_outline``): header and part of the objects, no xref, no trailer."""
+    path = _prepare(path)
+    pdf_with_outline(path)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 5])
+    return path
+
+
+def binary_txt(path: str | Path, size: int = 4096) -> Path:
+    """Random bytes with NUL bytes in them, named like text (e.g. ``blob.txt``)."""
+    path = _prepare(path)
+    rng = random.Random(13)
+    data = bytearray(rng.getrandbits(8) for _ in range(size))
+    data[10:14] = b"\x00\x00\x00\x00"
+    path.write_bytes(bytes(data))
+    return path
+
+
+def big_file(path: str | Path, size: int = 100 * 1024 * 1024) -> Path:
+    """A sparse file of ``size`` bytes (zeros; takes no disk space): for the size limit."""
+    path = _prepare(path)
+    with open(path, "wb") as f:
+        f.truncate(size)
+    return path
+
+
+def source_code(path: str | Path) -> Path:
+    """A small Python module (def fibonacci ...)."""
+    path = _prepare(path)
+    path.write_text(SOURCE_TEXT, encoding="utf-8")
+    return path
+
+
+def empty(path: str | Path) -> Path:
+    """A 0-byte file."""
+    return media.empty(_prepare(path))
+
+
+def library(root: str | Path) -> dict[str, str]:
+    """A small library under ``root`` with three collections and one of each document above; returns the relative
+    path (``games/coop/rules.pdf``) -> its absolute path. Bad documents are there too: the library must survive
+    them."""
+    root = Path(root)
+    makers = {
+        "games/coop/rules.pdf": pdf_with_outline,
+        "games/coop/scan.pdf": scanned_pdf,
+        "games/coop/notes.md": markdown,
+        "games/coop/legacy.txt": text_latin1,
+        "games/coop/encrypted.pdf": encrypted_pdf,
+        "games/coop/truncated.pdf": truncated_pdf,
+        "docs/api/guide.html": html,
+        "docs/api/plan.docx": docx,
+        "docs/api/book.epub": epub,
+        "docs/api/windows.txt": utf16_text,
+        "docs/api/blob.txt": binary_txt,
+        "docs/api/empty.txt": empty,
+        "programming/python/fib.py": source_code,
+        "programming/python/README.md": lambda p: markdown(p, front_matter=True),
+    }
+    out: dict[str, str] = {}
+    for rel, make in makers.items():
+        out[rel] = str(make(root / rel).resolve())
+    return out
