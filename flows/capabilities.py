@@ -1,7 +1,8 @@
 """The capabilities this version of assay installs, each a subpackage of flows/ that plugs into the registries.
 
 Importing a capability's package registers what it provides: outcome executors (``flows.outcomes.register_executor``)
-and the condition fields it fills (``dsl.fields.install_producer``). Its tools are a tool group
+and the condition fields it fills (``dsl.fields.install_producer``). A capability may ship plans of its own, installed
+at server start by its ``start_plans`` hook (the documents capability's "documents" plan). Its tools are a tool group
 (``mcp_server.tools.GROUP_MODULES``) and its resources a module of ``mcp_server.resources``. Adding a capability
 (classify, documents, semantic, citations) adds its package name here; the plan engine does not change.
 """
@@ -17,6 +18,7 @@ INSTALLED: tuple[str, ...] = (
     "flows.plans",     # plans: compile, run, preview, watch; outcomes selection_set and chained
     "flows.fileops",   # rename, move, delete
     "flows.classify",  # thumbnails, timelines, metadata, content hashes (outcome classifier, classifier tools)
+    "flows.documents",  # text extraction and full-text search (outcome extract_text, the "documents" plan, tools)
 )
 
 _lock = threading.Lock()
@@ -55,3 +57,20 @@ def start_background(engine) -> None:
         hook = getattr(importlib.import_module(name), "start_background", None)
         if callable(hook):
             hook(engine)
+
+
+def start_plans(plans, roots, settings) -> None:
+    """At server start, before continuous plans resume watching: each installed capability with a
+    ``start_plans(plans_service, roots, settings)`` installs (or updates) the plans it ships with, as plans like any
+    other (plan-list shows them; a user may pause or change them). ``settings`` are the server's
+    (``mcp_server.config.Settings``). A hook that fails is logged; the server starts anyway."""
+    import logging
+
+    load_capabilities()
+    for name in INSTALLED:
+        hook = getattr(importlib.import_module(name), "start_plans", None)
+        if callable(hook):
+            try:
+                hook(plans, roots, settings)
+            except Exception:
+                logging.getLogger(__name__).exception("%s: installing its plans failed; the server goes on", name)

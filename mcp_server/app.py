@@ -91,6 +91,7 @@ class AssayApp:
         self.control.start()
         if self.plans.plans_dir is not None:
             self.plans.plans_dir.start()
+        capabilities.start_plans(self.plans, self.roots, self.settings)  # plans that ship with a capability
         self.plans.resume()
 
     def close(self) -> None:

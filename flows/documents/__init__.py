@@ -1,0 +1,42 @@
+"""Documents: text extraction, a full-text index over it, and reference 001's document tools.
+
+A capability on the registries (``flows.capabilities``), shaped like ``flows.classify``: importing it registers the
+``extract_text`` outcome executor (``flows.documents.executor``). ``start_plans`` installs the plan that ships with
+it, "documents" (``flows.documents.service``): every document under the roots extracted and indexed in the
+background and kept current, listed by plan-list like any other plan so a user can see, pause or change it. In the
+extraction pool's worker processes nothing is registered: they only run ``flows.documents.extract``.
+"""
+
+from __future__ import annotations
+
+import logging
+
+log = logging.getLogger(__name__)
+
+
+def start_plans(plans, roots, settings) -> None:
+    """At server start (``flows.capabilities.start_plans``): install, update or leave alone the built-in
+    "documents" plan, and run it when it has never run (see ``flows.documents.service.ensure_builtin_plan``)."""
+    from flows.documents.service import ensure_builtin_plan
+
+    ensure_builtin_plan(plans, roots, settings)
+
+
+def _register() -> None:
+    from flows.documents.executor import TextExtractor
+    from flows.outcomes import EXECUTORS, register_executor
+
+    if "extract_text" not in EXECUTORS:
+        register_executor(TextExtractor())
+
+
+def _in_worker_process() -> bool:
+    """True in a process the extraction pool spawned: it needs the extractors, not the registries (SQLAlchemy,
+    pydantic and the DSL in every worker would cost about a second and tens of MB each)."""
+    import multiprocessing
+
+    return multiprocessing.parent_process() is not None
+
+
+if not _in_worker_process():
+    _register()
