@@ -1,6 +1,7 @@
 """The benchmark: `index` against GNU find on generated trees, peak RSS, and MCP latency of navigate/resource-search.
 
     .venv/bin/python bench/run.py [--sizes 100000,1000000] [--quick] [--out bench/out/results.md] [--work DIR]
+    .venv/bin/python bench/run.py --documents [--quick]    # the documents benchmark instead (bench/documents.py)
 
 For each size: time ``find ROOT -printf '%s %T@ %p\\n'`` (best of --repeat), then index the same tree through the code
 ``assay index`` runs, in a fresh process with a fresh data dir (store and Prefect home), with Prefect; the one-time
@@ -483,6 +484,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "else warm; --quick: warm")
     p.add_argument("--no-whole-command", action="store_true", help="skip timing the whole `assay index` command")
     p.add_argument("--keep", action="store_true", help="keep the scratch stores")
+    p.add_argument("--documents", action="store_true",
+                   help="run the documents benchmark instead (bench/documents.py with its defaults, --quick passed "
+                        "on; its own options: bench/documents.py --help)")
     args = p.parse_args(argv)
     args.sizes = [int(s.replace("_", "")) for s in (args.sizes or ("20000" if args.quick else "100000,1000000"))
                   .split(",") if s.strip()]
@@ -495,6 +499,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.documents:
+        from bench import documents
+
+        return documents.main(["--quick"] if args.quick else [])
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(name)s: %(message)s"))
     for name in ("bench",):  # our progress only; libraries keep Python's default (warnings and up, on stderr)
