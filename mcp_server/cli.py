@@ -16,7 +16,7 @@ import threading
 import time
 from typing import Any, Callable, NoReturn
 
-from store.errors import AssayError
+from store.errors import AssayError, InvalidInput
 
 DESCRIPTION = """assay: a declarative workflow engine for files, exposed over MCP.
 Index folders, group files into resource sets, query and navigate them, from any MCP client."""
@@ -30,9 +30,19 @@ EPILOG = """examples:
   assay serve --plans-dir plans/                # plan files in git: loaded, reloaded on change, written back
   assay plan validate examples/plans/* --root examples/corpus     # every problem with its place
   assay plan run examples/plans/tidy.yaml --root examples/corpus  # run once as a Prefect flow, with progress
+  assay search 'dice | squares -diagonal' --scope games      # the documents' text, printed like grep
 
 environment: ASSAY_DATA_DIR, ASSAY_DATABASE_URL, ASSAY_ROOTS (os.pathsep-separated), CORS_ORIGINS (comma-separated),
 ASSAY_ALLOWED_HOSTS (comma-separated), ASSAY_TOOL_GROUPS (comma-separated). Command-line options override the environment, which overrides --config."""
+
+
+SEARCH_EPILOG = """examples:
+  assay search 'dungeon dice'                   # lines holding both words
+  assay search '"line of sight" | walls -door' --scope games/rules.pdf
+  assay search 'shuffel' --fuzzy --context 0
+
+The summary (on stderr) says how many lines matched and how many documents in scope are not indexed yet (still
+being extracted by a running server) or could not be read."""
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -89,6 +99,23 @@ def build_parser() -> argparse.ArgumentParser:
                           help="redo work already done on unchanged files (default: skip it)")
     classify.add_argument("--no-prefect", action="store_true", help="run as a plain function, not a Prefect flow")
     _common(classify)
+
+    search = sub.add_parser("search", help="search the text of the indexed documents, printing matches like grep",
+                            description="Search the extracted text of the documents under the roots (what the "
+                                        "built-in 'documents' plan indexes) and print matching lines like grep: "
+                                        "path:line: text, context lines as path-line- text, -- between groups. "
+                                        "Exit status 0 when something matched, 1 when nothing did, 2 on an error.",
+                            epilog=SEARCH_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    search.add_argument("query", help='words (space = AND), a | b (OR), -word (NOT), "a phrase", parentheses')
+    search.add_argument("--scope", metavar="PATH",
+                        help="a folder or a document to search in: relative to the root as the document tools show "
+                             "it, an absolute path, or a path from the current directory (default: every root)")
+    search.add_argument("--context", type=int, default=2, metavar="N",
+                        help="lines of context before and after each match (default 2)")
+    search.add_argument("--max", type=int, default=100, metavar="N", dest="max_results",
+                        help="print at most N matching lines (default 100; the summary counts them all)")
+    search.add_argument("--fuzzy", action="store_true", help="tolerate small typos in the words")
+    _common(search)
 
     from mcp_server import plan_cli
 
@@ -247,6 +274,118 @@ def _classify_via_server(settings, path: str, operations: list[str], args: argpa
         return None
 
 
+def _search_scope(engine, paths, scope: str | None) -> tuple[list[str] | None, int | None]:
+    """(under, entry_id) for ``search``: the roots when no scope is given; a folder; or one indexed document. A
+    relative scope that exists from the current directory is taken from there (a command-line habit), else as the
+    document tools take it, relative to its root."""
+    from flows.documents.paths import TOP
+    from store.entries import get_entry
+    from store.errors import DocumentError
+
+    if scope is None:
+        return list(paths.roots.paths), None
+    given = scope
+    if not os.path.isabs(os.path.expanduser(scope)) and os.path.exists(scope):
+        given = os.path.abspath(scope)
+    resolved = paths.resolve(os.path.expanduser(given), field="--scope", not_found="SCOPE_NOT_FOUND")
+    if resolved == TOP:
+        return list(paths.roots.paths), None
+    if os.path.isdir(resolved):
+        return [resolved], None
+    entry = get_entry(engine, path=resolved) if os.path.isfile(resolved) else None
+    if entry is None:
+        what = "is not indexed yet (index it, or let the 'documents' plan reach it)" if os.path.isfile(resolved) \
+            else "does not exist"
+        raise DocumentError("SCOPE_NOT_FOUND", f"--scope {scope!r} {what}; give a folder or a document under the "
+                                               f"roots ({paths.roots.describe()})", field="--scope",
+                            details={"path": scope})
+    return None, int(entry["id"])
+
+
+def format_matches(matches) -> list[str]:
+    """The lines grep would print for ``matches`` (LineMatch, in document and line order): ``path:line: text`` for a
+    match, ``path-line- text`` for context, ``--`` between groups that do not touch. A line shown as context of one
+    match and matching itself is printed once, as a match."""
+    out: list[str] = []
+    group: dict[int, tuple[str, bool]] = {}
+    document: str | None = None
+    any_context = any(m.context_before or m.context_after for m in matches)
+
+    def flush() -> None:
+        previous = None
+        for number in sorted(group):
+            if previous is not None and number > previous + 1 and any_context:
+                out.append("--")
+            text, is_match = group[number]
+            out.append(f"{document}{':' if is_match else '-'}{number}{':' if is_match else '-'} {text}")
+            previous = number
+        group.clear()
+
+    for m in matches:
+        if m.document != document:
+            if group:
+                flush()
+                if any_context:
+                    out.append("--")
+            document = m.document
+        for i, text in enumerate(m.context_before):
+            group.setdefault(m.line - len(m.context_before) + i, (text, False))
+        group[m.line] = (m.text, True)
+        for i, text in enumerate(m.context_after):
+            group.setdefault(m.line + 1 + i, (text, False))
+    if group:
+        flush()
+    return out
+
+
+def search_summary(outcome) -> str:
+    """The one line on stderr after a search: totals, and what the results may be missing."""
+    documents = len({m.document for m in outcome.matches})
+    text = (f"{outcome.total_matches} matching line{'s' if outcome.total_matches != 1 else ''}"
+            + (f", the first {len(outcome.matches)} shown ({documents} document{'s' if documents != 1 else ''})"
+               if outcome.truncated else
+               f" in {documents} document{'s' if documents != 1 else ''}" if outcome.total_matches else ""))
+    if outcome.pending_documents:
+        text += (f"; {outcome.pending_documents} document{'s' if outcome.pending_documents != 1 else ''} not "
+                 "indexed yet (results may grow)")
+    if outcome.failed_documents:
+        text += (f"; {outcome.failed_documents} document{'s' if outcome.failed_documents != 1 else ''} could not "
+                 "be read")
+    return text + f" ({outcome.elapsed_ms:.0f} ms)"
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    """`assay search`: reads the store directly (beside a running server: SQLite WAL readers do not block it)."""
+    from flows.documents.paths import DocumentPaths
+    from flows.documents.search import search
+    from flows.documents.settings import DocumentSettings
+    from flows.roots import Roots
+    from store.engine import make_engine
+
+    if args.context < 0 or args.max_results < 1:
+        raise InvalidInput("--context takes 0 or more lines and --max 1 or more matches", field="--context"
+                           if args.context < 0 else "--max")
+    settings = _settings(args)
+    try:
+        documents = DocumentSettings.from_env()
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from None
+    paths = DocumentPaths(Roots.of(settings.effective_roots), allow_symlinks=documents.allow_symlinks)
+    engine = make_engine(settings.db_url)
+    try:
+        under, entry_id = _search_scope(engine, paths, args.scope)
+        outcome = search(engine, args.query, under=under, entry_id=entry_id, context_lines=args.context,
+                         max_results=args.max_results, fuzzy=args.fuzzy, timeout=documents.search_timeout,
+                         display=paths.display)
+    finally:
+        engine.dispose()
+    for line in format_matches(outcome.matches):
+        print(line)
+    sys.stdout.flush()
+    print(search_summary(outcome), file=sys.stderr)
+    return 0 if outcome.total_matches else 1
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import anyio
 
@@ -316,7 +455,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     _setup_logging(args.log_level)
     try:
-        code = {"serve": cmd_serve, "index": cmd_index, "classify": cmd_classify,
+        code = {"serve": cmd_serve, "index": cmd_index, "classify": cmd_classify, "search": cmd_search,
                 "plan": cmd_plan}[args.command](args)
     except AssayError as exc:
         print(f"assay: {exc}", file=sys.stderr)
