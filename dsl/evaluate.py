@@ -20,8 +20,12 @@ Semantics (the SQL compiler follows every one of them):
 - ``set = photos`` is membership of photos, ``set in [a, b]`` of any of them, ``set != photos`` not of photos.
 - A computed field (``duplicates``) is asked of the context (``EvalContext.computed``); None is a missing value, as
   above (``duplicates`` of an entry not yet hashed).
-- ``text``, ``label`` and ``similarity`` need modules this version does not have: evaluating them raises
-  :class:`FieldNotAvailable`.
+- A content field (``text``) is asked of the context (``EvalContext.content``), which reads the entry's extracted
+  text: ``text contains "x"`` is true when some line contains ``x`` and ``text matches "re"`` when the regular
+  expression finds a match in some line, both case-sensitive like every text comparison. An entry without
+  extracted text has no value (both false, ``not`` of them true).
+- ``label`` and ``similarity`` (and ``text`` before the text-extraction module registers it) need modules this
+  version does not have: evaluating them raises :class:`FieldNotAvailable`.
 """
 
 from __future__ import annotations
@@ -57,6 +61,12 @@ class EvalContext(Protocol):
     def computed(self, entry: Mapping[str, Any], name: str) -> Any | None:
         """The value of the computed field ``name`` (``FieldSpec.computed``) for the entry; None when it has none.
         Raises :class:`FieldNotAvailable` when no installed module computes it."""
+
+    # Optional (a context without it cannot test content fields: FieldNotAvailable):
+    # def content(self, entry: Mapping[str, Any], name: str, op: str, value: Any) -> tuple[bool, Any]:
+    #     """Whether some line of the entry's content field ``name`` satisfies ``op value`` (contains | matches),
+    #     and what was seen: the first matching line ``{line, text, page?, ocr?}``; on no match ``{lines: n}`` (or
+    #     ``{error: ...}`` when extraction failed); None when the entry has no such content."""
 
 
 TEXT_ONLY_OPS = ("contains", "startswith", "endswith", "matches", "glob")
@@ -196,6 +206,8 @@ def explain(cond: Any, entry: Mapping[str, Any], ctx: EvalContext) -> dict[str, 
         node.update(passed=passed, field=cond.field, op=cond.op, expected=expected, seen=seen)
         if cond.arg is not None:
             node["arg"] = cond.arg
+        if spec.type == "content":
+            node["note"] = content_note(passed, seen)
         return node
     children = [cond.condition] if isinstance(cond, Not) else cond.conditions
     node["children"] = [explain(child, entry, ctx) for child in children]
@@ -229,6 +241,11 @@ def _leaf(leaf: Compare, entry: Mapping[str, Any], ctx: EvalContext, *, with_see
     if spec.metadata_key is not None:
         seen = ctx.metadata(entry, spec.metadata_key)
         return metadata_match(op, value, seen), seen
+    if spec.type == "content":
+        content = getattr(ctx, "content", None)
+        if content is None:
+            raise not_available(spec)
+        return content(entry, spec.name, op, value)
     if spec.computed:
         seen = ctx.computed(entry, spec.name)
         return value_match(op, value, seen, value_kind(spec)), seen
@@ -281,6 +298,19 @@ def value_match(op: str, value: Any, seen: Any, kind: str) -> bool:
         regex = glob_regex(value)
         return regex is not None and regex_search(regex, seen)
     return COMPARE[op](seen, value)
+
+
+def content_note(passed: bool, seen: Any) -> str:
+    """What ``explain`` says of a content leaf, from the value the context saw (see ``EvalContext.content``)."""
+    if passed and isinstance(seen, dict) and "line" in seen:
+        where = f"line {seen['line']}" + (f" on page {seen['page']}" if seen.get("page") is not None else "")
+        return f"matched {where}{' (read with OCR)' if seen.get('ocr') else ''}: {seen.get('text', '')}"
+    if isinstance(seen, dict) and seen.get("error"):
+        return f"no extracted text: extraction failed ({seen['error']})"
+    if isinstance(seen, dict) and "lines" in seen:
+        n = seen["lines"]
+        return f"no line matches ({n} line{'' if n == 1 else 's'} of extracted text)"
+    return "no extracted text (the file has not been extracted)"
 
 
 # --- text ---------------------------------------------------------------------------------------------------------

@@ -11,10 +11,19 @@ Backends: SQLite (``regexp_match`` is the store's REGEXP function, RE2's search,
 patterns are checked with RE2 when the condition is built, and PostgreSQL runs them under its statement time limit;
 globs are translated to the subset both read alike). ``contains`` / ``startswith`` / ``endswith`` are LIKE with ``%`` and ``_`` escaped; they are
 case-sensitive on SQLite because the store's engine sets ``PRAGMA case_sensitive_like``.
+
+Content leaves (``text contains "invoice"``, ``text matches "INV-\\d{6}"``) are not decidable in SQL: the exact test
+reads the entry's lines in Python. But a full-text index can say which entries *may* match, so :func:`split` keeps
+such a leaf in the Python residual and also puts a :class:`Superset` of it in the SQL part: a clause true for every
+entry the leaf could be true for (:meth:`SqlContext.content_prefilter`, e.g. "its text holds the trigrams of
+``invoice``"), which narrows the rows Python reads without changing the answer. :func:`content_literals` says which
+substrings every line the leaf accepts must contain; a context without ``content_prefilter`` narrows nothing.
 """
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
 from sqlalchemy import Float, and_, false, func, literal, not_, or_, true
@@ -45,6 +54,19 @@ class SqlContext(Protocol):
         """The computed field ``name`` (``FieldSpec.computed``) for the current entry: (its value, usually a scalar
         subquery correlated with the entries table; whether the entry has a value, a cheap test that guards it)."""
 
+    # Optional: a context without it narrows nothing for content leaves.
+    # def content_prefilter(self, name: str, op: str, value: Any) -> Clause | None:
+    #     """A clause true for every entry whose content field ``name`` can satisfy ``op value`` (a superset: it
+    #     may be true for entries the exact test rejects, never false for one it accepts); None: no narrowing."""
+
+
+@dataclass(frozen=True)
+class Superset:
+    """Part of the SQL side of :func:`split`: a clause true for every entry ``condition`` is true for (and maybe for
+    more). ``condition`` itself stays in the residual, which decides; this only narrows the rows read for it."""
+
+    condition: Any
+
 
 def can_push(leaf: Compare) -> bool:
     """Whether SQL can test the leaf: entries columns, set membership, metadata and computed fields; not text, label,
@@ -60,16 +82,60 @@ def split(cond: Any) -> tuple[Any | None, Any | None]:
     """(the part for SQL, the residual for Python); None stands for "nothing to test" (true).
 
     A top-level ``all`` (with the ``all`` groups nested directly in it) is split child by child; any other node goes
-    wholly to SQL when all its leaves can be pushed, else wholly to Python.
+    wholly to SQL when all its leaves can be pushed, else wholly to Python. When a part that goes to Python holds
+    content leaves SQL can narrow for (:func:`narrows`), the SQL part is a :class:`Superset`: the pushed children
+    (exact) and a superset of those parts, e.g. ``all(size > 1MB, text contains "x")`` gives
+    (``Superset(all(size > 1MB, text contains "x"))``, ``text contains "x"``).
     """
     if isinstance(cond, Group) and cond.type == "all":
-        pushed, rest = [], []
+        pushed, rest, narrowing = [], [], []
         for child in _all_children(cond):
-            (pushed if can_push_tree(child) else rest).append(child)
+            if can_push_tree(child):
+                pushed.append(child)
+            else:
+                rest.append(child)
+                if narrows(child):
+                    narrowing.append(child)
         if not rest:
             return cond, None
-        return _conjunction(pushed), _conjunction(rest)
-    return (cond, None) if can_push_tree(cond) else (None, cond)
+        sql_part = Superset(_conjunction(pushed + narrowing)) if narrowing else _conjunction(pushed)
+        return sql_part, _conjunction(rest)
+    if can_push_tree(cond):
+        return cond, None
+    return (Superset(cond) if narrows(cond) else None), cond
+
+
+def narrows(cond: Any) -> bool:
+    """Whether SQL can give a useful superset of a condition it cannot decide: a content leaf (its full-text
+    prefilter), an ``all`` with such a child, an ``any`` whose every child is pushable or narrows. Negations
+    (``not``, ``none``) of what SQL cannot decide give no superset (an entry without text satisfies
+    ``not (text contains x)``)."""
+    if isinstance(cond, Compare):
+        return field_spec(cond.field).type == "content"
+    if isinstance(cond, Group) and cond.type == "all":
+        return any(narrows(child) for child in cond.conditions)
+    if isinstance(cond, Group) and cond.type == "any":
+        return bool(cond.conditions) and all(can_push_tree(c) or narrows(c) for c in cond.conditions) \
+            and not can_push_tree(cond)
+    return False
+
+
+def superset_sql(cond: Any, ctx: SqlContext) -> Clause:
+    """A clause true for every entry ``cond`` is true for: exact where SQL can decide, the context's content
+    prefilter for content leaves, true where nothing narrows."""
+    if can_push_tree(cond):
+        return to_sql(cond, ctx)
+    if isinstance(cond, Compare):
+        prefilter = getattr(ctx, "content_prefilter", None)
+        if field_spec(cond.field).type != "content" or prefilter is None:
+            return true()
+        clause = prefilter(cond.field, cond.op, cond.value)
+        return true() if clause is None else clause
+    if isinstance(cond, Group) and cond.type == "all":
+        return and_(*(superset_sql(child, ctx) for child in cond.conditions))
+    if isinstance(cond, Group) and cond.type == "any":
+        return or_(*(superset_sql(child, ctx) for child in cond.conditions))
+    return true()
 
 
 def _all_children(group: Group):
@@ -90,6 +156,8 @@ def to_sql(cond: Any, ctx: SqlContext) -> Clause:
     """The condition as a WHERE clause over the entries table; raises for fields SQL cannot test (see split)."""
     if isinstance(cond, Compare):
         return _leaf(cond, ctx)
+    if isinstance(cond, Superset):
+        return superset_sql(cond.condition, ctx)
     if isinstance(cond, Not):
         return not_(to_sql(cond.condition, ctx))
     if isinstance(cond, Group):
@@ -185,3 +253,151 @@ def _number(value: Any) -> Any:
 def _compare(col: ColumnElement[Any], op: str, value: Any) -> Clause:
     return {"=": col.__eq__, "!=": col.__ne__, "<": col.__lt__, "<=": col.__le__, ">": col.__gt__,
             ">=": col.__ge__}[op](value)
+
+
+# --- what a content leaf needs of a line (for the full-text prefilter) --------------------------------------------
+
+
+def content_literals(op: str, value: Any) -> list[str]:
+    """Substrings that every line satisfying a content leaf ``op value`` contains (an empty list: none known).
+
+    ``contains``: the value itself. ``matches``: the literal runs a regular expression requires, read
+    conservatively by :func:`regex_literals`.
+    """
+    if op == "contains":
+        return [str(value)] if str(value) else []
+    if op == "matches":
+        return regex_literals(str(value))
+    return []
+
+
+_CLASS_ESCAPES = set("dDwWsSbBAz")  # classes and zero-width assertions: atoms that are no literal
+_REPEAT = re.compile(r"\{\d+(,\d*)?\}")
+
+
+class _NoLiterals(Exception):
+    """A construct :func:`regex_literals` does not read: it gives no literals rather than guess."""
+
+
+def regex_literals(pattern: str) -> list[str]:
+    """The literal runs that every match of ``pattern`` (RE2 syntax, already checked) contains, or [] when the
+    pattern is not a plain sequence this reader is sure of.
+
+    Conservative by design: a run is a sequence of literal characters at the top level, outside any group, class or
+    quantified atom (a character followed by ``*``, ``+``, ``?`` or ``{n,m}`` leaves its run); a top-level ``|``,
+    flags (``(?i)``: case-insensitive matching would change the characters), ``\\Q...\\E``, ``\\x..``, ``\\p..``
+    and any escape it does not know give no literals. Groups and classes are skipped whole (they only end a run).
+    ``INV-\\d{6}`` gives ``["INV-"]``; ``report_\\d+\\.pdf`` gives ``["report_", ".pdf"]``.
+    """
+    try:
+        return _literal_runs(pattern)
+    except _NoLiterals:
+        return []
+
+
+def _literal_runs(pattern: str) -> list[str]:
+    runs: list[str] = []
+    run: list[str] = []
+    i, n = 0, len(pattern)
+
+    def end_run() -> None:
+        if run:
+            runs.append("".join(run))
+            run.clear()
+
+    while i < n:
+        ch = pattern[i]
+        literal: str | None = None
+        if ch == "|":
+            raise _NoLiterals  # an alternation at the top level: no run is required by every branch
+        if ch in "^$":
+            end_run()
+            i += 1
+            continue
+        if ch == "\\":
+            nxt = pattern[i + 1] if i + 1 < n else ""
+            if nxt and ord(nxt) < 128 and not nxt.isalnum():
+                literal = nxt
+            elif nxt in _CLASS_ESCAPES and nxt:
+                literal = None
+            else:
+                raise _NoLiterals  # \Q..\E, \x41, \pL, \n, octal...: not read here
+            i += 2
+        elif ch == "(":
+            i = _skip_group(pattern, i)
+        elif ch == "[":
+            i = _skip_class(pattern, i)
+        elif ch in "{}]" or ch == ".":
+            if ch == "{":
+                raise _NoLiterals  # a brace that is no repetition after an atom: RE2 reads it literally; not here
+            i += 1
+        elif ch in "*+?":
+            raise _NoLiterals  # a quantifier with nothing before it (RE2 refuses it anyway)
+        else:
+            literal = ch
+            i += 1
+        quantified = False
+        while i < n:
+            if pattern[i] in "*+?":
+                quantified = True
+                i += 1
+            elif pattern[i] == "{":
+                found = _REPEAT.match(pattern, i)
+                if found is None:
+                    raise _NoLiterals
+                quantified = True
+                i = found.end()
+            else:
+                break
+        if literal is not None and not quantified:
+            run.append(literal)
+        else:
+            end_run()
+    end_run()
+    return runs
+
+
+def _skip_group(pattern: str, i: int) -> int:
+    """The index after the group opening at ``i``; flag groups (``(?i)``, ``(?s:...)``) give no literals."""
+    if pattern.startswith("(?", i) and not (pattern.startswith("(?:", i) or pattern.startswith("(?P<", i)
+                                            or pattern.startswith("(?<", i)):
+        raise _NoLiterals
+    depth, n = 0, len(pattern)
+    while i < n:
+        ch = pattern[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if ch == "[":
+            i = _skip_class(pattern, i)
+            continue
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    raise _NoLiterals
+
+
+def _skip_class(pattern: str, i: int) -> int:
+    """The index after the class opening at ``i`` (``]`` first in the class is a member; ``[:alpha:]`` inside a
+    class is not read here)."""
+    n = len(pattern)
+    j = i + 1
+    if j < n and pattern[j] == "^":
+        j += 1
+    if j < n and pattern[j] == "]":
+        j += 1
+    while j < n:
+        ch = pattern[j]
+        if ch == "\\":
+            j += 2
+            continue
+        if pattern.startswith("[:", j):
+            raise _NoLiterals
+        if ch == "]":
+            return j + 1
+        j += 1
+    raise _NoLiterals

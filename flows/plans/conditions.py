@@ -5,6 +5,10 @@ Computed fields (``dsl.fields.FieldSpec.computed``, such as ``duplicates``) have
 fills them registers how to work them out with :func:`register_computed` (``flows.classify.fields`` registers
 ``duplicates``): an SQL expression correlated with the entries table for pushdown, and the same value for one entry
 in Python, so the two agree.
+
+Content fields (``text``, type ``content``) are read line by line in Python; the capability that fills them registers
+with :func:`register_content` how to test one entry (the verdict and the first matching line) and, for pushdown, a
+superset clause from its full-text index (``dsl.sql.Superset``): SQL narrows, Python decides.
 """
 
 from __future__ import annotations
@@ -61,6 +65,51 @@ def computed_field(name: str) -> ComputedField:
         load_capabilities()
     try:
         return COMPUTED[name]
+    except KeyError:
+        from dsl.evaluate import not_available
+        from dsl.fields import field_spec
+
+        raise not_available(field_spec(name)) from None
+
+
+@dataclass(frozen=True)
+class ContentField:
+    """How to test one content field (``text``).
+
+    ``prefilter(op, value, dialect)``: a clause over the entries table ``store.entries.T`` true for every entry
+    whose content can satisfy ``op value`` (a superset; None: no narrowing); ``match(conn, entry, op, value)``:
+    (verdict, what was seen) for one entry row, as ``dsl.evaluate.EvalContext.content`` describes.
+    """
+
+    name: str
+    prefilter: Callable[[str, Any, str], ColumnElement[bool] | None]
+    match: Callable[[Connection, Mapping[str, Any], str, Any], tuple[bool, Any]]
+
+
+CONTENT: dict[str, ContentField] = {}
+
+
+def register_content(field: ContentField) -> ContentField:
+    """Register how the content field ``field.name`` (type ``content`` in dsl.fields) is tested; once per name."""
+    from dsl.fields import field_spec
+
+    if field_spec(field.name).type != "content":
+        raise ValueError(f"field {field.name!r} is not a content field of dsl.fields")
+    if field.name in CONTENT:
+        raise ValueError(f"content field {field.name!r} is registered twice")
+    CONTENT[field.name] = field
+    return field
+
+
+def content_field(name: str) -> ContentField:
+    """The registration of ``name`` once the installed capabilities have registered theirs; FieldNotAvailable
+    (naming the module that would fill it) when none has."""
+    if name not in CONTENT:
+        from flows.capabilities import load_capabilities
+
+        load_capabilities()
+    try:
+        return CONTENT[name]
     except KeyError:
         from dsl.evaluate import not_available
         from dsl.fields import field_spec
@@ -127,6 +176,9 @@ class SqlStore:
     def computed(self, name: str):
         return computed_field(name).sql()
 
+    def content_prefilter(self, name: str, op: str, value: Any):
+        return content_field(name).prefilter(op, value, self.dialect)
+
     def clause(self, cond):
         from dsl import sql as dsl_sql
 
@@ -163,6 +215,11 @@ class EvalStore:
         field = computed_field(name)
         with self.engine.connect() as conn:
             return field.value(conn, entry)
+
+    def content(self, entry, name: str, op: str, value: Any) -> tuple[bool, Any]:
+        field = content_field(name)
+        with self.engine.connect() as conn:
+            return field.match(conn, entry, op, value)
 
     def evaluate(self, cond, entry) -> bool:
         from dsl import evaluate as dsl_eval

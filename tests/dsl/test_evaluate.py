@@ -87,8 +87,7 @@ def test_evaluate_one_entry(cond, expected):
     assert evaluate(cond, entry(), CTX) is expected
 
 
-@pytest.mark.parametrize("cond", [C("text", "contains", "invoice"), C("label", "=", "receipt"),
-                                  C("similarity", ">=", 0.4, arg="a beach")])
+@pytest.mark.parametrize("cond", [C("label", "=", "receipt"), C("similarity", ">=", 0.4, arg="a beach")])
 def test_fields_without_their_producer_raise_a_plan_error_naming_it(cond):
     with pytest.raises(FieldNotAvailable, match="not installed") as info:
         evaluate(cond, entry(), CTX)
@@ -121,6 +120,64 @@ def test_explain_gives_every_node_its_verdict_and_leaves_their_values():
 def test_explain_evaluates_every_child_even_after_the_verdict_is_known():
     tree = explain(Group(type="any", conditions=[C("size", ">", 1), C("size", ">", 10**9)]), entry(), CTX)
     assert [c["passed"] for c in tree["children"]] == [True, False]
+
+
+# --- content fields: the context reads the text, the evaluator keeps the missing-value rules ----------------------
+
+
+@dataclass
+class TextContext(DictContext):
+    """A context with extracted text: path -> its lines (None: extraction failed); no key: never extracted."""
+
+    texts: dict[str, list[str] | None] = field(default_factory=dict)
+
+    def content(self, entry, name, op, value):
+        assert name == "text"
+        if entry["path"] not in self.texts:
+            return False, None
+        lines = self.texts[entry["path"]]
+        if lines is None:
+            return False, {"error": "FILTER_FAILED: too large"}
+        for i, line in enumerate(lines, 1):
+            if (value in line) if op == "contains" else regex_search(value, line):
+                return True, {"line": i, "text": line, "page": 1}
+        return False, {"lines": len(lines)}
+
+
+TEXTS = TextContext(texts={"/p/invoice.pdf": ["Invoice INV-204512", "total 40"], "/p/bad.pdf": None})
+
+
+@pytest.mark.parametrize("path, cond, expected", [
+    ("/p/invoice.pdf", C("text", "contains", "Invoice"), True),
+    ("/p/invoice.pdf", C("text", "contains", "invoice"), False),  # case-sensitive, like every text comparison
+    ("/p/invoice.pdf", C("text", "matches", r"INV-\d{6}"), True),
+    ("/p/invoice.pdf", C("text", "contains", "INV-204512 total"), False),  # a value never spans two lines
+    ("/p/bad.pdf", C("text", "contains", "x"), False),
+    ("/p/bad.pdf", Not(condition=C("text", "contains", "x")), True),  # no text: a missing value
+    ("/p/new.pdf", C("text", "matches", "."), False),
+    ("/p/new.pdf", Not(condition=C("text", "matches", ".")), True),
+])
+def test_content_leaves_ask_the_context_and_keep_the_missing_value_rules(path, cond, expected):
+    assert evaluate(cond, entry(path), TEXTS) is expected
+
+
+def test_explain_says_which_line_matched_or_why_none_did():
+    def note(path, cond):
+        return explain(cond, entry(path), TEXTS)["note"]
+
+    tree = explain(C("text", "matches", r"INV-\d+"), entry("/p/invoice.pdf"), TEXTS)
+    assert tree["passed"] is True and tree["seen"] == {"line": 1, "text": "Invoice INV-204512", "page": 1}
+    assert tree["note"] == "matched line 1 on page 1: Invoice INV-204512"
+    assert note("/p/invoice.pdf", C("text", "contains", "zzz")) == "no line matches (2 lines of extracted text)"
+    assert note("/p/bad.pdf", C("text", "contains", "x")) == \
+        "no extracted text: extraction failed (FILTER_FAILED: too large)"
+    assert note("/p/new.pdf", C("text", "contains", "x")) == "no extracted text (the file has not been extracted)"
+
+
+def test_a_context_that_cannot_read_text_refuses_content_leaves():
+    with pytest.raises(FieldNotAvailable) as info:
+        evaluate(C("text", "contains", "invoice"), entry(), CTX)
+    assert info.value.field == "text"
 
 
 HASHED = DictContext(hashes={"/p/a.jpg": "xxh128:1", "/p/b.jpg": "xxh128:1", "/p/c.jpg": "xxh128:2"})

@@ -7,6 +7,7 @@ flows.classify.fields): the contexts here hand them over to it, so the agreement
 from __future__ import annotations
 
 import contextlib
+import re
 
 import os
 from typing import Any
@@ -20,7 +21,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from dsl.conditions import Compare, Group, Not
 from dsl.evaluate import evaluate
 from dsl.fields import OPERATORS, field_spec
-from dsl.sql import can_push, split, to_sql
+from dsl.regex import RegexError, check_regex, regex_search
+from dsl.sql import Superset, can_push, content_literals, regex_literals, split, to_sql
 import flows.classify.fields  # noqa: F401  (installs the classifier's fields: metadata producer, duplicates)
 from flows.plans.conditions import computed_field
 from store.engine import make_engine
@@ -433,29 +435,91 @@ def test_can_push_stored_fields_but_not_content_labels_or_similarity():
 
 def test_split_a_top_level_all_child_by_child():
     a, b = C("size", ">", 10), C("set", "=", "photos")
-    cond = all_(a, TEXT_LEAF, b, all_(LABEL_LEAF, C("depth", "<", 3)))
+    cond = all_(a, LABEL_LEAF, b, all_(LABEL_LEAF, C("depth", "<", 3)))
     pushed, rest = split(cond)
     assert pushed == all_(a, b, C("depth", "<", 3))
-    assert rest == all_(TEXT_LEAF, LABEL_LEAF)
+    assert rest == all_(LABEL_LEAF, LABEL_LEAF)
 
 
 def test_split_sends_a_single_leaf_alone_not_wrapped():
-    assert split(all_(C("size", ">", 10), TEXT_LEAF)) == (C("size", ">", 10), TEXT_LEAF)
+    assert split(all_(C("size", ">", 10), LABEL_LEAF)) == (C("size", ">", 10), LABEL_LEAF)
 
 
 def test_split_keeps_any_other_node_whole():
-    mixed = any_(C("size", ">", 10), TEXT_LEAF)
+    mixed = any_(C("size", ">", 10), LABEL_LEAF)
     assert split(mixed) == (None, mixed)
     assert split(Not(condition=all_(C("size", ">", 10), TEXT_LEAF))) == \
         (None, Not(condition=all_(C("size", ">", 10), TEXT_LEAF)))
     pure = any_(C("size", ">", 10), C("width", "<", 5))
     assert split(pure) == (pure, None)
-    assert split(all_(TEXT_LEAF, LABEL_LEAF)) == (None, all_(TEXT_LEAF, LABEL_LEAF))
+    assert split(all_(LABEL_LEAF, LABEL_LEAF)) == (None, all_(LABEL_LEAF, LABEL_LEAF))
     assert split(all_()) == (all_(), None)
+
+
+def test_split_keeps_content_leaves_for_python_and_narrows_sql_with_their_superset():
+    a = C("size", ">", 10)
+    cond = all_(a, TEXT_LEAF, all_(LABEL_LEAF, C("depth", "<", 3)))
+    pushed, rest = split(cond)
+    assert pushed == Superset(all_(a, C("depth", "<", 3), TEXT_LEAF))
+    assert rest == all_(TEXT_LEAF, LABEL_LEAF)
+    assert split(TEXT_LEAF) == (Superset(TEXT_LEAF), TEXT_LEAF)
+    either = any_(a, TEXT_LEAF)  # a superset of each branch: SQL can still narrow
+    assert split(either) == (Superset(either), either)
+    assert split(any_(TEXT_LEAF, LABEL_LEAF)) == (None, any_(TEXT_LEAF, LABEL_LEAF))
+    negated = Not(condition=TEXT_LEAF)  # true for entries without text: nothing to narrow by
+    assert split(negated) == (None, negated)
+    assert split(none_(TEXT_LEAF)) == (None, none_(TEXT_LEAF))
+
+
+@pytest.mark.parametrize("pattern, literals", [
+    (r"INV-\d{6}", ["INV-"]),
+    (r"report_\d+\.pdf", ["report_", ".pdf"]),
+    (r"^total:\s*\$\d", ["total:", "$"]),
+    ("colou?r", ["colo", "r"]),
+    ("ab(c|d)ef", ["ab", "ef"]),
+    ("x{2}yz", ["yz"]),
+    ("abc{0}", ["ab"]),
+    ("[]a]bcd", ["bcd"]),
+    ("(?P<n>a)bcd", ["bcd"]),
+    (r"\bword\b", ["word"]),
+    ("a.b", ["a", "b"]),
+    ("invoice|receipt", []),  # alternation at the top: no run is in every match
+    ("(?i)invoice", []),  # flags change what the characters match
+    ("abc(?i)def", []),
+    (r"\Qa.b\E", []),
+    (r"\x41BC", []),
+    (r"\pLabc", []),
+    ("a{,3}", []),  # RE2 reads it literally; this reader does not guess
+    ("[[:alpha:]]abc", []),
+])
+def test_regex_literals_are_only_runs_every_match_contains(pattern, literals):
+    assert regex_literals(pattern) == literals
+
+
+@given(pattern=st.text(alphabet="ab.|()?*+{}[]^$\\1,d-", max_size=10), data=st.data())
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.filter_too_much,
+                                                                   HealthCheck.too_slow])
+def test_a_line_a_regex_matches_contains_every_literal_run_it_requires(pattern, data):
+    try:
+        check_regex(pattern)
+        re.compile(pattern)
+    except (RegexError, re.error):
+        reject()
+    line = data.draw(st.from_regex(pattern))  # strings holding a match (Python's reading of the pattern)
+    if regex_search(pattern, line):  # RE2's reading decides
+        assert all(run in line for run in regex_literals(pattern)), (pattern, line)
+
+
+def test_content_literals_of_contains_is_the_value():
+    assert content_literals("contains", "invoice") == ["invoice"]
+    assert content_literals("contains", "") == []
+    assert content_literals("matches", r"INV-\d+") == ["INV-"]
 
 
 def test_to_sql_refuses_fields_sql_cannot_test():
     with pytest.raises(ValueError, match="not installed"):
+        to_sql(LABEL_LEAF, StoreSqlContext("sqlite"))
+    with pytest.raises(ValueError):  # a content leaf alone is not decidable in SQL (its Superset is)
         to_sql(TEXT_LEAF, StoreSqlContext("sqlite"))
 
 

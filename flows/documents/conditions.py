@@ -1,0 +1,190 @@
+"""The ``text`` condition field of plans: ``text contains "invoice"``, ``text matches "INV-\\d{6}"``, registered with
+the plan engine's registries when ``flows.documents`` is imported.
+
+Semantics (``dsl.evaluate`` states them for every content field):
+
+- The value is the entry's extracted text as stored (``documents`` / ``document_segments``): the text last extracted,
+  even when the file has changed since and is waiting to be extracted again.
+- ``text contains "x"`` is true when some LINE of that text contains ``x``; ``text matches "re"`` when the RE2
+  regular expression (``dsl.regex``, linear time) finds a match in some line. Lines are the document's lines
+  (``flows.documents.model``): a value spanning a line break never matches. Both are case-sensitive, like every
+  other text comparison of the plan language (document search, by contrast, ignores case).
+- An entry without extracted text (no documents row yet, or extraction failed) has no value: both are false and
+  ``not (text contains "x")`` is true, as for any missing value.
+
+Pushdown: SQL cannot decide a leaf, but the full-text index gives a superset (``dsl.sql.Superset``), so the plan
+engine reads only the entries that may match and checks those line by line:
+
+- entries with extracted text (a ``documents`` row with status ok), and, when the leaf needs literal text
+  (``dsl.sql.content_literals``: the value of ``contains``; the literal runs a plain regex requires), whose
+  segments hold it, folded (``store.fold``), for every such piece of at least 3 characters: on SQLite the FTS5
+  trigram table ``document_fts``, on PostgreSQL ``folded LIKE '%piece%'`` that the pg_trgm index answers.
+- A line that contains ``x`` has a fold that contains ``fold(x)``, except around a capital sigma (``str.lower``
+  makes a final Σ into ς by its neighbours), so pieces are cut at Σ.
+
+The Python check (``match``) reads the entry's segments in order, a few at a time, skips a segment whose folded text
+lacks a piece (it cannot hold a matching line) and tests the lines of the others; it stops at the first matching
+line, which ``plan-explain`` shows ("matched line 12 on page 3: ...").
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from sqlalchemy import and_, column, exists, select, table
+from sqlalchemy.engine import Connection
+
+from dsl.fields import install_producer
+from dsl.regex import compile_regex, regex_search
+from dsl.sql import content_literals
+from flows.documents.model import PAGED_FORMATS
+from flows.plans.conditions import ContentField, register_content, register_filler
+from store.entries import T
+from store.fold import fold
+from store.models import Document, DocumentSegment
+
+PRODUCER = "text"
+D = Document.__table__
+S = DocumentSegment.__table__
+FTS = table("document_fts", column("rowid"), column("document_fts"))
+
+MIN_PIECE = 3  # the trigram index answers strings of 3 characters or more; shorter ones narrow nothing
+READ_BATCH = 8  # segments read per query (up to ~32k characters each)
+EXCERPT = 240  # characters of a matching line plan-explain shows
+
+
+# --- the full-text prefilter ------------------------------------------------------------------------------------
+
+
+def index_pieces(op: str, value: Any) -> list[str]:
+    """Folded strings that the folded text of every segment holding a line that satisfies ``op value`` contains:
+    the leaf's literals (``dsl.sql.content_literals``) cut at line breaks and capital sigmas, folded, those of at
+    least :data:`MIN_PIECE` characters, once each."""
+    pieces: list[str] = []
+    for literal in content_literals(op, value):
+        for part in literal.replace("Σ", "\n").split("\n"):
+            folded = fold(part)
+            if len(folded) >= MIN_PIECE and folded not in pieces:
+                pieces.append(folded)
+    return pieces
+
+
+def has_text():
+    """The current entry has extracted text: a documents row with status ok."""
+    return exists().where(D.c.entry_id == T.c.id, D.c.status == "ok")
+
+
+def _fts_phrase(piece: str) -> str:
+    return '"' + piece.replace('"', '""') + '"'
+
+
+def _like_pattern(piece: str) -> str:
+    return "%" + piece.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def text_prefilter(op: str, value: Any, dialect: str):
+    """A clause over the entries table true for every entry whose text can satisfy ``op value``: it has extracted
+    text and, when the leaf needs literal pieces, one of its segments holds them all (a matching line lies in one
+    segment). SQLite asks the FTS5 trigram index, PostgreSQL ``folded LIKE`` (pg_trgm); other backends only test
+    that there is text."""
+    pieces = index_pieces(op, value)
+    if not pieces or dialect not in ("sqlite", "postgresql"):
+        return has_text()
+    if dialect == "sqlite":
+        match = " AND ".join(_fts_phrase(p) for p in pieces)
+        segments = select(S.c.entry_id).where(
+            S.c.id.in_(select(FTS.c.rowid).where(FTS.c.document_fts.op("MATCH")(match))))
+    else:
+        segments = select(S.c.entry_id).where(*(S.c.folded.like(_like_pattern(p), escape="\\") for p in pieces))
+    return and_(T.c.id.in_(segments), has_text())
+
+
+# --- the exact check, line by line ------------------------------------------------------------------------------
+
+
+def _line_test(op: str, value: Any) -> Callable[[str], int]:
+    """For one line: where the leaf's match starts, or -1."""
+    if op == "contains":
+        needle = str(value)
+        return lambda line: line.find(needle)
+    if op == "matches":
+        pattern = str(value)
+        program = compile_regex(pattern)
+
+        def find(line: str) -> int:
+            if not regex_search(pattern, line):  # the fast yes/no program first; positions only for a match
+                return -1
+            found = program.search(line)
+            return found.start() if found is not None else 0
+
+        return find
+    raise ValueError(f"operator {op!r} does not apply to text; use contains or matches")
+
+
+def excerpt(line: str, start: int) -> str:
+    """The line, or about :data:`EXCERPT` characters of it around ``start`` with ... where it is cut."""
+    if len(line) <= EXCERPT:
+        return line
+    lo = max(0, min(start - EXCERPT // 4, len(line) - EXCERPT))
+    hi = lo + EXCERPT
+    return ("..." if lo else "") + line[lo:hi] + ("..." if hi < len(line) else "")
+
+
+def _segments(conn: Connection, entry_id: int):
+    """The entry's segments in order, :data:`READ_BATCH` per query (never the whole document in memory)."""
+    after = -1
+    while True:
+        rows = conn.execute(select(S.c.seq, S.c.page, S.c.line_start, S.c.ocr, S.c.text)
+                            .where(S.c.entry_id == entry_id, S.c.seq > after)
+                            .order_by(S.c.seq).limit(READ_BATCH)).all()
+        yield from rows
+        if len(rows) < READ_BATCH:
+            return
+        after = rows[-1].seq
+
+
+def text_match(conn: Connection, entry: Mapping[str, Any], op: str, value: Any) -> tuple[bool, Any]:
+    """(whether some line of the entry's extracted text satisfies ``op value``, what was seen): the first matching
+    line ``{line, text, page (paged formats), ocr (when read with OCR)}``; on no match ``{lines: n}``; ``{error}``
+    when extraction failed; None when the entry has not been extracted."""
+    doc = conn.execute(select(D.c.status, D.c.error_code, D.c.error, D.c.lines, D.c.format)
+                       .where(D.c.entry_id == entry["id"])).first()
+    if doc is None:
+        return False, None
+    if doc.status != "ok":
+        return False, {"error": ": ".join(x for x in (doc.error_code, doc.error) if x) or "unknown error"}
+    test = _line_test(op, value)
+    pieces = index_pieces(op, value)
+    for seg in _segments(conn, entry["id"]):
+        if pieces:
+            folded = fold(seg.text)
+            if not all(p in folded for p in pieces):
+                continue  # no line of this segment can match
+        for i, line in enumerate(seg.text.split("\n")):
+            start = test(line)
+            if start >= 0:
+                seen: dict[str, Any] = {"line": seg.line_start + i, "text": excerpt(line, start)}
+                if doc.format in PAGED_FORMATS:
+                    seen["page"] = seg.page
+                if seg.ocr:
+                    seen["ocr"] = True
+                return True, seen
+    return False, {"lines": doc.lines}
+
+
+TEXT = ContentField(name="text", prefilter=text_prefilter, match=text_match)
+
+
+def extract_text_fills(outcome, spec) -> bool:
+    """An ``extract_text`` outcome fills the ``text`` field (for plan-preview's notes on rules that test it)."""
+    return spec.producer == PRODUCER
+
+
+def install() -> None:
+    """Register the text field; importing this module calls it once."""
+    install_producer(PRODUCER)
+    register_content(TEXT)
+    register_filler("extract_text", extract_text_fills)
+
+
+install()
