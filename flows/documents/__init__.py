@@ -23,6 +23,7 @@ def start_plans(plans, roots, settings) -> None:
 
 
 def _register() -> None:
+    import flows.documents.conditions  # noqa: F401  (the text condition field: producer, content check, filler)
     from flows.documents.executor import TextExtractor
     from flows.outcomes import EXECUTORS, register_executor
 
