@@ -342,6 +342,7 @@ class Candidate:
     id: int
     entry_id: int
     path: str
+    format: str
     seq: int
     page: int
     line_start: int
@@ -357,7 +358,7 @@ def candidate_segments(engine: Engine, *, match: str | None = None, like: Any = 
     order, streamed: one ordered read of the keys (ids and positions, no text), the texts fetched ``batch`` at a
     time. ``match``: an FTS5 MATCH expression (SQLite); ``like``: a prefilter tree (PostgreSQL); neither: every
     segment in scope."""
-    q = (select(S.c.id, S.c.entry_id, E.c.path, S.c.seq, S.c.page, S.c.line_start, S.c.line_count, S.c.ocr)
+    q = (select(S.c.id, S.c.entry_id, E.c.path, D.c.format, S.c.seq, S.c.page, S.c.line_start, S.c.line_count, S.c.ocr)
          .select_from(S.join(D, D.c.entry_id == S.c.entry_id).join(E, E.c.id == S.c.entry_id))
          .where(D.c.status == "ok").order_by(E.c.path, S.c.seq))
     scope = scope_clause(under, entry_id)
@@ -378,7 +379,7 @@ def candidate_segments(engine: Engine, *, match: str | None = None, like: Any = 
             for k in keys:
                 text = texts.get(k.id)
                 if text is not None:
-                    yield Candidate(k.id, k.entry_id, k.path, k.seq, k.page, k.line_start, k.line_count,
+                    yield Candidate(k.id, k.entry_id, k.path, k.format, k.seq, k.page, k.line_start, k.line_count,
                                     bool(k.ocr), text)
 
 
