@@ -108,7 +108,8 @@ def test_bounded_edit_distance(a, b, limit, expected):
     ("ab attack", '"attack"'),  # under 3 characters: not in the trigram index
     ("ab|attack", None),
     ("ab", None),
-    ('"a b" xyz|"cd e"', '("xyz" OR "cd e")'),
+    ('"a b" xyz|"cd e"', '("a b" AND ("xyz" OR "cd e"))'),
+    ('ab xyz|"cd e"', '("xyz" OR "cd e")'),
 ])
 def test_prefilter_is_the_fts_expression_of_the_needed_substrings(query, expected):
     assert prefilter(parse_query(query)) == expected
