@@ -157,8 +157,8 @@ def test_the_running_plan_follows_files_as_they_are_created_changed_and_deleted(
     new.write_text("# Second\n\nA lazy dog sleeps.\n")
     wait_for(lambda: _search_lines(engine, library, "lazy dog") == [("notes/second.md", 3)], what="a new file")
 
-    new.write_text("# Second\nno animals here\nthe dog left\n")
-    wait_for(lambda: _search_lines(engine, library, "dog") == [("notes/second.md", 3)], what="a changed file")
+    new.write_text("# Second\nno animals here\n\nthe dog left\n")
+    wait_for(lambda: _search_lines(engine, library, "dog") == [("notes/second.md", 4)], what="a changed file")
     assert _search_lines(engine, library, "lazy") == []
 
     new.unlink()
