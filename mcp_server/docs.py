@@ -19,7 +19,8 @@ from mcp.server.mcpserver import MCPServer
 SECTIONS = ("tools", "resources", "settings", "fields", "outcomes")
 
 # Every setting: (command-line flag, environment variable, YAML key, default, meaning). tests/test_readme.py checks
-# each flag against the parser, each variable and key against load_settings.
+# each flag against the parser, each variable and key against load_settings (the documents capability's variables
+# against flows.documents.settings.DocumentSettings.from_env, which reads them).
 SETTINGS: list[tuple[str, str, str, str, str]] = [
     ("--transport", "", "server.transport", "stdio", "stdio, or http (Streamable HTTP at /mcp)"),
     ("--host", "", "server.host", "127.0.0.1", "address the HTTP server binds"),
@@ -44,6 +45,20 @@ SETTINGS: list[tuple[str, str, str, str, str]] = [
      "tool groups to list (fewer tools, less of an agent's context)"),
     ("--plans-dir", "ASSAY_PLANS_DIR", "plans.dir", "none",
      "directory of plan files (YAML, JSON, DSL .plan): loaded at start, reloaded on change, written back"),
+    # the documents capability's settings (flows/documents/settings.py), read from the environment only
+    ("", "ASSAY_DOCUMENT_MAX_BYTES", "", "52428800",
+     "files larger than this many bytes are not extracted (FILTER_FAILED, with the reason)"),
+    ("", "ASSAY_DOCUMENT_TIMEOUT", "", "120", "seconds one file's text extraction may take before it is stopped"),
+    ("", "ASSAY_OCR", "", "on", "on or off: read pages without a text layer, and images of text, with Tesseract"),
+    ("", "ASSAY_OCR_LANGUAGE", "", "eng", "Tesseract language(s) for OCR, e.g. eng+deu"),
+    ("", "ASSAY_MAX_DOCUMENT_READ_CHARS", "", "100000",
+     "read_document returns at most this many characters (then truncated: true)"),
+    ("", "ASSAY_SEARCH_TIMEOUT", "", "30", "seconds a document search may take before SEARCH_TIMEOUT"),
+    ("", "ASSAY_ALLOW_SYMLINKS", "", "off",
+     "on: the document tools follow symbolic links inside the roots (else SYMLINK_NOT_ALLOWED)"),
+    ("", "ASSAY_DOCUMENTS_PLAN", "", "on",
+     "off: do not install the built-in \"documents\" plan (text of every document under the roots, kept current) "
+     "at server start"),
     ("--config", "", "", "", "YAML file holding the settings above under their YAML keys"),
 ]
 

@@ -42,9 +42,16 @@ def test_every_setting_in_the_readme_is_accepted_where_it_says(tmp_path):
                 cursor = cursor.setdefault(part, {})
             cursor[parts[-1]] = None
             ConfigFile.model_validate(section)  # raises on a key the config file does not know
+    from flows.documents.settings import DocumentSettings
+
     defaults = load_settings({}, env={}).model_dump()
+    documents = {"ASSAY_DOCUMENT_MAX_BYTES": "1000", "ASSAY_DOCUMENT_TIMEOUT": "5", "ASSAY_OCR": "off",
+                 "ASSAY_OCR_LANGUAGE": "deu", "ASSAY_MAX_DOCUMENT_READ_CHARS": "500", "ASSAY_SEARCH_TIMEOUT": "3",
+                 "ASSAY_ALLOW_SYMLINKS": "on", "ASSAY_DOCUMENTS_PLAN": "off"}
     for _flag, env, _key, _default, _meaning in docs.SETTINGS:
-        if env:
+        if env in documents:  # the documents capability reads these itself
+            assert DocumentSettings.from_env({env: documents[env]}) != DocumentSettings(), f"{env} has no effect"
+        elif env:
             value = {"ASSAY_ROOTS": str(tmp_path), "ASSAY_DATA_DIR": str(tmp_path / "d"),
                      "ASSAY_DATABASE_URL": "sqlite:////tmp/x.db", "CORS_ORIGINS": "http://a.example",
                      "ASSAY_TOOL_GROUPS": "indexing", "ASSAY_PLANS_DIR": str(tmp_path / "plans"),
