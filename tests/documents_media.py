@@ -302,6 +302,33 @@ def epub(path: str | Path) -> Path:
     return path
 
 
+def fb2(path: str | Path) -> Path:
+    """A FictionBook 2 file with a title, an author and two sections ("The owl hunts at night.")."""
+    path = _prepare(path)
+    path.write_text("""<?xml version="1.0" encoding="utf-8"?>
+<FictionBook xmlns="http://www.gribuser.ru/xml/fictionbook/2.0">
+<description><title-info><author><first-name>Ola</first-name><last-name>Writer</last-name></author>
+<book-title>Night Birds</book-title><lang>en</lang></title-info></description>
+<body><section><title><p>Owls</p></title><p>The owl hunts at night.</p></section>
+<section><title><p>Nightjars</p></title><p>The nightjar sings at dusk.</p></section></body>
+</FictionBook>
+""", encoding="utf-8")
+    return path
+
+
+def cbz(path: str | Path, text: str = SCANNED_TEXT) -> Path:
+    """A comic book archive of two pages that are images only, the first an image of ``text`` (OCR reads it)."""
+    import io
+
+    path = _prepare(path)
+    with zipfile.ZipFile(path, "w") as zf:
+        for n, words in enumerate((text, "PAGE TWO"), start=1):
+            buffer = io.BytesIO()
+            text_image(words).save(buffer, format="PNG")
+            zf.writestr(f"{n:03d}.png", buffer.getvalue())
+    return path
+
+
 def encrypted_pdf(path: str | Path) -> Path:
     """A PDF that cannot be opened without its user password."""
     return media.encrypted_pdf(_prepare(path))

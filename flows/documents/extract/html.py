@@ -24,6 +24,8 @@ BLOCK = {"address", "article", "aside", "blockquote", "body", "br", "caption", "
 HEADINGS = {f"h{n}": n for n in range(1, 7)}
 _CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
 _SPACES = re.compile(r"[ \t\n\r\f\v]+")
+CELL = "\x1f"  # between table cells until the line is built (then a tab: collapsing whitespace must not eat it)
+_CELL = re.compile(" ?\x1f ?")
 
 
 class _TextParser(HTMLParser):
@@ -44,9 +46,9 @@ class _TextParser(HTMLParser):
         line = "".join(self._parts)
         self._parts = []
         if self._pre:
-            line = line.rstrip()
+            line = line.rstrip().replace(CELL, "\t")
         else:
-            line = _SPACES.sub(" ", line).strip()
+            line = _CELL.sub("\t", _SPACES.sub(" ", line).strip()).strip("\t ")
         if line:
             self.lines.append(line)
         self._cell = False
@@ -64,7 +66,7 @@ class _TextParser(HTMLParser):
             return
         if tag in ("td", "th"):
             if self._cell:
-                self._parts.append("\t")
+                self._parts.append(CELL)
             self._cell = True
             return
         if tag in BLOCK:
