@@ -1,0 +1,163 @@
+"""Boolean search over the extracted text: the index narrows the search to candidate segments, the line check
+decides, line by line, exactly as a plain scan of the same text would.
+
+``search`` streams the candidates of the scope in (path, segment) order (SQLite: the FTS5 trigram index;
+PostgreSQL: LIKE on ``folded`` under the pg_trgm index), checks the lines of each that could match, keeps the first
+``max_results`` matches with their context (fetched from the neighbouring segments when a match sits at a segment's
+edge) and counts the rest. It says how many documents in scope are not searchable yet (pending) or could not be
+read (failed), so a search during extraction never silently returns less. ``search_many`` runs several queries at
+once, each failing alone.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from itertools import accumulate
+from typing import Any, Callable, Iterable, Sequence
+
+from sqlalchemy.engine import Engine
+
+from flows.documents.formats import EXTENSIONS
+from flows.documents.model import PAGED_FORMATS, LineMatch, SearchOutcome
+from flows.documents.query import Needles, compile_query, parse_query, prefilter, prefilter_terms
+from store import documents as store
+from store.errors import AssayError, DocumentError, InvalidInput
+from store.fold import fold
+
+log = logging.getLogger(__name__)
+
+TIMEOUT_ENV = "ASSAY_SEARCH_TIMEOUT"
+MAX_CONTEXT_LINES = 50
+MAX_RESULTS = 500
+_CHECK_EVERY = 1024  # lines checked between two looks at the deadline
+CONCURRENCY = 4  # queries of one search_many run at once
+
+
+def _timeout(query: str, timeout: float) -> DocumentError:
+    return DocumentError("SEARCH_TIMEOUT", f"the search took longer than {timeout:g} s ({TIMEOUT_ENV}); narrow the "
+                                           "scope or the query", field="query",
+                         details={"query": query, "timeout": timeout})
+
+
+def _line_starts(lines: Sequence[str]) -> list[int]:
+    """Offset of each line in the text the lines were split from."""
+    return [0, *accumulate(len(line) + 1 for line in lines[:-1])]
+
+
+def _lines_holding(tree: Needles, text: str, starts: list[int]) -> set[int]:
+    """Indexes of the lines that can match ``tree`` (a superset: every line that matches holds these needles):
+    a needle's lines are found with str.find over the whole folded segment; an AND needs only one of its parts
+    (the longest plain needle, the most selective), an OR the union of its parts."""
+    if isinstance(tree, str):
+        found: set[int] = set()
+        pos = text.find(tree)
+        while pos >= 0:
+            line = bisect.bisect_right(starts, pos) - 1
+            found.add(line)
+            nxt = starts[line + 1] if line + 1 < len(starts) else len(text)
+            pos = text.find(tree, nxt)
+        return found
+    op, children = tree
+    if op == "and":
+        plain = [c for c in children if isinstance(c, str)]
+        return _lines_holding(max(plain, key=len) if plain else children[0], text, starts)
+    return set().union(*(_lines_holding(c, text, starts) for c in children))
+
+
+def _check_limits(context_lines: int, max_results: int) -> None:
+    if not 0 <= context_lines <= MAX_CONTEXT_LINES:
+        raise InvalidInput(f"context_lines must be from 0 to {MAX_CONTEXT_LINES}, got {context_lines}",
+                           field="context_lines")
+    if not 1 <= max_results <= MAX_RESULTS:
+        raise InvalidInput(f"max_results must be from 1 to {MAX_RESULTS}, got {max_results}", field="max_results")
+
+
+def search(engine: Engine, query: str, *, under: list[str] | None = None, entry_id: int | None = None,
+           context_lines: int = 5, max_results: int = 20, fuzzy: bool = False, timeout: float | None = None,
+           display: Callable[[str], str] = str) -> SearchOutcome:
+    """Every line in scope that matches ``query`` (reference 001's syntax), counted, the first ``max_results``
+    returned with ``context_lines`` lines around them, in (path, line) order. Scope: ``entry_id`` (one document),
+    ``under`` (absolute directory paths), or everything. ``display`` turns a stored absolute path into the path
+    the caller shows. Raises DocumentError INVALID_QUERY (a malformed query) or SEARCH_TIMEOUT (past
+    ``timeout`` seconds)."""
+    started = time.monotonic()
+    _check_limits(context_lines, max_results)
+    tree = parse_query(query, fuzzy=fuzzy)
+    check = compile_query(tree)
+    needles = prefilter_terms(tree)
+    index = ({"match": prefilter(tree)} if engine.dialect.name == "sqlite" else {"like": needles})
+    deadline = started + timeout if timeout else None
+    matches: list[LineMatch] = []
+    total = checked = 0
+    candidates = store.candidate_segments(engine, under=under, entry_id=entry_id, **index)
+    with contextlib.closing(candidates):
+        for cand in candidates:
+            if deadline is not None and time.monotonic() > deadline:
+                raise _timeout(query, timeout)
+            lines = cand.text.split("\n")
+            folded_text = fold(cand.text)
+            folded = folded_text.split("\n")
+            if len(folded) != len(lines):  # cannot happen with str.lower; kept exact whatever fold becomes
+                folded = [fold(line) for line in lines]
+                folded_text = "\n".join(folded)
+            which = (range(len(lines)) if needles is None
+                     else sorted(_lines_holding(needles, folded_text, _line_starts(folded))))
+            for i in which:
+                checked += 1
+                if checked % _CHECK_EVERY == 0 and deadline is not None and time.monotonic() > deadline:
+                    raise _timeout(query, timeout)
+                if not check(folded[i]):
+                    continue
+                total += 1
+                if len(matches) < max_results:
+                    matches.append(_match(engine, cand, lines, i, context_lines, display))
+    pending, failed = store.pending_count(engine, under=under, entry_id=entry_id, extensions=EXTENSIONS)
+    elapsed_ms = (time.monotonic() - started) * 1000
+    log.debug("search %r: %d matching lines, %d pending, %d failed, %.1f ms", query, total, pending, failed,
+              elapsed_ms)
+    return SearchOutcome(query=query, matches=matches, total_matches=total, truncated=total > len(matches),
+                         pending_documents=pending, failed_documents=failed, elapsed_ms=round(elapsed_ms, 1))
+
+
+def _match(engine: Engine, cand: store.Candidate, lines: list[str], i: int, context: int,
+           display: Callable[[str], str]) -> LineMatch:
+    """The match of line ``i`` of a candidate segment with its context, read from the neighbouring segments of the
+    same document when the segment does not hold all of it (context never crosses into another document)."""
+    number = cand.line_start + i
+    before = lines[max(0, i - context):i]
+    if context and len(before) < context and cand.line_start > 1:
+        first = max(1, number - context)
+        earlier = [t for _, t, _, _ in store.entry_lines(engine, cand.entry_id, line_from=first,
+                                                         line_to=cand.line_start - 1)]
+        before = earlier + before
+    after = lines[i + 1:i + 1 + context]
+    if context and len(after) < context:
+        start = cand.line_start + len(lines)
+        after += [t for _, t, _, _ in store.entry_lines(engine, cand.entry_id, line_from=start,
+                                                        line_to=number + context)]
+    return LineMatch(document=display(cand.path), line=number, text=lines[i], context_before=before,
+                     context_after=after, page=cand.page if cand.format in PAGED_FORMATS else None, ocr=cand.ocr)
+
+
+def search_many(engine: Engine, queries: Iterable[str], **options: Any) -> dict[str, SearchOutcome | AssayError]:
+    """Run each query (the same options as :func:`search`) at once in threads; the result maps each query to its
+    SearchOutcome, or to the error that stopped it (one failing query does not stop the others)."""
+    unique = list(dict.fromkeys(queries))
+    if not unique:
+        return {}
+
+    def run(q: str) -> SearchOutcome | AssayError:
+        try:
+            return search(engine, q, **options)
+        except AssayError as exc:
+            return exc
+        except Exception as exc:  # a store failure on one query: reported with the query, the others go on
+            log.exception("search %r failed", q)
+            return AssayError(f"the search failed: {exc}")
+
+    with ThreadPoolExecutor(max_workers=min(len(unique), CONCURRENCY), thread_name_prefix="search") as pool:
+        return dict(zip(unique, pool.map(run, unique)))
