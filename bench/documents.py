@@ -273,29 +273,37 @@ async def _mcp_session(params, calls: int) -> dict:
             _payload(await client.call_tool("list_collections", {"path": ""}))
             out["ping"].append(time.perf_counter() - started)
         for q in QUERIES:
-            first = _payload(await client.call_tool("search_documents", {"query": q.text, "scope": global_scope}))
-            samples = []
-            for _ in range(calls):
-                started = time.perf_counter()
-                _payload(await client.call_tool("search_documents", {"query": q.text, "scope": global_scope,
-                                                                     "context_lines": 5, "max_results": 20}))
-                samples.append(time.perf_counter() - started)
+            args = {"query": q.text, "scope": global_scope, "context_lines": 5, "max_results": 20}
+            samples: list[float] = []
+            try:  # a query that fails (SEARCH_TIMEOUT, ...) is reported in its row; the others go on
+                first = _payload(await client.call_tool("search_documents", args))
+                for _ in range(calls):
+                    started = time.perf_counter()
+                    _payload(await client.call_tool("search_documents", args))
+                    samples.append(time.perf_counter() - started)
+            except RuntimeError as exc:
+                out["queries"][q.label] = {"samples": samples, "error": str(exc)[:300], "total_matches": None}
+                continue
+            log.info("search_documents %s: %s matches, p50 %.3f s", q.label, first.get("total_matches"),
+                     percentile(samples, 50))
             out["queries"][q.label] = {"samples": samples, "total_matches": first.get("total_matches"),
                                        "returned": len(first.get("matches", [])),
                                        "truncated": first.get("truncated")}
-        for _ in range(max(1, calls // 2)):
-            started = time.perf_counter()
-            multi = _payload(await client.call_tool("search_multiple", {"queries": MULTI, "scope": global_scope,
-                                                                        "context_lines": 5,
-                                                                        "max_results_per_query": 20}))
-            out["multi"].append(time.perf_counter() - started)
-            out["multi_completed"] = multi.get("queries_completed")
-            out["multi_failed"] = multi.get("queries_failed")
-            started = time.perf_counter()
-            for text_ in MULTI:
-                _payload(await client.call_tool("search_documents", {"query": text_, "scope": global_scope,
-                                                                     "context_lines": 5, "max_results": 20}))
-            out["singles"].append(time.perf_counter() - started)
+        multi_args = {"queries": MULTI, "scope": global_scope, "context_lines": 5, "max_results_per_query": 20}
+        try:
+            for _ in range(max(1, calls // 4)):
+                started = time.perf_counter()
+                multi = _payload(await client.call_tool("search_multiple", multi_args))
+                out["multi"].append(time.perf_counter() - started)
+                out["multi_completed"] = multi.get("queries_completed")
+                out["multi_failed"] = multi.get("queries_failed")
+                started = time.perf_counter()
+                for text_ in MULTI:
+                    _payload(await client.call_tool("search_documents", {"query": text_, "scope": global_scope,
+                                                                         "context_lines": 5, "max_results": 20}))
+                out["singles"].append(time.perf_counter() - started)
+        except RuntimeError as exc:
+            out["multi_error"] = str(exc)[:300]
         out["server_kb"] = _hwm_kb(_server_pid())
     return out
 
@@ -377,9 +385,10 @@ def extraction_rows(fig: dict) -> list[tuple]:
                       f"{base_rate:,.1f} MB/s = {n / base['seconds']:,.1f} docs/s") if main else "the loop",
                      f"{rate / base_rate:.2f}×", f"≥ {GOAL_EXTRACT:g}×" if main else "—",
                      yes_no(rate / base_rate >= GOAL_EXTRACT) if main else "—"))
-        rows.append((f"  cores kept busy; CPU seconds: this process / extraction workers / Prefect's API server",
-                     f"{r['cores']:.2f}; " + " / ".join(f"{r['cpu'].get(k, 0):.1f}"
-                                                        for k in ("main", "workers", "prefect")),
+        ours_cpu = r["cpu"].get("main", 0) + r["cpu"].get("workers", 0)
+        rows.append(("  cores kept busy; CPU seconds: this process with its extraction workers (reaped ones "
+                     "included) / Prefect's API server",
+                     f"{r['cores']:.2f}; {ours_cpu:.1f} / {r['cpu'].get('prefect', 0):.1f}",
                      "the loop: 1 core", "—", "—", "—"))
     return rows
 
@@ -392,6 +401,10 @@ def search_rows(fig: dict) -> list[tuple]:
              ms(percentile(ping, 50)), "the transport's floor", "—", "—", "—")]
     for q in QUERIES:
         ours = s["queries"][q.label]
+        if ours.get("error"):
+            rows.append((f"search_documents `{q.text}`: {q.label}", f"**failed**: {ours['error']}", "—", "—",
+                         f"≥ {GOAL_SEARCH:g}×", "**no**"))
+            continue
         o50, o95 = percentile(ours["samples"], 50), percentile(ours["samples"], 95)
         r = rg[q.label]
         r50, r95 = percentile(r["samples"], 50), percentile(r["samples"], 95)
@@ -399,19 +412,24 @@ def search_rows(fig: dict) -> list[tuple]:
         rows.append((f"search_documents `{q.text}`: {q.label}; {ours['total_matches']:,} matching lines "
                      f"(p50 / p95, {len(ours['samples'])} calls)", f"{ms(o50)} / {ms(o95)}",
                      f"`{pipeline}` over {mb(text_bytes)} of text files: {ms(r50)} / {ms(r95)}",
-                     f"{r50 / o50:.1f}× faster" if o50 else "—", f"≥ {GOAL_SEARCH:g}× faster",
+                     f"{r50 / o50:.2f}× (rg / ours)", f"≥ {GOAL_SEARCH:g}×",
                      yes_no(r50 >= GOAL_SEARCH * o50)))
-    all_ours = [x for q in QUERIES for x in s["queries"][q.label]["samples"]]
-    all_rg = [x for q in QUERIES for x in rg[q.label]["samples"]]
+    done = [q for q in QUERIES if not s["queries"][q.label].get("error")]
+    all_ours = [x for q in done for x in s["queries"][q.label]["samples"]]
+    all_rg = [x for q in done for x in rg[q.label]["samples"]]
     o50, r50 = percentile(all_ours, 50), percentile(all_rg, 50)
-    rows.append((f"search_documents, all {len(QUERIES)} queries together (p50 / p95)",
+    rows.append((f"search_documents, all {len(done)} queries that ran, together (p50 / p95)",
                  f"{ms(o50)} / {ms(percentile(all_ours, 95))}", f"rg: {ms(r50)} / {ms(percentile(all_rg, 95))}",
-                 f"{r50 / o50:.1f}× faster", f"≥ {GOAL_SEARCH:g}× faster", yes_no(r50 >= GOAL_SEARCH * o50)))
+                 f"{r50 / o50:.2f}× (rg / ours)", f"≥ {GOAL_SEARCH:g}×", yes_no(r50 >= GOAL_SEARCH * o50)))
+    if s.get("multi_error") or not s["singles"]:
+        rows.append((f"search_multiple with {len(MULTI)} queries, one call", f"**failed**: {s.get('multi_error')}",
+                     "—", "—", "> 1×", "**no**"))
+        return rows
     m50, s50 = percentile(s["multi"], 50), percentile(s["singles"], 50)
     rows.append((f"search_multiple with {len(MULTI)} queries, one call (p50 of {len(s['multi'])}; "
                  f"{s.get('multi_completed')} completed, {s.get('multi_failed')} failed)", ms(m50),
                  f"the same {len(MULTI)} as single search_documents calls one after the other: {ms(s50)}",
-                 f"{s50 / m50:.2f}× faster", "faster than the singles", yes_no(m50 < s50)))
+                 f"{s50 / m50:.2f}× (singles / multiple)", "> 1×", yes_no(m50 < s50)))
     return rows
 
 
@@ -457,7 +475,7 @@ def mismatch_rows(fig: dict) -> list[tuple]:
     if "search" in fig:
         for q in QUERIES:
             ours, lines = fig["search"]["queries"][q.label]["total_matches"], fig["rg"][q.label]["lines"]
-            if ours != lines:
+            if ours is not None and ours != lines:
                 out.append((f"**mismatch**: `{q.text}` total_matches", f"{ours:,}", f"rg: {lines:,} lines", "—",
                             "equal", "**no**"))
         if fig["search"].get("multi_failed"):
@@ -561,6 +579,7 @@ def main(argv: list[str] | None = None) -> int:
 
         log.info("extraction: the one-core PyMuPDF / read loop over %d documents", len(corpus.docs))
         fig["extract_base"] = baseline_extract(corpus)
+        log.info("the loop: %.1f s, %s of text", fig["extract_base"]["seconds"], mb(fig["extract_base"]["chars"]))
         sampler = ProcessSampler().start()
         plan = extract_plan("documents-bench", corpus.folder)
         log.info("extraction: plan run (%s)", fig["mode"])
@@ -571,6 +590,8 @@ def main(argv: list[str] | None = None) -> int:
         fig["rss"] = {"sum": sampler.peak_sum, "main": sampler.peak_main, "worker": sampler.peak_worker,
                       "prefect": sampler.peak_prefect}
         fig["stored"] = stored_counts(engine)
+        log.info("plan run: %.1f s (%.2f cores), %s", fig["extract"]["seconds"], fig["extract"]["cores"],
+                 fig["stored"])
         if not args.one_mode:
             log.info("extraction: plan run (%s)", fig["other_mode"])
             other_engine, other_service, other_data = stores.fresh("extract-other", [corpus.folder],
