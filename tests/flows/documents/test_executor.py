@@ -21,6 +21,23 @@ from store import documents as store_docs
 from store.entries import T as E
 
 
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def engine(request, data_dir):
+    """Every test here runs on both stores (PostgreSQL fills ``folded`` itself; SQLite's triggers do)."""
+    from store.engine import make_engine
+    from tests.conftest import fresh_pg_database
+
+    if request.param == "sqlite":
+        eng = make_engine(f"sqlite:///{data_dir / 'assay.db'}")
+        yield eng
+        eng.dispose()
+        return
+    with fresh_pg_database(request.getfixturevalue("pg_url"), "assay_docx") as url:
+        eng = make_engine(url)
+        yield eng
+        eng.dispose()
+
+
 class FakeExtraction:
     """Stands in for flows.documents.worker.run_extractions: a file's text is one page; a file whose name starts
     with "locked" fails as an encrypted PDF would. Records which paths it was asked for."""
