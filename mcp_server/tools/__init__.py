@@ -15,4 +15,5 @@ GROUP_MODULES: dict[str, str] = {
     "plans": "plans",
     "sources": "sources",
     "classifier": "classifier",
+    "documents": "documents",
 }
