@@ -97,11 +97,11 @@ def _timed(started: list[float | None], fn: ExtractFn, path: str, options: Extra
     return _call(fn, path, options)
 
 
-def _worker_main(conn: Connection, fn: ExtractFn | None) -> None:
-    """A worker process: receive ``(task id, path, options)``, report ``("start", id, t)`` then ``("done", id,
-    Extracted)``; stop on None or when the parent is gone."""
+def _worker_main(conn: Connection) -> None:
+    """A worker process: receive ``(task id, path, options, fn)``, report ``("start", id, t)`` then ``("done", id,
+    Extracted)``; stop on None or when the parent is gone. ``fn`` travels by reference (a module-level function's
+    name), None meaning ``extract_file``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when workers stop
-    fn = fn or _real_extract
     while True:
         try:
             message = conn.recv()
@@ -109,10 +109,10 @@ def _worker_main(conn: Connection, fn: ExtractFn | None) -> None:
             return
         if message is None:
             return
-        task_id, path, options = message
+        task_id, path, options, fn = message
         try:
             conn.send(("start", task_id, time.monotonic()))
-            result = _call(fn, path, options)
+            result = _call(fn or _real_extract, path, options)
             try:
                 conn.send(("done", task_id, result))
             except Exception as exc:  # not picklable: a bug in fn, reported for this file
@@ -133,7 +133,6 @@ class _Task(Generic[K]):
 class _Worker:
     process: Any
     conn: Connection
-    fn: ExtractFn | None
     done: int = 0
     queue: list[int] = field(default_factory=list)  # task ids sent, in order (the first runs)
 
@@ -177,28 +176,27 @@ class Pool:
 
     # -- workers --------------------------------------------------------------------------------------------
 
-    def _spawn(self, fn: ExtractFn | None) -> _Worker:
+    def _spawn(self) -> _Worker:
         parent, child = self._context.Pipe()
-        process = self._context.Process(target=_worker_main, args=(child, fn), daemon=True,
-                                        name="assay-extract")
+        process = self._context.Process(target=_worker_main, args=(child,), daemon=True, name="assay-extract")
         process.start()
         child.close()
-        return _Worker(process=process, conn=parent, fn=fn)
+        return _Worker(process=process, conn=parent)
 
-    def _checkout(self, count: int, fn: ExtractFn | None) -> list[_Worker]:
+    def _checkout(self, count: int) -> list[_Worker]:
         """Up to ``count`` workers for one run (idle ones first, new ones while fewer than ``workers`` are busy;
         always at least one, so a call never waits for another's batch)."""
         taken: list[_Worker] = []
         with self._lock:
             keep: list[_Worker] = []
             for worker in self._idle:
-                if len(taken) < count and worker.fn is fn and worker.alive():
+                if len(taken) < count and worker.alive():
                     taken.append(worker)
                 else:
                     keep.append(worker)
             self._idle = keep
         while len(taken) < max(1, count):
-            taken.append(self._spawn(fn))
+            taken.append(self._spawn())
         return taken
 
     def _checkin(self, workers: Iterable[_Worker]) -> None:
@@ -229,7 +227,7 @@ class Pool:
             yield from self._run_threads(tasks, options, fn or _real_extract, should_cancel, window)
             return
         window = window or self.workers * DEPTH
-        workers = self._checkout(min(self.workers, max(1, (window + DEPTH - 1) // DEPTH)), fn)
+        workers = self._checkout(min(self.workers, max(1, (window + DEPTH - 1) // DEPTH)))
         source = iter(tasks)
         exhausted = False
         waiting: list[_Task] = []  # to send (retries first)
@@ -255,7 +253,7 @@ class Pool:
                         break
                     next_id += 1
                     try:
-                        worker.conn.send((next_id, task.path, options))
+                        worker.conn.send((next_id, task.path, options, fn))
                     except (OSError, ValueError):
                         waiting.insert(0, task)
                         yield from self._replace(workers, worker, active, waiting, "died")
@@ -316,7 +314,7 @@ class Pool:
             worker.stop()
         else:
             worker.kill()
-        workers[workers.index(worker)] = self._spawn(worker.fn)
+        workers[workers.index(worker)] = self._spawn()
         for position, task_id in enumerate(queue):
             task = active.pop(task_id)
             # the first file was running (or about to: a worker that dies before it reports the start, e.g. at
