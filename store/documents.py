@@ -38,7 +38,7 @@ SEGMENT_CHARS = 32_000  # the same as flows.documents.model.SEGMENT_CHARS (a tes
 TX_SEGMENTS = 200  # segments written per transaction at most (a transaction holds the writer lock briefly)
 TX_CHARS = 4_000_000  # and characters of text per transaction at most
 _CHUNK = 500  # ids per IN (...) list
-_READ_BATCH = 64  # segments fetched per read of a stream
+_READ_BATCH = 128  # segments fetched per read of a stream
 
 
 @dataclass

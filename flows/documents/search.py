@@ -11,19 +11,17 @@ once, each failing alone.
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
-from itertools import accumulate
 from typing import Any, Callable, Iterable, Sequence
 
 from sqlalchemy.engine import Engine
 
 from flows.documents.formats import EXTENSIONS
 from flows.documents.model import PAGED_FORMATS, LineMatch, SearchOutcome
-from flows.documents.query import Needles, compile_query, parse_query, prefilter, prefilter_terms
+from flows.documents.query import compile_query, parse_query, prefilter, prefilter_terms
 from store import documents as store
 from store.errors import AssayError, DocumentError, InvalidInput
 from store.fold import fold
@@ -33,7 +31,6 @@ log = logging.getLogger(__name__)
 TIMEOUT_ENV = "ASSAY_SEARCH_TIMEOUT"
 MAX_CONTEXT_LINES = 50
 MAX_RESULTS = 500
-_CHECK_EVERY = 1024  # lines checked between two looks at the deadline
 CONCURRENCY = 4  # queries of one search_many run at once
 
 
@@ -41,31 +38,6 @@ def _timeout(query: str, timeout: float) -> DocumentError:
     return DocumentError("SEARCH_TIMEOUT", f"the search took longer than {timeout:g} s ({TIMEOUT_ENV}); narrow the "
                                            "scope or the query", field="query",
                          details={"query": query, "timeout": timeout})
-
-
-def _line_starts(lines: Sequence[str]) -> list[int]:
-    """Offset of each line in the text the lines were split from."""
-    return [0, *accumulate(len(line) + 1 for line in lines[:-1])]
-
-
-def _lines_holding(tree: Needles, text: str, starts: list[int]) -> set[int]:
-    """Indexes of the lines that can match ``tree`` (a superset: every line that matches holds these needles):
-    a needle's lines are found with str.find over the whole folded segment; an AND needs only one of its parts
-    (the longest plain needle, the most selective), an OR the union of its parts."""
-    if isinstance(tree, str):
-        found: set[int] = set()
-        pos = text.find(tree)
-        while pos >= 0:
-            line = bisect.bisect_right(starts, pos) - 1
-            found.add(line)
-            nxt = starts[line + 1] if line + 1 < len(starts) else len(text)
-            pos = text.find(tree, nxt)
-        return found
-    op, children = tree
-    if op == "and":
-        plain = [c for c in children if isinstance(c, str)]
-        return _lines_holding(max(plain, key=len) if plain else children[0], text, starts)
-    return set().union(*(_lines_holding(c, text, starts) for c in children))
 
 
 def _check_limits(context_lines: int, max_results: int) -> None:
@@ -88,33 +60,26 @@ def search(engine: Engine, query: str, *, under: list[str] | None = None, entry_
     _check_limits(context_lines, max_results)
     tree = parse_query(query, fuzzy=fuzzy)
     check = compile_query(tree)
-    needles = prefilter_terms(tree)
-    index = ({"match": prefilter(tree)} if engine.dialect.name == "sqlite" else {"like": needles})
+    index = ({"match": prefilter(tree)} if engine.dialect.name == "sqlite" else {"like": prefilter_terms(tree)})
     deadline = started + timeout if timeout else None
     matches: list[LineMatch] = []
-    total = checked = 0
+    total = 0
     candidates = store.candidate_segments(engine, under=under, entry_id=entry_id, **index)
     with contextlib.closing(candidates):
-        for cand in candidates:
+        for cand in candidates:  # a segment is at most ~32k characters: the deadline is looked at often enough
             if deadline is not None and time.monotonic() > deadline:
                 raise _timeout(query, timeout)
-            lines = cand.text.split("\n")
-            folded_text = fold(cand.text)
-            folded = folded_text.split("\n")
-            if len(folded) != len(lines):  # cannot happen with str.lower; kept exact whatever fold becomes
-                folded = [fold(line) for line in lines]
-                folded_text = "\n".join(folded)
-            which = (range(len(lines)) if needles is None
-                     else sorted(_lines_holding(needles, folded_text, _line_starts(folded))))
-            for i in which:
-                checked += 1
-                if checked % _CHECK_EVERY == 0 and deadline is not None and time.monotonic() > deadline:
-                    raise _timeout(query, timeout)
-                if not check(folded[i]):
-                    continue
-                total += 1
-                if len(matches) < max_results:
-                    matches.append(_match(engine, cand, lines, i, context_lines, display))
+            folded = fold(cand.text).split("\n")
+            if len(matches) >= max_results:  # only counting now: the line check over the segment, in one pass
+                total += sum(map(check, folded))
+            else:
+                lines = cand.text.split("\n")
+                if len(folded) != len(lines):  # cannot happen with str.lower; kept exact whatever fold becomes
+                    folded = [fold(line) for line in lines]
+                for i in [i for i, line in enumerate(folded) if check(line)]:
+                    total += 1
+                    if len(matches) < max_results:
+                        matches.append(_match(engine, cand, lines, i, context_lines, display))
     pending, failed = store.pending_count(engine, under=under, entry_id=entry_id, extensions=EXTENSIONS)
     elapsed_ms = (time.monotonic() - started) * 1000
     log.debug("search %r: %d matching lines, %d pending, %d failed, %.1f ms", query, total, pending, failed,
