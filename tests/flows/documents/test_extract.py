@@ -389,3 +389,16 @@ def test_an_extractor_bug_becomes_filter_failed_not_an_exception(tmp_path, monke
 def test_extraction_takes_paths_with_odd_names(tmp_path):
     path = dm.markdown(tmp_path / "-rf ; $(echo hi).md")
     assert extract_file(str(Path(path)), OPTIONS).ok
+
+
+def test_tessdata_is_found_from_tessdata_prefix_first(tmp_path, monkeypatch):
+    monkeypatch.setenv("TESSDATA_PREFIX", str(tmp_path))
+    pymupdf_extract.tessdata_dir.cache_clear()
+    try:
+        assert pymupdf_extract.tessdata_dir() == str(tmp_path)
+        assert pymupdf_extract.ocr_unavailable(OPTIONS) == f"no Tesseract language data for eng in {tmp_path}"
+    finally:
+        monkeypatch.delenv("TESSDATA_PREFIX")
+        pymupdf_extract.tessdata_dir.cache_clear()
+    found = pymupdf_extract.tessdata_dir()  # what tesseract --list-langs reports (tesseract-ocr is installed here)
+    assert found != str(tmp_path) and os.path.isfile(os.path.join(found, "eng.traineddata"))
