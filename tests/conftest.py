@@ -13,6 +13,8 @@ _SESSION_HOME = tempfile.mkdtemp(prefix="assay-tests-")
 os.environ.setdefault("PREFECT_HOME", os.path.join(_SESSION_HOME, "prefect"))
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# a server started with roots extracts their documents through the built-in plan; the tests about it turn it on
+os.environ.setdefault("ASSAY_DOCUMENTS_PLAN", "off")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")  # a loaded CI machine starts slowly
 

@@ -84,8 +84,10 @@ class PlanWatchers:
             elif changes.entry_ids:
                 row = self.service.execute(plan, wait=True, trigger="watch", scan=False, use_prefect=False,
                                            restrict_ids=list(changes.entry_ids))
-                if row["status"] == "partial" and not row["outcomes_applied"]:
-                    # a change the plan has nothing to do with (a deletion, a file no rule wants): not history
+                if row["status"] == "partial" and not row["outcomes_applied"] and \
+                        row.get("error_message") in ("nothing matched", "the sources yielded no entries"):
+                    # a change the plan has nothing to do with (a deletion, a file no rule wants): not history;
+                    # a changed file an outcome failed on (an encrypted PDF) stays, with its error
                     store_plans.delete_execution(self.service.engine, execution_id=row["execution_id"])
         except Exception:  # a failed run is recorded on its execution; the watcher goes on
             log.exception("plan %s: acting on changes failed", name)
