@@ -224,6 +224,41 @@ def test_the_engine_split_selects_what_python_alone_selects_on_random_trees(stor
     assert store.split_names(cond) == store.python_names(cond)
 
 
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def scratch(request, tmp_path_factory):
+    """A store with one entry whose document the test rewrites."""
+    with contextlib.ExitStack() as stack:
+        if request.param == "sqlite":
+            url = "sqlite:///" + str(tmp_path_factory.mktemp("scratch") / "assay.db")
+        else:
+            url = stack.enter_context(fresh_pg_database(request.getfixturevalue("pg_url"), "assay_scratch"))
+        engine = make_engine(url)
+        with engine.begin() as conn:
+            upsert_entries(conn, [make_row("/scratch/doc.txt", kind="file", size=1, mtime=NOW, ctime=NOW, inode=None,
+                                           scan_id=None, indexed_at=NOW)])
+        yield Store(engine, Path("/scratch"))
+        engine.dispose()
+
+
+TRICKY = "aAbΣσςİiIßẞK\u212a%_\\\"' \t😀ée\u0301"  # case folding that changes lengths or depends on neighbours
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(st.text(alphabet=TRICKY, max_size=12), min_size=1, max_size=4), data=st.data())
+def test_a_value_taken_from_a_line_is_always_found_through_the_index(scratch, lines, data):
+    (row,) = scratch.rows
+    write_extracted_many(scratch.engine, [DocumentWrite(row["id"], 1, 1.0, "k", Extracted(
+        path="doc.txt", format="text", pages=[Page(1, "\n".join(lines))], total_pages=1))])
+    line = data.draw(st.sampled_from(lines))
+    start = data.draw(st.integers(0, len(line)))
+    value = line[start:start + data.draw(st.integers(0, 8))]
+    cond = Compare(field="text", op="contains", value=value)
+    assert scratch.split_names(cond) == {"doc.txt"}
+    other = Compare(field="text", op="contains", value=value + "Z")  # never in the text: Z is not in the alphabet
+    assert scratch.split_names(other) == scratch.python_names(other) == set()
+
+
 # --- plan-explain and plan-preview -------------------------------------------------------------------------------
 
 SELECT = {"type": "selection_set", "selectionSetName": "hits"}
