@@ -62,11 +62,11 @@ class EvalContext(Protocol):
         """The value of the computed field ``name`` (``FieldSpec.computed``) for the entry; None when it has none.
         Raises :class:`FieldNotAvailable` when no installed module computes it."""
 
-    # Optional (a context without it cannot test content fields: FieldNotAvailable):
-    # def content(self, entry: Mapping[str, Any], name: str, op: str, value: Any) -> tuple[bool, Any]:
-    #     """Whether some line of the entry's content field ``name`` satisfies ``op value`` (contains | matches),
-    #     and what was seen: the first matching line ``{line, text, page?, ocr?}``; on no match ``{lines: n}`` (or
-    #     ``{error: ...}`` when extraction failed); None when the entry has no such content."""
+    def content(self, entry: Mapping[str, Any], name: str, op: str, value: Any) -> tuple[bool, Any]:
+        """Whether some line of the entry's content field ``name`` satisfies ``op value`` (contains | matches), and
+        what was seen: the first matching line ``{line, text, page?, ocr?}``; on no match ``{lines: n}`` (or
+        ``{error: ...}`` when extraction failed); None when the entry has no such content. Optional: a context
+        without it cannot test content fields (FieldNotAvailable)."""
 
 
 TEXT_ONLY_OPS = ("contains", "startswith", "endswith", "matches", "glob")

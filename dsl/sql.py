@@ -54,10 +54,10 @@ class SqlContext(Protocol):
         """The computed field ``name`` (``FieldSpec.computed``) for the current entry: (its value, usually a scalar
         subquery correlated with the entries table; whether the entry has a value, a cheap test that guards it)."""
 
-    # Optional: a context without it narrows nothing for content leaves.
-    # def content_prefilter(self, name: str, op: str, value: Any) -> Clause | None:
-    #     """A clause true for every entry whose content field ``name`` can satisfy ``op value`` (a superset: it
-    #     may be true for entries the exact test rejects, never false for one it accepts); None: no narrowing."""
+    def content_prefilter(self, name: str, op: str, value: Any) -> Clause | None:
+        """A clause true for every entry whose content field ``name`` can satisfy ``op value`` (a superset: it may
+        be true for entries the exact test rejects, never false for one it accepts); None: no narrowing. Optional:
+        for a context without it, content leaves narrow nothing."""
 
 
 @dataclass(frozen=True)
