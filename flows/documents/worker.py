@@ -46,6 +46,7 @@ MODES = ("process", "thread")
 DEPTH = 2  # files sent to one worker at a time: one running, one waiting
 MAX_TASKS = 500  # a worker process is replaced after this many files (memory MuPDF keeps)
 RETRIES = 1  # a file whose worker died (not by its timeout) is tried this many more times
+STARTUP_GRACE = 60.0  # seconds a worker may take to start a file it was sent (spawning, imports) beyond the timeout
 
 
 def default_mode() -> str:
@@ -69,6 +70,14 @@ def _real_extract(path: str, options: ExtractOptions) -> Extracted:
     from flows.documents.extract import extract_file
 
     return extract_file(path, options)
+
+
+def _deadline(task: _Task, options: ExtractOptions) -> float:
+    """When the first file of a worker's queue is overdue: its timeout after it started, or (no start reported
+    yet) after it should have started plus time for the worker to come up."""
+    if task.started is not None:
+        return task.started + options.timeout
+    return (task.first or time.monotonic()) + options.timeout + STARTUP_GRACE
 
 
 def failed(path: str, reason: str) -> Extracted:
@@ -127,6 +136,7 @@ class _Task(Generic[K]):
     path: str
     tries: int = 0
     started: float | None = None  # monotonic time the worker started it
+    first: float | None = None  # monotonic time it became the first of its worker's queue (it should start now)
 
 
 @dataclass
@@ -235,6 +245,9 @@ class Pool:
         next_id = 0
         try:
             while True:
+                for worker in list(workers):  # a worker past MAX_TASKS is replaced once its queue is empty
+                    if not worker.queue and worker.done >= MAX_TASKS:
+                        yield from self._replace(workers, worker, active, waiting, "recycled")
                 # send work: to the least loaded worker with room
                 while len(active) < window and not should_cancel():
                     if waiting:
@@ -247,8 +260,8 @@ class Pool:
                         task = _Task(key=item[0], path=item[1])
                     else:
                         break
-                    worker = min(workers, key=lambda w: len(w.queue))
-                    if len(worker.queue) >= DEPTH:
+                    worker = min(workers, key=lambda w: (w.done + len(w.queue) >= MAX_TASKS, len(w.queue)))
+                    if len(worker.queue) >= DEPTH or worker.done + len(worker.queue) >= MAX_TASKS:
                         waiting.insert(0, task)
                         break
                     next_id += 1
@@ -258,6 +271,8 @@ class Pool:
                         waiting.insert(0, task)
                         yield from self._replace(workers, worker, active, waiting, "died")
                         continue
+                    if not worker.queue:
+                        task.first = time.monotonic()
                     worker.queue.append(next_id)
                     active[next_id] = task
                 if not active:
@@ -274,8 +289,7 @@ class Pool:
                  options: ExtractOptions) -> Iterator[tuple[Any, Extracted]]:
         """Wait for messages (or the nearest deadline); yield finished files; kill workers past their deadline."""
         now = time.monotonic()
-        deadlines = [active[w.queue[0]].started + options.timeout for w in workers
-                     if w.queue and active[w.queue[0]].started is not None]
+        deadlines = [_deadline(active[w.queue[0]], options) for w in workers if w.queue]
         timeout = max(0.0, min(deadlines) - now) if deadlines else None
         by_conn = {w.conn: w for w in workers if w.queue}
         ready = wait_connections(list(by_conn), timeout=timeout)
@@ -290,17 +304,22 @@ class Pool:
                         task = active.pop(task_id)
                         worker.queue.remove(task_id)
                         worker.done += 1
+                        if worker.queue:
+                            active[worker.queue[0]].first = time.monotonic()
                         yield task.key, value
             except (EOFError, OSError):
                 yield from self._replace(workers, worker, active, waiting, "died")
         now = time.monotonic()
         for worker in list(workers):
             if not worker.queue:
-                if worker.done >= MAX_TASKS:
-                    yield from self._replace(workers, worker, active, waiting, "recycled")
                 continue
             task = active[worker.queue[0]]
-            if task.started is not None and now - task.started > options.timeout:
+            if now <= _deadline(task, options):
+                continue
+            if task.started is None:  # the worker never started it (stuck starting up): as if it had died
+                log.warning("an extraction worker did not start %s in time: it is replaced", task.path)
+                yield from self._replace(workers, worker, active, waiting, "died")
+            else:
                 log.warning("extracting %s took longer than %g s: its worker is stopped", task.path,
                             options.timeout)
                 yield from self._replace(workers, worker, active, waiting, "timeout", options.timeout)
@@ -327,13 +346,13 @@ class Pool:
                 self.died += 1
                 if task.tries < RETRIES:
                     task.tries += 1
-                    task.started = None
+                    task.started = task.first = None
                     waiting.insert(0, task)
                 else:
                     yield task.key, failed(task.path, "the extraction worker process died (out of memory or "
                                                       "killed) while reading this file, twice")
             else:
-                task.started = None
+                task.started = task.first = None
                 waiting.insert(0, task)
 
     def _run_threads(self, tasks: Iterable[tuple[K, str]], options: ExtractOptions, fn: ExtractFn,

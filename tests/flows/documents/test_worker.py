@@ -97,6 +97,19 @@ def test_a_worker_that_dies_is_replaced_and_its_file_reported_after_one_retry(po
     assert pool.died == died + 2  # tried twice
 
 
+def test_a_worker_is_replaced_after_max_tasks_files(tmp_path, monkeypatch):
+    monkeypatch.setattr(worker, "MAX_TASKS", 3)
+    pool = Pool(mode="process", workers=1)
+    try:
+        results = [r for _, r in pool.run([(n, str(tmp_path / f"f{n}.txt")) for n in range(7)], ExtractOptions(),
+                                          fn=fake)]
+    finally:
+        pool.shutdown()
+    assert len(results) == 7 and all(r.ok for r in results)
+    pids = [int(r.pages[0].text.split()[1]) for r in results]
+    assert len(set(pids)) == 3 and all(pids.count(pid) <= 3 for pid in pids)
+
+
 def test_an_extractor_that_raises_gives_filter_failed(pool, tmp_path):
     ((_, result),) = pool.run([(1, str(tmp_path / "raise.txt"))], ExtractOptions(), fn=fake)
     assert result.error_code == FILTER_FAILED and result.error == "extraction failed: ValueError: bad luck"
