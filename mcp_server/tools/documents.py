@@ -48,6 +48,14 @@ class SemanticOptions(BaseModel):
     includeMetadata: bool = Field(default=True, description="Include each chunk's file metadata")
 
 
+def _none(value: Any) -> bool:
+    return value is None
+
+
+def _false(value: Any) -> bool:
+    return not value
+
+
 ContextLines = Annotated[int, Field(ge=0, le=50, description="Lines of context before and after each match (0-50)")]
 
 
@@ -90,8 +98,8 @@ class Match(BaseModel):
     text: str
     context_before: list[str]
     context_after: list[str]
-    page: int | None = Field(default=None, description="the page the line is on (paged formats)")
-    ocr: bool = Field(default=False, description="the line was read with OCR")
+    page: int | None = Field(default=None, exclude_if=_none, description="the page the line is on (paged formats)")
+    ocr: bool = Field(default=False, exclude_if=_false, description="true when the line was read with OCR")
 
 
 class SearchResult(BaseModel):
@@ -106,7 +114,7 @@ class SearchResult(BaseModel):
     truncated: bool
     pending_documents: int = Field(0, description="documents in scope not indexed yet: results may grow")
     failed_documents: int = Field(0, description="documents in scope that could not be read")
-    note: str | None = None
+    note: str | None = Field(default=None, exclude_if=_none, description="why the results may be incomplete")
     elapsed_ms: float | None = None
 
 
@@ -122,7 +130,8 @@ class QueryResult(BaseModel):
     truncated: bool
     pending_documents: int = 0
     failed_documents: int = 0
-    error: QueryError | None = Field(default=None, description="why this query failed (the others still ran)")
+    error: QueryError | None = Field(default=None, exclude_if=_none,
+                                     description="why this query failed (the others still ran)")
 
 
 class MultipleResults(BaseModel):
@@ -131,7 +140,7 @@ class MultipleResults(BaseModel):
     queries_completed: int
     queries_failed: int
     pending_documents: int = 0
-    note: str | None = None
+    note: str | None = Field(default=None, exclude_if=_none)
 
 
 class DocumentContent(BaseModel):
@@ -146,16 +155,16 @@ class DocumentContent(BaseModel):
     ocr_pages: list[int] = Field(default_factory=list, description="pages read whose text came from OCR")
     no_text_pages: list[int] = Field(default_factory=list,
                                      description="pages read that have no text layer and that OCR could not read")
-    encoding: str | None = None
-    note: str | None = None
+    encoding: str | None = Field(default=None, exclude_if=_none)
+    note: str | None = Field(default=None, exclude_if=_none)
 
 
 class TocEntry(BaseModel):
-    model_config = ConfigDict(extra="allow")  # children: the same shape, nested
     title: str
-    level: int
-    page: int | None = None
-    line: int | None = None
+    level: int = Field(description="1 for the top level")
+    page: int | None = Field(default=None, exclude_if=_none, description="PDF and other paged formats")
+    line: int | None = Field(default=None, exclude_if=_none, description="Markdown: the heading's line")
+    children: list["TocEntry"] | None = Field(default=None, exclude_if=_none)
 
 
 class DocumentMetadata(BaseModel):
