@@ -260,11 +260,13 @@ Needles = Union[str, tuple[str, tuple["Needles", ...]]]
 
 def prefilter_terms(query: Query) -> Needles | None:
     """The folded substrings a segment must hold for a line of it to match, as a tree: a str, or ("and" | "or",
-    children); None when the index cannot narrow (a NOT, a string under 3 characters, a fuzzy term — a typo may
-    change any of its trigrams, so the segments are scanned)."""
+    children); None when the index cannot narrow (a NOT, a string under 3 characters, a fuzzy term too short for
+    some of its trigrams to survive every typo it tolerates: see _fuzzy_trigrams)."""
     if isinstance(query, Term):
         needle = fold(query.text)
-        return None if query.fuzzy or len(needle) < MIN_INDEXED else needle
+        if query.fuzzy:
+            return _fuzzy_trigrams(needle)
+        return None if len(needle) < MIN_INDEXED else needle
     if isinstance(query, NotQ):
         return None
     parts = [prefilter_terms(c) for c in query.children]
@@ -274,6 +276,21 @@ def prefilter_terms(query: Query) -> Needles | None:
     if any(p is None for p in parts):
         return None
     return parts[0] if len(parts) == 1 else ("or", tuple(parts))
+
+
+def _fuzzy_trigrams(needle: str) -> Needles | None:
+    """The trigrams a word within the fuzzy distance of ``needle`` must share with it, as an OR: one edit
+    (insertion, deletion, substitution, or a swap of neighbours) changes at most 4 of a word's trigrams, so a word
+    of L characters within k edits keeps at least L - 2 - 4k of them intact, and they are substrings of the line's
+    word. When that bound is not positive (short words, phrases whose words the line may space differently), the
+    index cannot narrow: None."""
+    if needle != needle.strip() or any(ch.isspace() for ch in needle):
+        return None
+    limit = 2 if len(needle) >= FUZZY_LONG else 1
+    if len(needle) - 2 - 4 * limit < 1:
+        return None
+    grams = tuple(sorted({needle[i:i + 3] for i in range(len(needle) - 2)}))
+    return grams[0] if len(grams) == 1 else ("or", grams)
 
 
 def _fts(tree: Needles) -> str:

@@ -120,6 +120,15 @@ def test_prefilter_folds_and_doubles_quotes():
     assert prefilter_terms(parse_query("Move|TELEport x")) == ("or", ("move", "teleport"))
 
 
-def test_fuzzy_terms_do_not_narrow_through_the_index():
-    assert prefilter(parse_query("teleport attack", fuzzy=True)) is None
-    assert prefilter(parse_query("teleport cat", fuzzy=True)) == '"cat"'
+def test_fuzzy_terms_narrow_through_the_index_only_by_trigrams_every_typo_leaves():
+    assert prefilter(parse_query("teleport attack", fuzzy=True)) is None  # a typo or two can touch every trigram
+    assert prefilter(parse_query("teleport cat", fuzzy=True)) == '"cat"'  # short words stay exact
+    assert prefilter(parse_query("Ünïcode", fuzzy=True)) == '("cod" OR "nïc" OR "ode" OR "ïco" OR "ünï")'
+    assert prefilter(parse_query('"free action"', fuzzy=True)) is None
+
+
+@pytest.mark.parametrize("typo", ["unïcode", "Ünïcdoe", "Ünïcodes", "nïcode", "Ünïcod"])
+def test_a_fuzzy_word_found_in_a_line_shares_a_trigram_of_its_prefilter(typo):
+    tree = parse_query("Ünïcode", fuzzy=True)
+    assert line_matches(tree, f"x {typo}.")
+    assert any(gram in typo.lower() for gram in prefilter_terms(tree)[1])

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from flows.documents.model import Extracted, Page
+from flows.documents.query import line_matches, parse_query
 from flows.documents.search import search, search_many
 from store import documents as docs
 from store.engine import make_engine
@@ -126,6 +127,17 @@ def test_fuzzy_search_finds_typos_through_the_store(store, library):
     assert [m.text for m in search(store, "telport", under=[base], fuzzy=True).matches] == ["teleport attack"]
 
 
+def test_fuzzy_search_through_the_trigram_prefilter_loses_no_typo(store):
+    base = fresh_dir()
+    typos = ["oportunity", "opportunty", "opportuntiy", "opprtunity", "OPPORTUNITIES", "0pportunity", "oppotrunity"]
+    lines = [f"line {t}, here" for t in typos] + ["opportunity itself", "unrelated words"]
+    add_documents(store, {f"{base}/typos.md": ("markdown", ["\n".join(lines)])}, segment_chars=12)
+    out = search(store, "opportunity", under=[base], fuzzy=True, max_results=50, context_lines=0)
+    tree = parse_query("opportunity", fuzzy=True)
+    assert [m.text for m in out.matches] == [line for line in lines if line_matches(tree, line)]
+    assert out.total_matches == 7  # not OPPORTUNITIES: three edits away (eleven letters tolerate two)
+
+
 def test_pending_and_failed_documents_are_reported(store):
     base = fresh_dir()
     add_documents(store, {f"{base}/done.md": ("markdown", ["kangaroo"])})
@@ -168,9 +180,11 @@ def test_search_many_answers_each_query_and_one_failure_stops_no_other(store, li
 # --- the property: the index answers what a line-by-line scan does ------------------------------------------------
 
 VOCABULARY = ["attack", "move", "teleport", "Ünïcode", "ünïcode", "straße", "STRASSE", "e-mail", "INV-123", "a",
-              "of", "x", "free", "action", "end.", "(note)", "a|b", '"quoted"', "ab", "tack", "Move,", "ÉCOLE"]
+              "of", "x", "free", "action", "end.", "(note)", "a|b", '"quoted"', "ab", "tack", "Move,", "ÉCOLE",
+              "opportunity", "oportunity", "opportuntiy", "Ünïcdoe", "nïcode", "teleprot", "telport", "atack"]
 QUERY_WORDS = ["attack", "move", "teleport", "ünïcode", "ÜNÏCODE", "straße", "strasse", "e-mail", "inv-123", "a",
-               "of", "x", "free", "action", "end.", "tack", "att", "ove", "école", "ab", "note", "zzz"]
+               "of", "x", "free", "action", "end.", "tack", "att", "ove", "école", "ab", "note", "zzz",
+               "opportunity", "Ünïcode", "teleport"]
 
 line_st = st.lists(st.sampled_from(VOCABULARY), max_size=6).map(" ".join)
 page_st = st.lists(line_st, max_size=5).map("\n".join)
@@ -230,25 +244,29 @@ def bounded(q: tuple) -> bool:
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(documents=st.lists(document_st, min_size=1, max_size=4), query=query_st,
-       context=st.integers(0, 3), max_results=st.integers(1, 8), segment_chars=st.sampled_from([8, 30, 32_000]))
+       context=st.integers(0, 3), max_results=st.integers(1, 8), segment_chars=st.sampled_from([8, 30, 32_000]),
+       fuzzy=st.booleans())
 def test_the_index_answers_what_a_line_by_line_scan_does(store, documents, query, context, max_results,
-                                                         segment_chars):
+                                                         segment_chars, fuzzy):
+    """Plain queries are checked against an evaluator of the generated query written here; fuzzy ones against
+    line_matches over every line (what is checked then is that the index and the segmenting lose nothing)."""
     base = fresh_dir()
     named = {f"{base}/d{i}.{'pdf' if fmt == 'pdf' else 'txt'}": (fmt, pages)
              for i, (fmt, pages) in enumerate(documents)}
     add_documents(store, named, segment_chars=segment_chars)
     text = printed(query)
     assert bounded(query)
+    fuzzy_tree = parse_query(text, fuzzy=True) if fuzzy else None
     expected = []
     for path in sorted(named):
         fmt, pages = named[path]
         lines = lines_of(pages)
         page_of = [n + 1 for n, page in enumerate(pages) for _ in page.split("\n")]
         for i, line in enumerate(lines):
-            if holds(query, line):
+            if (line_matches(fuzzy_tree, line) if fuzzy else holds(query, line)):
                 expected.append((path, i + 1, line, lines[max(0, i - context):i], lines[i + 1:i + 1 + context],
                                  page_of[i] if fmt == "pdf" else None))
-    out = search(store, text, under=[base], context_lines=context, max_results=max_results)
+    out = search(store, text, under=[base], context_lines=context, max_results=max_results, fuzzy=fuzzy)
     got = [(m.document, m.line, m.text, m.context_before, m.context_after, m.page) for m in out.matches]
     assert got == expected[:max_results]
     assert out.total_matches == len(expected) and out.truncated == (len(expected) > max_results)
