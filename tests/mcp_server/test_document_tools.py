@@ -211,8 +211,10 @@ async def test_search_documents_reference_examples(client):
     assert complex_["total_matches"] == 0  # no single line holds both
     grouped = await search(client, "(authentication|authorization) -jwt", {"type": "collection", "path": "docs"},
                            context_lines=10, max_results=50)
-    assert [m["text"] for m in grouped["matches"]] == ["authorization checks roles"]
-    assert grouped["matches"][0]["context_before"][0] == "# Security"  # 10 lines asked, the document has fewer
+    texts = {(m["document"], m["text"]) for m in grouped["matches"]}
+    assert texts == {("docs/api/guide.html", "Authentication"), ("docs/api/security.md", "authorization checks roles")}
+    roles = next(m for m in grouped["matches"] if m["document"] == "docs/api/security.md")
+    assert roles["context_before"][0] == "# Security"  # 10 lines asked, the document has fewer before it
 
 
 async def test_search_documents_context_truncation_fuzzy_and_ocr(client):
