@@ -144,6 +144,7 @@ def write_extracted_many(engine: Engine, items: Iterable[DocumentWrite], *,
     written = 0
     # (item, its segments in this transaction, its documents row when this is its last part, first part?)
     batch: list[tuple[DocumentWrite, list[SegmentRow], dict[str, Any] | None, bool]] = []
+    queued: set[int] = set()  # entries with a part in ``batch``
     seg_count = chars_count = 0
 
     def flush() -> None:
@@ -167,8 +168,11 @@ def write_extracted_many(engine: Engine, items: Iterable[DocumentWrite], *,
         if gone:
             log.info("documents of %d entries not stored: the entries were removed meanwhile", len(gone))
         batch, seg_count, chars_count = [], 0, 0
+        queued.clear()
 
     for item in items:
+        if item.entry_id in queued:
+            flush()  # the same entry twice: the later result replaces the earlier one, in a transaction of its own
         ex = item.extracted
         if ex.error_code:
             batch.append((item, [], _document_row(item, lines=0, chars=0), True))
@@ -188,6 +192,7 @@ def write_extracted_many(engine: Engine, items: Iterable[DocumentWrite], *,
                     pending, first = [], False
                     flush()
             batch.append((item, pending, _document_row(item, lines=lines, chars=chars), first))
+        queued.add(item.entry_id)
         if seg_count >= TX_SEGMENTS or chars_count >= TX_CHARS:
             flush()
     flush()

@@ -170,3 +170,13 @@ def test_candidates_come_in_path_order_from_ok_documents_in_scope(store):
     kw = {"match": '"wombat" AND "two"'} if sqlite else {"like": ("and", ("wombat", "two"))}
     assert [(c.path, c.text) for c in docs.candidate_segments(store, entry_id=ids["/c/z.md"], **kw)] == [
         ("/c/z.md", "wombat two")]
+
+
+def test_the_last_of_two_results_for_one_entry_wins(store):
+    eid = add_files(store, "/lib/twice.md")["/lib/twice.md"]
+    first, second = (Extracted(path="x", format="markdown", pages=[Page(1, t)], total_pages=1)
+                     for t in ("first\ntext", "second"))
+    assert docs.write_extracted_many(store, [docs.DocumentWrite(eid, 10, 1.0, "k1", first),
+                                             docs.DocumentWrite(eid, 10, 1.0, "k2", second)]) == 2
+    assert list(docs.read_pages(store, eid)) == [(1, "second", False)]
+    assert docs.current_work_keys(store, [eid]) == {eid: "k2"}
