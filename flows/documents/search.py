@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 
 TIMEOUT_ENV = "ASSAY_SEARCH_TIMEOUT"
 MAX_CONTEXT_LINES = 50
-MAX_RESULTS = 500
+MAX_RESULTS = 10_000  # the tools allow 500 (reference 001); the CLI may print more, kept in memory all the same
 CONCURRENCY = 4  # queries of one search_many run at once
 
 
