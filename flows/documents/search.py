@@ -15,7 +15,7 @@ import contextlib
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable
 
 from sqlalchemy.engine import Engine
 
