@@ -6,7 +6,7 @@ through an MCP client, next to the plain PyMuPDF loop and ripgrep over the same 
                                         [--json FILE]
 
 1. The corpus (bench/documents_corpus.py): PDFs of several pages, Markdown and plain text from a Zipf vocabulary
-   (about 550 MB of text for 10,000 documents), generated once under --work and reused; every file is read once
+   (about 620 MB of text for 10,000 documents), generated once under --work and reused; every file is read once
    before timing (warm page cache for everyone).
 2. Prefect (one trivial flow), the extraction pool and a first extract_text plan run over three documents of their own
    are started once and timed apart, as in a server that has been up a while.
