@@ -366,7 +366,8 @@ def extraction_rows(fig: dict) -> list[tuple]:
     rows = [
         ("cores this run could get (a busy loop per core, CPU / wall), at the start / end",
          f"{fig['cores_start']:.2f} / {fig['cores_end']:.2f}", f"{os.cpu_count()} cores", "—", "—", "—"),
-        ("Prefect start, one-time (first flow run; excluded below)", secs(fig["prefect_start"]), "—", "—", "—", "—"),
+        ("Prefect start, one-time (first flow run; excluded below)", secs(fig["prefect_start"]), "—", "—", "—",
+         "—"),
         ("first plan runs, one-time (a flow and plain, 3 documents; pool start and plan flow; excluded below)",
          secs(fig["first_plan_runs"]), "—", "—", "—", "—"),
     ]
@@ -452,11 +453,13 @@ def rss_rows(fig: dict) -> list[tuple]:
     return [
         ("peak RSS during the extraction plan run: this process + extraction workers (sampled together, 20 ms)",
          mb(r["sum"]), "—", "—", "flat", "—"),
-        ("  peak RSS, this process (plan engine, store writes, Prefect client)", mb(r["main"]), "—", "—", "—", "—"),
+        ("  peak RSS, this process (plan engine, store writes, Prefect client)", mb(r["main"]), "—", "—", "—",
+         "—"),
         ("  peak RSS, the largest extraction worker", mb(r["worker"]), "—", "—", "—", "—"),
-        ("  peak RSS, Prefect's API server (a long-lived child, not summed)", mb(r["prefect"]), "—", "—", "—", "—"),
-        ("peak RSS of `assay serve` (VmHWM) after all the searches", mb(fig["search"]["server_kb"] * 1024), "—", "—",
-         "flat", "—"),
+        ("  peak RSS, Prefect's API server (a long-lived child, not summed)", mb(r["prefect"]), "—", "—", "—",
+         "—"),
+        ("peak RSS of `assay serve` (VmHWM) after all the searches", mb(fig["search"]["server_kb"] * 1024), "—",
+         "—", "flat", "—"),
     ]
 
 
