@@ -178,6 +178,7 @@ class Pool:
             raise ValueError(f"pool mode {self.mode!r} is unknown; use one of: {', '.join(MODES)}")
         self.workers = workers or default_workers()
         self._idle: list[_Worker] = []
+        self._busy = 0  # workers checked out by runs
         self._lock = threading.Lock()
         self._threads: ThreadPoolExecutor | None = None
         self.killed = 0  # workers killed for a timeout
@@ -205,13 +206,16 @@ class Pool:
                 else:
                     keep.append(worker)
             self._idle = keep
-        while len(taken) < max(1, count):
-            taken.append(self._spawn())
+            new = max(1 - len(taken), min(count, self.workers - self._busy) - len(taken), 0)
+            self._busy += len(taken) + new
+        taken.extend(self._spawn() for _ in range(new))
         return taken
 
     def _checkin(self, workers: Iterable[_Worker]) -> None:
         extra: list[_Worker] = []
         with self._lock:
+            workers = list(workers)
+            self._busy -= len(workers)
             for worker in workers:
                 if worker.queue or not worker.alive() or worker.done >= MAX_TASKS:
                     extra.append(worker)

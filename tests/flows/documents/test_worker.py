@@ -110,6 +110,15 @@ def test_a_worker_is_replaced_after_max_tasks_files(tmp_path, monkeypatch):
     assert len(set(pids)) == 3 and all(pids.count(pid) <= 3 for pid in pids)
 
 
+def test_concurrent_runs_share_the_workers_and_each_gets_at_least_one(pool, tmp_path):
+    first = pool.run([(n, str(tmp_path / f"a{n}.txt")) for n in range(8)], ExtractOptions(), fn=fake)
+    second = pool.run([(n, str(tmp_path / f"b{n}.txt")) for n in range(8)], ExtractOptions(), fn=fake)
+    results = [next(first)[1], next(second)[1]]  # both runs hold workers now
+    results += [r for _, r in first] + [r for _, r in second]
+    assert len(results) == 16 and all(r.ok for r in results)
+    assert len({r.pages[0].text.split()[1] for r in results}) <= pool.workers + 1
+
+
 def test_an_extractor_that_raises_gives_filter_failed(pool, tmp_path):
     ((_, result),) = pool.run([(1, str(tmp_path / "raise.txt"))], ExtractOptions(), fn=fake)
     assert result.error_code == FILTER_FAILED and result.error == "extraction failed: ValueError: bad luck"
