@@ -45,13 +45,7 @@ def _register() -> None:
         register_executor(ClassifierExecutor())
 
 
-def _in_worker_process() -> bool:
-    """True in a process the classifier's pool spawned: it needs the worker, not the registries (which would load
-    SQLAlchemy, pydantic and the DSL into every worker: ~1 s and tens of MB each)."""
-    import multiprocessing
+from flows.workers import in_worker_process  # noqa: E402
 
-    return multiprocessing.parent_process() is not None
-
-
-if not _in_worker_process():
+if not in_worker_process():
     _register()

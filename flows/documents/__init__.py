@@ -31,13 +31,7 @@ def _register() -> None:
         register_executor(TextExtractor())
 
 
-def _in_worker_process() -> bool:
-    """True in a process the extraction pool spawned: it needs the extractors, not the registries (SQLAlchemy,
-    pydantic and the DSL in every worker would cost about a second and tens of MB each)."""
-    import multiprocessing
+from flows.workers import in_worker_process  # noqa: E402
 
-    return multiprocessing.parent_process() is not None
-
-
-if not _in_worker_process():
+if not in_worker_process():
     _register()
