@@ -259,7 +259,9 @@ def _compare(col: ColumnElement[Any], op: str, value: Any) -> Clause:
 
 
 def content_literals(op: str, value: Any) -> list[str]:
-    """Substrings that every line satisfying a content leaf ``op value`` contains (an empty list: none known).
+    """Strings that every line satisfying a content leaf ``op value`` contains, exactly or, for a case-insensitive
+    regex, up to ASCII case (such strings are returned in lower case); an empty list: none known. Either way the
+    fold (``str.lower``) of every matching line contains the fold of each.
 
     ``contains``: the value itself. ``matches``: the literal runs a regular expression requires, read
     conservatively by :func:`regex_literals`.
@@ -273,6 +275,7 @@ def content_literals(op: str, value: Any) -> list[str]:
 
 _CLASS_ESCAPES = set("dDwWsSbBAz")  # classes and zero-width assertions: atoms that are no literal
 _REPEAT = re.compile(r"\{\d+(,\d*)?\}")
+_IGNORE_CASE = "(?i)"
 
 
 class _NoLiterals(Exception):
@@ -285,17 +288,29 @@ def regex_literals(pattern: str) -> list[str]:
 
     Conservative by design: a run is a sequence of literal characters at the top level, outside any group, class or
     quantified atom (a character followed by ``*``, ``+``, ``?`` or ``{n,m}`` leaves its run); a top-level ``|``,
-    flags (``(?i)``: case-insensitive matching would change the characters), ``\\Q...\\E``, ``\\x..``, ``\\p..``
-    and any escape it does not know give no literals. Groups and classes are skipped whole (they only end a run).
-    ``INV-\\d{6}`` gives ``["INV-"]``; ``report_\\d+\\.pdf`` gives ``["report_", ".pdf"]``.
+    flags other than a leading ``(?i)``, ``\\Q...\\E``, ``\\x..``, ``\\p..`` and any escape it does not know
+    give no literals. Groups and classes are skipped whole (they only end a run). ``INV-\\d{6}`` gives
+    ``["INV-"]``; ``report_\\d+\\.pdf`` gives ``["report_", ".pdf"]``.
+
+    A pattern that starts with ``(?i)`` (case-insensitive as a whole) gives its runs in lower case, made only of
+    ASCII characters other than ``s`` / ``S``: RE2 matches a letter by its Unicode case orbit, and for ASCII letters
+    every member of the orbit lowers to the letter (K, k and the Kelvin sign all give k) except the long s, which
+    matches ``s`` but lowers to itself. So the fold of every match contains each run: ``(?i)Invoice`` gives
+    ``["invoice"]``.
     """
+    ignore_case = pattern.startswith(_IGNORE_CASE)
     try:
-        return _literal_runs(pattern)
+        return _literal_runs(pattern[len(_IGNORE_CASE):] if ignore_case else pattern, ignore_case=ignore_case)
     except _NoLiterals:
         return []
 
 
-def _literal_runs(pattern: str) -> list[str]:
+def _caseless(ch: str) -> bool:
+    """Whether every character RE2's case-insensitive matching takes for ``ch`` lowers to ``ch.lower()``."""
+    return ord(ch) < 128 and ch not in "sS"
+
+
+def _literal_runs(pattern: str, *, ignore_case: bool = False) -> list[str]:
     runs: list[str] = []
     run: list[str] = []
     i, n = 0, len(pattern)
@@ -349,8 +364,8 @@ def _literal_runs(pattern: str) -> list[str]:
                 i = found.end()
             else:
                 break
-        if literal is not None and not quantified:
-            run.append(literal)
+        if literal is not None and not quantified and (not ignore_case or _caseless(literal)):
+            run.append(literal.lower() if ignore_case else literal)
         else:
             end_run()
     end_run()

@@ -484,7 +484,11 @@ def test_split_keeps_content_leaves_for_python_and_narrows_sql_with_their_supers
     (r"\bword\b", ["word"]),
     ("a.b", ["a", "b"]),
     ("invoice|receipt", []),  # alternation at the top: no run is in every match
-    ("(?i)invoice", []),  # flags change what the characters match
+    ("(?i)Invoice", ["invoice"]),  # case-insensitive as a whole: runs in lower case
+    ("(?i)INV-\\d+", ["inv-"]),
+    ("(?i)sun dial", ["un dial"]),  # s also matches the long s, which does not lower to s
+    ("(?i)Café", ["caf"]),  # only ASCII: other scripts have case orbits str.lower does not follow
+    ("(?is)invoice", []),  # other flags change what the characters match
     ("abc(?i)def", []),
     (r"\Qa.b\E", []),
     (r"\x41BC", []),
@@ -496,10 +500,11 @@ def test_regex_literals_are_only_runs_every_match_contains(pattern, literals):
     assert regex_literals(pattern) == literals
 
 
-@given(pattern=st.text(alphabet="ab.|()?*+{}[]^$\\1,d-", max_size=10), data=st.data())
+@given(pattern=st.text(alphabet="abKs.|()?*+{}[]^$\\1,d-", max_size=10), caseless=st.booleans(), data=st.data())
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.filter_too_much,
                                                                    HealthCheck.too_slow])
-def test_a_line_a_regex_matches_contains_every_literal_run_it_requires(pattern, data):
+def test_a_line_a_regex_matches_contains_every_literal_run_it_requires(pattern, caseless, data):
+    pattern = "(?i)" + pattern if caseless else pattern
     try:
         check_regex(pattern)
         re.compile(pattern)
@@ -507,7 +512,8 @@ def test_a_line_a_regex_matches_contains_every_literal_run_it_requires(pattern, 
         reject()
     line = data.draw(st.from_regex(pattern))  # strings holding a match (Python's reading of the pattern)
     if regex_search(pattern, line):  # RE2's reading decides
-        assert all(run in line for run in regex_literals(pattern)), (pattern, line)
+        runs = regex_literals(pattern)
+        assert all(run in (line.lower() if caseless else line) for run in runs), (pattern, line, runs)
 
 
 def test_content_literals_of_contains_is_the_value():

@@ -46,6 +46,7 @@ DOCS: dict[str, object] = {
     "signs.txt": ("text", ["100% sure_thing\npath C:\\temp\\x\nquote \"it\" here"]),
     "long.txt": ("text", ["\n".join(LONG_LINES)]),  # two segments: the needle is in the second
     "empty.txt": ("text", [""]),
+    "caseless.txt": ("text", ["the \u017fun and \u212aelvin"]),
     "locked.pdf": FILTER_FAILED,
     "unread.txt": None,
 }
@@ -135,7 +136,9 @@ CASES = [  # (expression, the entries it selects)
     ('text contains "INVOICE"', {"scan.pdf"}),  # OCR text counts like any other
     (r'text matches "INV-\d{6}"', {"invoice.pdf"}),
     (r'text matches "INV-\d+"', {"invoice.pdf", "receipt.md"}),
-    ('text matches "(?i)invoice"', {"invoice.pdf", "receipt.md", "scan.pdf"}),  # no literal: every text read
+    ('text matches "(?i)invoice"', {"invoice.pdf", "receipt.md", "scan.pdf"}),
+    ('text matches "(?i)KELVIN"', {"caseless.txt"}),  # the Kelvin sign is a K to RE2 and lowers to k
+    ('text matches "(?i)SUN"', {"caseless.txt"}),  # the long s is an s to RE2 but lowers to itself
     ('text matches "^thanks$"', {"invoice.pdf"}),  # ^ and $ are the line's ends
     ('text matches "report$"', {"invoice.pdf"}),
     ('text contains "Amount due: 40 EUR\\nthanks"', set()),  # a value never spans two lines
@@ -151,7 +154,7 @@ CASES = [  # (expression, the entries it selects)
     ('text contains "\\"it\\""', {"signs.txt"}),
     ('text contains "the needle is"', {"long.txt"}),
     ('text contains "number 02999"', {"long.txt"}),
-    ('text contains "in"', {"receipt.md", "long.txt", "signs.txt"}),  # too short for the index
+    ('text contains "in"', {"receipt.md", "long.txt", "signs.txt", "caseless.txt"}),  # too short for the index
     ('text contains ""', WITH_TEXT),  # every extracted document has a line (an empty one at least)
     ('not (text contains "Invoice")', NAMES - {"invoice.pdf"}),  # no text is a missing value: not is true
     ('none (text matches "INV", text contains "Σ")', NAMES - {"invoice.pdf", "receipt.md", "scan.pdf",
@@ -174,7 +177,8 @@ def test_text_conditions_select_the_same_entries_through_the_index_and_line_by_l
     (r'text matches "INV-\d{6}"', {"invoice.pdf", "receipt.md"}),  # those whose folded text holds "inv-"
     ('text contains "needle" and size > 0', {"long.txt"}),
     ('text contains "ΑΣ end"', {"greek.txt"}),
-    ('text matches "(?i)invoice"', WITH_TEXT),  # no literal to look up: only "has extracted text"
+    ('text matches "(?i)invoice"', {"invoice.pdf", "receipt.md", "scan.pdf"}),  # its lower-case run
+    (r'text matches "\d"', WITH_TEXT),  # no literal to look up: only "has extracted text"
     ('text contains "Invoice" or name = "locked.pdf"', {"invoice.pdf", "receipt.md", "scan.pdf", "locked.pdf"}),
 ])
 def test_the_sql_part_reads_only_entries_the_index_says_may_match(store, expression, read):
@@ -194,8 +198,8 @@ def test_the_prefilter_asks_the_full_text_index(store):
 
 VALUES = ["Invoice", "invoice", "INV-", "report", "Σ", "ΑΣ", "σ", "0% s", "e_t", "needle", "in", "", "thanks",
           "line number 0", "EUR\nthanks", "\"it\"", "C:\\temp"]
-PATTERNS = [r"INV-\d{6}", r"INV-\d+", "(?i)invoice", "^thanks$", "report$", "[a-z]+ing", "ΑΣ|σοφ", "numb?er 01",
-            "e.t", r"\d{5}", "(due|EUR) 40", "^$", "x*"]
+PATTERNS = [r"INV-\d{6}", r"INV-\d+", "(?i)invoice", "(?i)SUN", "(?i)kelvin", "^thanks$", "report$", "[a-z]+ing",
+            "ΑΣ|σοφ", "numb?er 01", "e.t", r"\d{5}", "(due|EUR) 40", "^$", "x*"]
 
 
 @st.composite
