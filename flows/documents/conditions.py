@@ -8,7 +8,8 @@ Semantics (``dsl.evaluate`` states them for every content field):
 - ``text contains "x"`` is true when some LINE of that text contains ``x``; ``text matches "re"`` when the RE2
   regular expression (``dsl.regex``, linear time) finds a match in some line. Lines are the document's lines
   (``flows.documents.model``): a value spanning a line break never matches. Both are case-sensitive, like every
-  other text comparison of the plan language (document search, by contrast, ignores case).
+  other text comparison of the plan language (document search, by contrast, ignores case): for any case, write
+  ``text matches "(?i)invoice"``.
 - An entry without extracted text (no documents row yet, or extraction failed) has no value: both are false and
   ``not (text contains "x")`` is true, as for any missing value.
 
@@ -16,9 +17,10 @@ Pushdown: SQL cannot decide a leaf, but the full-text index gives a superset (``
 engine reads only the entries that may match and checks those line by line:
 
 - entries with extracted text (a ``documents`` row with status ok), and, when the leaf needs literal text
-  (``dsl.sql.content_literals``: the value of ``contains``; the literal runs a plain regex requires), whose
-  segments hold it, folded (``store.fold``), for every such piece of at least 3 characters: on SQLite the FTS5
-  trigram table ``document_fts``, on PostgreSQL ``folded LIKE '%piece%'`` that the pg_trgm index answers.
+  (``dsl.sql.content_literals``: the value of ``contains``; the literal runs a plain regex requires, in lower case
+  for a ``(?i)`` one), whose segments hold it, folded (``store.fold``), for every such piece of at least 3
+  characters: on SQLite the FTS5 trigram table ``document_fts``, on PostgreSQL ``folded LIKE '%piece%'`` that the
+  pg_trgm index answers.
 - A line that contains ``x`` has a fold that contains ``fold(x)``, except around a capital sigma (``str.lower``
   makes a final Σ into ς by its neighbours), so pieces are cut at Σ.
 
