@@ -1,5 +1,7 @@
 """dsl.sql against a real store: known queries give known entries, and SQL agrees with dsl.evaluate on every entry of
 every random condition tree (NULL columns, missing metadata, computed fields, not / none / empty groups included).
+Trees with content leaves (``text contains``), which SQL only narrows, select through ``split`` (the SQL part, then
+the residual in Python) what Python alone selects.
 
 Computed fields (``duplicates``) are worked out by the store's registry (flows.plans.conditions, filled by
 flows.classify.fields): the contexts here hand them over to it, so the agreement covers the real code."""
@@ -15,7 +17,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
-from sqlalchemy import exists, insert, select, text
+from sqlalchemy import exists, insert, select, text, true
 from sqlalchemy.dialects import postgresql, sqlite
 
 from dsl.conditions import Compare, Group, Not
@@ -24,7 +26,10 @@ from dsl.fields import OPERATORS, field_spec
 from dsl.regex import RegexError, check_regex, regex_search
 from dsl.sql import Superset, can_push, content_literals, regex_literals, split, to_sql
 import flows.classify.fields  # noqa: F401  (installs the classifier's fields: metadata producer, duplicates)
-from flows.plans.conditions import computed_field
+import flows.documents.conditions  # noqa: F401  (installs the text field)
+from flows.documents.model import FILTER_FAILED, Extracted, Page
+from flows.plans.conditions import computed_field, content_field
+from store.documents import DocumentWrite, write_extracted_many
 from store.engine import make_engine
 from store.models import Entry, MetadataValue, ResourceSet, SetMember
 from tests.conftest import fresh_pg_database
@@ -137,6 +142,16 @@ MEMBERSHIP = {
 }
 
 
+# extracted text of some entries (UPPER.PDF: extraction failed; the others were never extracted)
+TEXTS = {
+    "report_2024.pdf": ["Annual Report 2024\nrevenue grew", "Invoice INV-204512\n100% paid"],
+    "report%2024.pdf": ["100% sure\ncafé menu"],
+    "readme.md": ["# readme\nsee the report"],
+    "notes.txt": ["a_b\nline"],
+    "empty.txt": [""],
+}
+
+
 def fill(engine) -> None:
     with engine.begin() as conn:
         conn.execute(insert(ENTRIES), CORPUS)
@@ -149,6 +164,10 @@ def fill(engine) -> None:
             if members:
                 conn.execute(insert(MEMBERS), [{"set_id": set_id, "entry_id": ids[n], "added_at": NOW}
                                                for n in members])
+    write_extracted_many(engine, [DocumentWrite(ids[n], 1, 1.0, "k", Extracted(
+        path=n, format="pdf", pages=[Page(i, t) for i, t in enumerate(pages, 1)], total_pages=len(pages)))
+        for n, pages in TEXTS.items()] + [DocumentWrite(ids["UPPER.PDF"], 1, 1.0, "k", Extracted(
+            path="UPPER.PDF", format="pdf", error_code=FILTER_FAILED, error="encrypted PDF"))])
 
 
 # --- the two contexts over the real tables (flows/ will hold the same adapters) ---------------------------------------
@@ -172,6 +191,9 @@ class StoreSqlContext:
     def computed(self, name: str):
         return computed_field(name).sql()
 
+    def content_prefilter(self, name: str, op: str, value):
+        return content_field(name).prefilter(op, value, self.dialect)
+
 
 class StoreEvalContext:
     def __init__(self, conn, now: float = NOW) -> None:
@@ -192,6 +214,9 @@ class StoreEvalContext:
     def computed(self, entry, name: str):
         return computed_field(name).value(self.conn, entry)
 
+    def content(self, entry, name: str, op: str, value):
+        return content_field(name).match(self.conn, entry, op, value)
+
 
 class Store:
     def __init__(self, engine) -> None:
@@ -207,6 +232,13 @@ class Store:
 
     def python_names(self, cond) -> set[str]:
         return {e["name"] for e in self.entries if evaluate(cond, e, self.py)}
+
+    def split_names(self, cond) -> set[str]:
+        """What the plan engine selects: the SQL part of :func:`split`, then its residual in Python."""
+        push, residual = split(cond)
+        where = to_sql(push, self.sql) if push is not None else true()
+        rows = self.conn.execute(select(ENTRIES).where(where)).mappings()
+        return {r["name"] for r in rows if residual is None or evaluate(residual, r, self.py)}
 
 
 @pytest.fixture(scope="module", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
@@ -412,12 +444,38 @@ conditions = st.recursive(
 
 EXAMPLES = int(os.environ.get("ASSAY_DSL_EXAMPLES", "300"))
 
+CONTENT_POOL = ["Report", "report", "INV-", "100%", "% s", "a_b", "café", "line", "", "revenue grew", "nothing"]
+CONTENT_REGEX_POOL = [r"INV-\d{6}", "(?i)report", "^#", "caf.", r"\d+% (paid|sure)", "^$", "grew$"]
+
+
+@st.composite
+def content_leaves(draw) -> Compare:
+    if draw(st.booleans()):
+        return Compare(field="text", op="contains", value=draw(st.sampled_from(CONTENT_POOL)))
+    return Compare(field="text", op="matches", value=draw(st.sampled_from(CONTENT_REGEX_POOL)))
+
+
+mixed_conditions = st.recursive(
+    st.one_of(leaves(), content_leaves()),
+    lambda kids: st.one_of(
+        st.builds(lambda t, cs: Group(type=t, conditions=cs), st.sampled_from(["all", "all", "any", "none"]),
+                  st.lists(kids, max_size=3)),
+        st.builds(lambda c: Not(condition=c), kids)),
+    max_leaves=6)
+
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                         HealthCheck.filter_too_much])
 @given(cond=conditions)
 def test_sql_and_python_agree_on_every_entry_of_random_trees(store, cond):
     assert store.sql_names(cond) == store.python_names(cond)
+
+
+@settings(max_examples=EXAMPLES // 3, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                             HealthCheck.filter_too_much])
+@given(cond=mixed_conditions)
+def test_split_with_content_leaves_selects_what_python_alone_selects(store, cond):
+    assert store.split_names(cond) == store.python_names(cond)
 
 
 # --- split, can_push, parameters -------------------------------------------------------------------------------------
