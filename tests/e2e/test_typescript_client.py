@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import media
+from tests import documents_media, media
 from tests.conftest import make_tree
 from tests.e2e.conftest import REFERENCE_TOOLS, REPO, _stop, free_port, serve_args, server_env, wait_listening
 
@@ -54,6 +54,9 @@ def good_calls(t: Path) -> list[dict]:
         ("search_documents", {"query": "x", "scope": {"type": "global"}, "context_lines": 1}),
         ("search_multiple", {"queries": ["x", "y|z"], "scope": {"type": "collection", "path": "docs"}}),
         ("read_document", {"path": "docs/readme.md"}), ("get_document_info", {"path": "docs/readme.md"}),
+        ("get_document_info", {"path": "docs/guide.md"}), ("get_document_info", {"path": "docs/manual.pdf"}),
+        ("read_document", {"path": "docs/manual.pdf", "pages": [2, 3]}),
+        ("search_documents", {"query": "movement", "scope": {"type": "document", "path": "docs/manual.pdf"}}),
         ("search_documents", {"query": "x", "scope": {"type": "document", "path": "docs/readme.md"}}),
         ("navigate", {"path": p("Photos"), "sort": "size", "desc": True}),
         ("inspect", {"path": p("Photos", "photo.jpg")}), ("db-diagnose", {}),
@@ -221,9 +224,12 @@ def session_steps(t: Path, transport: str) -> list[dict]:
 
 
 def media_tree(root: Path) -> Path:
-    """make_tree's tree (its files are filler bytes) with one real JPEG the classifier can thumbnail."""
+    """make_tree's tree (its files are filler bytes) with one real JPEG the classifier can thumbnail, and two real
+    documents whose tables of contents nest (the document tools' recursive toc schema goes through Ajv)."""
     make_tree(root)
     media.jpeg(root / "Photos" / "real.jpg", (640, 480))
+    documents_media.markdown(root / "docs" / "guide.md")
+    documents_media.pdf_with_outline(root / "docs" / "manual.pdf")
     return root
 
 
