@@ -18,7 +18,7 @@ import re
 import stat
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 from sqlalchemy import func, or_, select
 from sqlalchemy.engine import Engine
@@ -322,19 +322,87 @@ def _refuse_failed(text: Text) -> None:
                         details={"path": text.located.given})
 
 
-def _pages_of(engine: Engine, text: Text, wanted: list[int] | None) -> Iterator[tuple[int, str, bool, bool]]:
-    """(page, text, ocr, no_text) of the wanted pages (None: all), in order, one page at a time from the store."""
+def _lines_of(engine: Engine, text: Text, wanted: list[int] | None) -> Iterator[tuple[int, str, bool, bool]]:
+    """(page, line, ocr, page_has_no_text) of the wanted pages (None: all) in order. From the store the whole
+    document streams line by line (a long one-page text file is never held whole); chosen pages come a page at a
+    time."""
     if text.row is not None:
-        from store.documents import read_pages
+        from store.documents import entry_lines, read_pages
 
         maybe_empty = int(text.row.get("no_text_pages") or 0) > 0
+        if wanted is None:
+            for _, line, page, ocr in entry_lines(engine, text.located.entry_id):
+                yield page, line, ocr, maybe_empty and not ocr
+            return
         for number, body, ocr in read_pages(engine, text.located.entry_id, wanted):
-            yield number, body, ocr, maybe_empty and not ocr and not body.strip()
+            for line in body.split("\n"):
+                yield number, line, ocr, maybe_empty and not ocr
         return
     keep = set(wanted) if wanted is not None else None
     for page in text.extracted.pages:
         if keep is None or page.number in keep:
-            yield page.number, page.text, page.ocr, page.no_text
+            for line in page.text.split("\n"):
+                yield page.number, line, page.ocr, page.no_text
+
+
+class _Content:
+    """The text read_document returns, built line by line up to ``limit`` characters."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.parts, self.size, self.truncated = limit, [], 0, False
+
+    def add(self, piece: str) -> bool:
+        """Append ``piece``, or as much of it as fits (then ``truncated``); False once full."""
+        room = self.limit - self.size
+        if len(piece) > room:
+            self.parts.append(piece[:room])
+            self.size, self.truncated = self.limit, True
+            return False
+        self.parts.append(piece)
+        self.size += len(piece)
+        return True
+
+    @property
+    def full(self) -> bool:
+        return self.size >= self.limit
+
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+def _assemble(lines: Iterable[tuple[int, str, bool, bool]], limit: int, paged: bool
+              ) -> tuple[str, bool, list[int], list[int], list[int]]:
+    """(content, truncated, pages read, pages read with OCR, pages without text) from ``_lines_of``: the lines
+    joined with "\\n", pages apart by a blank line and (paged formats) a ``--- Page N ---`` line, cut at ``limit``
+    characters. A page counts as without text when all its lines are blank and the extraction said so."""
+    content = _Content(limit)
+    pages_read: list[int] = []
+    ocr_pages: list[int] = []
+    no_text: list[int] = []
+    current: int | None = None
+    blank = flagged = False
+    for number, line, ocr, maybe_no_text in lines:
+        if number != current:
+            if current is not None and blank and flagged:
+                no_text.append(current)
+            current = None
+            if content.full:  # more text follows a full content
+                content.truncated = True
+                break
+            current, blank, flagged = number, True, maybe_no_text
+            pages_read.append(number)
+            if ocr:
+                ocr_pages.append(number)
+            piece = ("\n\n" if content.size else "") + (f"--- Page {number} ---\n\n" if paged else "") + line
+        else:
+            piece = "\n" + line
+        blank = blank and not line.strip()
+        if not content.add(piece):
+            current = None  # a page cut short is not judged
+            break
+    if current is not None and blank and flagged:
+        no_text.append(current)
+    return content.text(), content.truncated, pages_read, ocr_pages, no_text
 
 
 def read_document(engine: Engine, paths: DocumentPaths, path: str, pages: list[int] | None = None, *,
@@ -356,31 +424,8 @@ def read_document(engine: Engine, paths: DocumentPaths, path: str, pages: list[i
                                 f"page {bad[0]} is out of range: {path} has {total} page{'s' * (total != 1)} "
                                 f"(1-{total})", field="pages",
                                 details={"path": path, "page": bad[0], "total_pages": total})
-    parts: list[str] = []
-    size = 0
-    truncated = False
-    pages_read: list[int] = []
-    ocr_pages: list[int] = []
-    no_text: list[int] = []
-    for number, body, ocr, empty in _pages_of(engine, text, wanted):
-        piece = (f"--- Page {number} ---\n\n{body}" if paged else body)
-        chunk = ("\n\n" if parts else "") + piece
-        room = max_chars - size
-        if len(chunk) > room:
-            truncated = True
-            if room > 0:
-                parts.append(chunk[:room])
-                size += room
-                pages_read.append(number)
-            break
-        parts.append(chunk)
-        size += len(chunk)
-        pages_read.append(number)
-        if ocr:
-            ocr_pages.append(number)
-        if empty:
-            no_text.append(number)
-    content = "".join(parts)
+    content, truncated, pages_read, ocr_pages, no_text = _assemble(_lines_of(engine, text, wanted), max_chars,
+                                                                   paged)
     out: dict[str, Any] = {"path": located.shown, "content": content, "pages_read": pages_read,
                            "total_pages": total, "format": located.format, "truncated": truncated,
                            "char_count": len(content)}

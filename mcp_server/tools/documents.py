@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 
 import anyio
 from mcp.server.mcpserver import MCPServer
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from flows.documents import library
 from flows.documents import settings as doc_settings
@@ -54,6 +54,11 @@ def _none(value: Any) -> bool:
 
 def _false(value: Any) -> bool:
     return not value
+
+
+def _one_page(value: Any) -> Any:
+    """``"pages": 3`` (one page, not in a list, as models often send it) is read as ``[3]``."""
+    return [value] if isinstance(value, int) and not isinstance(value, bool) else value
 
 
 ContextLines = Annotated[int, Field(ge=0, le=50, description="Lines of context before and after each match (0-50)")]
@@ -294,7 +299,7 @@ def register(mcp: MCPServer, app) -> None:
     @tool(mcp, "read_document", READ_ONLY)
     async def read_document(
         path: Annotated[str, Field(description="Path to document")],
-        pages: Annotated[list[Annotated[int, Field(ge=1)]], Field(
+        pages: Annotated[list[Annotated[int, Field(ge=1)]], BeforeValidator(_one_page), Field(
             description="Specific pages to read (1-indexed). Empty = all. Ignored for formats without pages")] = [],
     ) -> DocumentContent:
         """Read a document's text, whole or some pages (PDF, EPUB, ...: 1-based, with "--- Page N ---"

@@ -327,6 +327,8 @@ async def test_read_document_whole_text_and_pages(client):
     assert "pag" + "e10" in some["content"]
     span = await call(client, "read_document", {"path": "books/manual.pdf", "pages": [10, 11, 12, 13, 14, 15]})
     assert span["pages_read"] == [10, 11, 12, 13, 14, 15] and span["truncated"] is False
+    single = await call(client, "read_document", {"path": "books/manual.pdf", "pages": 3})  # one page, no list
+    assert single["pages_read"] == [3]
     whole = await call(client, "read_document", {"path": "games/coop/rules.pdf"})
     assert whole["pages_read"] == [1, 2, 3, 4, 5] and "Treasure cards are shuffled" in whole["content"]
 
