@@ -171,3 +171,25 @@ def test_a_markdown_file_ignores_pages_and_has_no_separators(two_roots):
     read = library.read_document(app.engine, paths, str(books / "games" / "notes.md"), [7], max_chars=100,
                                  options=options_for(None))
     assert read["content"] == "# Notes\nshuffle well" and read["pages_read"] == [1] and read["total_pages"] == 1
+
+
+def test_list_collections_follows_symlinks_inside_the_roots_only_when_allowed(tmp_path):
+    import os
+
+    from flows.roots import Roots
+
+    root = tmp_path / "lib"
+    (root / "real").mkdir(parents=True)
+    (root / "real" / "a.md").write_text("# A\n")
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "b.md").write_text("# B\n")
+    os.symlink(root / "real", root / "alias")
+    os.symlink(tmp_path / "outside", root / "away")
+    os.symlink(root / "real" / "a.md", root / "a-link.md")
+    strict = library.list_collections(DocumentPaths(Roots.of([str(root)]), False), "")
+    assert [c["name"] for c in strict["collections"]] == ["real"] and strict["documents"] == []
+    lenient = library.list_collections(DocumentPaths(Roots.of([str(root)]), True), "")
+    assert [c["name"] for c in lenient["collections"]] == ["alias", "real"]  # "away" leads out: never listed
+    assert lenient["collections"][0]["document_count"] == 1
+    assert [d["name"] for d in lenient["documents"]] == ["a-link.md"]
+    assert library.list_collections(DocumentPaths(Roots.of([str(root)]), True), "alias")["current_path"] == "real"
