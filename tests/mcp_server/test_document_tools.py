@@ -430,3 +430,22 @@ async def test_get_document_info_refusals(client):
     assert (await refused(client, "get_document_info", {"path": "games/box.bin"})).startswith("UNSUPPORTED_FORMAT")
     failed = await refused(client, "get_document_info", {"path": "docs/api/nometa.txt"})
     assert failed.startswith("METADATA_EXTRACTION_FAILED") and "corrupt" in failed
+
+
+async def test_a_search_during_extraction_says_how_many_documents_are_pending(client, lib):
+    app, root = lib
+    fresh = root / "docs" / "fresh"
+    fresh.mkdir()
+    (fresh / "one.md").write_text("shuffle once\n")
+    (fresh / "two.txt").write_text("shuffle twice\n")
+    index_sync(app, fresh)  # in the file index, not extracted yet
+    res = await search(client, "shuffle", {"type": "collection", "path": "docs/fresh"})
+    assert res["total_matches"] == 0 and res["pending_documents"] == 2
+    assert "2 document(s) in scope are not indexed yet" in res["note"]
+    multi = await call(client, "search_multiple", {"queries": ["shuffle"], "scope": {"type": "collection",
+                                                                                     "path": "docs/fresh"}})
+    assert multi["pending_documents"] == 2 and "not indexed yet" in multi["note"]
+    info = await call(client, "get_document_info", {"path": "docs/fresh/one.md"})  # extracted now, and stored
+    assert info["indexed"] == "indexed"
+    again = await search(client, "shuffle", {"type": "collection", "path": "docs/fresh"})
+    assert again["pending_documents"] == 1 and [m["document"] for m in again["matches"]] == ["docs/fresh/one.md"]
