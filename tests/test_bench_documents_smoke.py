@@ -21,6 +21,8 @@ EXPECTED_ROWS = [
     "cores this run could get", "Prefect start, one-time", "first plan runs, one-time",
     "extraction + indexing of 30 documents (12 PDFs, 9 Markdown, 9 text;",
     "plan run (extract_text), Prefect flow", "the same plan run as plain functions", "cores kept busy",
+    "extraction alone through the pool (run_extractions, results dropped: no store)",
+    "the index's floor: the same segments, folded, into a bare contentless FTS5 trigram table",
     "trivial tool call (list_collections) p50 over MCP stdio",
     *[f"search_documents `{q.text}`: {q.label};" for q in QUERIES],
     "search_documents, all 8 queries that ran, together", "search_multiple with 10 queries, one call",
