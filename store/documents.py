@@ -303,12 +303,22 @@ def scope_clause(under: Sequence[str] | None, entry_id: int | None):
     return and_(*clauses) if clauses else None
 
 
+def _not_hidden(under: Sequence[str] | None):
+    """Entries with no hidden component (a name starting with ".") below the folder of ``under`` holding them:
+    the built-in plan does not extract those, so they are never waited for."""
+    if not under:
+        return None
+    return or_(*[and_(subtree_clause(d.rstrip("/") or "/"),
+                      ~func.substr(E.c.path, len(d.rstrip("/")) + 1).contains("/.", autoescape=True))
+                 for d in under])
+
+
 def pending_count(engine: Engine, *, under: Sequence[str] | None = None, entry_id: int | None = None,
                   extensions: Iterable[str]) -> tuple[int, int]:
     """(pending, failed) in scope. Pending: files whose stored text is missing or stale — a file with one of
-    ``extensions`` (the caller passes flows.documents.formats.EXTENSIONS) and no documents row, or any entry
-    whose documents row was made for another size / mtime. Failed: documents rows with status error that are
-    current (their reason is in the row)."""
+    ``extensions`` (the caller passes flows.documents.formats.EXTENSIONS), not under a hidden folder below its
+    scope folder, and no documents row, or any entry whose documents row was made for another size / mtime.
+    Failed: documents rows with status error that are current (their reason is in the row)."""
     exts = sorted({e.lower() for e in extensions})
     stale = or_(D.c.source_size != E.c.size, D.c.source_mtime != E.c.mtime)
     scope = scope_clause(under, entry_id)
@@ -319,6 +329,9 @@ def pending_count(engine: Engine, *, under: Sequence[str] | None = None, entry_i
               .where(D.c.status == "error", ~stale))
     if scope is not None:
         missing, changed, failed = missing.where(scope), changed.where(scope), failed.where(scope)
+    visible = _not_hidden(under) if entry_id is None else None
+    if visible is not None:
+        missing = missing.where(visible)
     with engine.connect() as conn:
         pending = (conn.execute(missing).scalar_one() if exts else 0) + conn.execute(changed).scalar_one()
         return pending, conn.execute(failed).scalar_one()

@@ -143,6 +143,15 @@ def test_pending_counts_missing_and_stale_documents_and_failed_ones_in_scope(sto
     assert docs.pending_count(store, under=[], extensions=EXTENSIONS) == (0, 0)
 
 
+def test_files_under_hidden_folders_are_not_waited_for(store):
+    """The built-in plan does not extract what lies under a hidden folder below a root; a search there waits for
+    nothing. A root inside a hidden folder still counts its own files."""
+    ids = add_files(store, "/h/.git/notes.md", "/h/.hidden.md", "/h/seen.md", "/.cfg/r/doc.md")
+    assert docs.pending_count(store, under=["/h"], extensions=EXTENSIONS) == (1, 0)
+    assert docs.pending_count(store, under=["/.cfg/r"], extensions=EXTENSIONS) == (1, 0)
+    assert docs.pending_count(store, entry_id=ids["/h/.hidden.md"], extensions=EXTENSIONS) == (1, 0)
+
+
 def test_deleting_documents_and_entries_removes_their_text(store):
     ids = add_files(store, "/del/a.md", "/del/b.md")
     for eid in ids.values():
