@@ -358,6 +358,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     """`assay search`: reads the store directly (beside a running server: SQLite WAL readers do not block it)."""
     from flows.documents.paths import DocumentPaths
     from flows.documents.search import search
+    from flows.documents.service import plan_roots
     from flows.documents.settings import DocumentSettings
     from flows.roots import Roots
     from store.engine import make_engine
@@ -370,9 +371,11 @@ def cmd_search(args: argparse.Namespace) -> int:
         documents = DocumentSettings.from_env()
     except ValueError as exc:
         raise InvalidInput(str(exc)) from None
-    paths = DocumentPaths(Roots.of(settings.effective_roots), allow_symlinks=documents.allow_symlinks)
     engine = make_engine(settings.db_url)
     try:
+        # no --root: the folders the server's built-in documents plan covers, else the home directory
+        roots = settings.roots or plan_roots(engine) or settings.effective_roots
+        paths = DocumentPaths(Roots.of(roots), allow_symlinks=documents.allow_symlinks)
         under, entry_id = _search_scope(engine, paths, args.scope)
         outcome = search(engine, args.query, under=under, entry_id=entry_id, context_lines=args.context,
                          max_results=args.max_results, fuzzy=args.fuzzy, timeout=documents.search_timeout,

@@ -96,6 +96,26 @@ def builtin_plan(roots: Roots | Iterable[str], *, explicit: bool) -> Plan:
     return plan
 
 
+def plan_roots(engine) -> list[str]:
+    """The folders the stored "documents" plan extracts (its filesystem sources' paths, existing ones only): what a
+    command-line search covers when no root is given (the server that made the store had them)."""
+    row = store_plans.find_plan(engine, name=PLAN_NAME)
+    if row is None:
+        return []
+    try:
+        plan = Plan.model_validate(row["definition"])
+    except Exception:  # a definition this version cannot read: no roots from it
+        return []
+    found: list[str] = []
+    for source in plan.sources:
+        if source.type.startswith("filesystem."):
+            for path in source.config.paths:
+                path = os.path.abspath(os.path.expanduser(str(path)))
+                if os.path.isdir(path) and path not in found:
+                    found.append(path)
+    return found
+
+
 def is_generated(plan: Plan) -> bool:
     """Whether ``plan`` is still exactly what assay generated (its mark equals the hash of its definition)."""
     mark = plan.preferences.get(MARK)

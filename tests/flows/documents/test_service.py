@@ -202,3 +202,16 @@ def test_a_starting_server_installs_the_plan_through_the_capability_hook(library
     finally:
         app.close()
         dispose_engines()
+
+
+def test_plan_roots_are_the_existing_folders_the_stored_documents_plan_covers(tmp_path):
+    """`assay search` without --root searches what the server's built-in plan extracts."""
+    from flows.documents.service import plan_roots
+    from store.engine import make_engine
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'a.db'}")
+    assert plan_roots(engine) == []
+    (tmp_path / "lib").mkdir()
+    plan = service.builtin_plan([str(tmp_path / "lib"), str(tmp_path / "gone")], explicit=True)
+    store_plans.save_plan(engine, definition=plan.to_object(), create=True)
+    assert plan_roots(engine) == [str(tmp_path / "lib")]
