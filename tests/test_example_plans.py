@@ -92,6 +92,11 @@ EXPECTED = {
         "narrow": ["IMG_0420.jpg", "birthday cake.jpg"],
         "identical-photos": None,  # no two photos are the same file: the set is never made
     },
+    "reading-room.plan": {  # selected on the text the extract rule before them stored, in the same run
+        "mentions-nas": ["meeting-2024-01-15.md"],
+        "drafts": ["report draft (copy).txt", "report draft.txt"],
+        "handbooks": ["alpine_birds_field_guide.pdf", "sourdough_handbook.pdf"],
+    },
     "media-metadata.plan": {
         "long-media": ["lecture_with_chapters.mp4"],
         "long-documents": ["alpine_birds_field_guide.pdf", "annual_report_2024.pdf"],
