@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from flows.documents.service import builtin_plan
 from mcp_server.config import Settings
 from tests.conftest import call, index_sync
 
@@ -217,6 +218,9 @@ async def test_the_calls_in_the_examples_readme_answer_as_shown(app, client, cor
     steps = example_calls()
     assert len(steps) >= 15 and sum(expected is not None for _, _, expected in steps) >= 10
     index_sync(app, corpus)  # as `./scripts/run --index` does at start
+    plan = builtin_plan(app.roots, explicit=True)  # and the built-in documents plan, as the server does at start
+    app.plans.save(plan, create=True)
+    assert app.plans.execute(plan, wait=True)["status"] in ("success", "partial")
     for tool, args, expected in steps:
         result = await call(client, tool, _swap(args, "$C", str(corpus)))
         if expected is not None:
