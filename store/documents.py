@@ -133,6 +133,20 @@ def _delete_rows(conn: Connection, entry_ids: Sequence[int]) -> None:
         conn.execute(delete(S).where(S.c.entry_id.in_(ids[i:i + _CHUNK])))
 
 
+def _index_segments(conn: Connection, rows: list[dict[str, Any]]) -> None:
+    """Add the segments just inserted to SQLite's full-text index (rowid = the segment's id, text folded), in the
+    same transaction. Their ids are read back by (entry, seq), which the unique index answers."""
+    by_entry: dict[int, list[int]] = {}
+    for row in rows:
+        by_entry.setdefault(row["entry_id"], []).append(row["seq"])
+    ids: dict[tuple[int, int], int] = {}
+    for entry_id, seqs in by_entry.items():
+        ids.update(((entry_id, seq), sid) for sid, seq in conn.execute(
+            select(S.c.id, S.c.seq).where(S.c.entry_id == entry_id, S.c.seq.between(min(seqs), max(seqs)))))
+    conn.exec_driver_sql("INSERT INTO document_fts(rowid, text) VALUES (?, ?)",
+                         [(ids[(row["entry_id"], row["seq"])], fold(row["text"])) for row in rows])
+
+
 def write_extracted_many(engine: Engine, items: Iterable[DocumentWrite], *,
                          segment_chars: int = SEGMENT_CHARS) -> int:
     """Store each extraction result, replacing what the entry had: its old row and segments are deleted, the new
@@ -160,6 +174,8 @@ def write_extracted_many(engine: Engine, items: Iterable[DocumentWrite], *,
                     for item, segs, _, _ in batch if item.entry_id in live for s in segs]
             if rows:
                 conn.execute(insert(S), rows)
+                if not postgres:
+                    _index_segments(conn, rows)
             docs = [doc for item, _, doc, _ in batch if doc is not None and item.entry_id in live]
             if docs:
                 conn.execute(insert(D), docs)

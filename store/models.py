@@ -311,8 +311,8 @@ class DocumentSegment(SQLModel, table=True):
 
     The document's lines are its pages' lines in page order, numbered from 1; ``line_start`` is the number of the
     segment's first line, so a match's line number is ``line_start`` + its index in ``text.split("\n")``. On SQLite
-    the contentless FTS5 table ``document_fts`` (trigram tokenizer over ``fold(text)``, rowid = ``id``) is kept by
-    triggers; on PostgreSQL ``folded`` holds ``fold(text)`` under a pg_trgm GIN index (see
+    the contentless FTS5 table ``document_fts`` (trigram tokenizer over ``fold(text)``, rowid = ``id``) gets each
+    segment from store.documents as it is written and loses it through a DELETE trigger; on PostgreSQL ``folded`` holds ``fold(text)`` under a pg_trgm GIN index (see
     :func:`_document_index`)."""
 
     __tablename__ = "document_segments"
@@ -332,8 +332,8 @@ class DocumentSegment(SQLModel, table=True):
 SQLITE_FTS = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS document_fts USING fts5(text, content='', "
     "tokenize='trigram case_sensitive 1')",
-    "CREATE TRIGGER IF NOT EXISTS document_segments_ai AFTER INSERT ON document_segments BEGIN "
-    "INSERT INTO document_fts(rowid, text) VALUES (new.id, assay_fold(new.text)); END",
+    # rows are added by store.documents with the segments (a trigger per row cost a quarter of the write time);
+    # removed by this trigger, so deleting an entry (ON DELETE CASCADE) takes its text out of the index too
     "CREATE TRIGGER IF NOT EXISTS document_segments_ad AFTER DELETE ON document_segments BEGIN "
     "INSERT INTO document_fts(document_fts, rowid, text) VALUES ('delete', old.id, assay_fold(old.text)); END",
 )
@@ -342,7 +342,8 @@ SQLITE_FTS = (
 @event.listens_for(DocumentSegment.__table__, "after_create")
 def _document_index(table, connection, **_kw) -> None:
     """The full-text index of the segments. SQLite: a contentless FTS5 trigram table (substring matching, as the
-    line check does; it stores no second copy of the text) kept by triggers that call ``assay_fold`` (registered on
+    line check does; it stores no second copy of the text), filled by the writer, emptied by a trigger that calls
+    ``assay_fold`` (registered on
     every connection by store.engine). PostgreSQL: a pg_trgm GIN index over ``folded``; where the extension cannot
     be created the searches still work, by scanning."""
     if connection.dialect.name == "sqlite":
