@@ -253,6 +253,48 @@ def line_matches(query: Query, line: str) -> bool:
     return compile_query(query)(fold(line))
 
 
+def line_needles(query: Query) -> tuple[str, ...] | None:
+    """Folded substrings of which every matching line holds at least one, or None (a NOT, a fuzzy term): search
+    finds them with ``str.find`` over a whole segment and checks only the lines they are on, instead of every line.
+    A term gives itself; an AND the longest such set among its children (a longer needle is rarer); an OR the
+    union of its children's (every child must have one)."""
+    if isinstance(query, Term):
+        return None if query.fuzzy else (fold(query.text),)
+    if isinstance(query, NotQ):
+        return None
+    parts = [line_needles(c) for c in query.children]
+    if isinstance(query, And):
+        kept = [p for p in parts if p is not None]
+        return max(kept, key=lambda p: min(len(n) for n in p)) if kept else None
+    if any(p is None for p in parts):
+        return None
+    return tuple(dict.fromkeys(n for p in parts for n in p))
+
+
+def lines_holding(text: str, needles: tuple[str, ...]) -> list[tuple[int, int, int]]:
+    """The lines of ``text`` that contain any of ``needles``, in order, as (index in ``text.split("\\n")``, start,
+    end offsets): each needle is found with str.find (C speed) and a line is listed once however many hits it has,
+    so a search checks those lines only and never splits a segment it only counts in."""
+    found: dict[int, tuple[int, int, int]] = {}
+    for needle in needles:
+        if "\n" in needle:  # a line never holds a newline: no line can match this needle
+            continue
+        pos = text.find(needle)
+        line, last = 0, 0
+        while pos != -1:
+            line += text.count("\n", last, pos)
+            start = text.rfind("\n", 0, pos) + 1
+            end = text.find("\n", pos)
+            end = len(text) if end == -1 else end
+            found.setdefault(line, (line, start, end))
+            if end == len(text):
+                break
+            line += 1  # go on from the next line: this one is listed
+            last = end + 1
+            pos = text.find(needle, last)
+    return [found[k] for k in sorted(found)]
+
+
 # --- what the index can answer ------------------------------------------------------------------------------------
 
 Needles = Union[str, tuple[str, tuple["Needles", ...]]]

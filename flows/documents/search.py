@@ -21,7 +21,8 @@ from sqlalchemy.engine import Engine
 
 from flows.documents.formats import EXTENSIONS
 from flows.documents.model import PAGED_FORMATS, LineMatch, SearchOutcome
-from flows.documents.query import compile_query, parse_query, prefilter, prefilter_terms
+from flows.documents.query import (compile_query, line_needles, lines_holding, parse_query, prefilter,
+                                   prefilter_terms)
 from store import documents as store
 from store.errors import AssayError, DocumentError, InvalidInput
 from store.fold import fold
@@ -60,6 +61,7 @@ def search(engine: Engine, query: str, *, under: list[str] | None = None, entry_
     _check_limits(context_lines, max_results)
     tree = parse_query(query, fuzzy=fuzzy)
     check = compile_query(tree)
+    needles = line_needles(tree)
     index = ({"match": prefilter(tree)} if engine.dialect.name == "sqlite" else {"like": prefilter_terms(tree)})
     deadline = started + timeout if timeout else None
     matches: list[LineMatch] = []
@@ -69,17 +71,17 @@ def search(engine: Engine, query: str, *, under: list[str] | None = None, entry_
         for cand in candidates:  # a segment is at most ~32k characters: the deadline is looked at often enough
             if deadline is not None and time.monotonic() > deadline:
                 raise _timeout(query, timeout)
-            folded = fold(cand.text).split("\n")
-            if len(matches) >= max_results:  # only counting now: the line check over the segment, in one pass
-                total += sum(map(check, folded))
-            else:
+            text = fold(cand.text)
+            if needles is None:  # no needle every match holds (a NOT, a fuzzy term): every line is checked
+                folded = text.split("\n")
+                hits = [i for i, line in enumerate(folded) if check(line)]
+            else:  # only the lines holding a needle every match must hold, found at C speed, are checked
+                hits = [i for i, start, end in lines_holding(text, needles) if check(text[start:end])]
+            total += len(hits)
+            if hits and len(matches) < max_results:
                 lines = cand.text.split("\n")
-                if len(folded) != len(lines):  # cannot happen with str.lower; kept exact whatever fold becomes
-                    folded = [fold(line) for line in lines]
-                for i in [i for i, line in enumerate(folded) if check(line)]:
-                    total += 1
-                    if len(matches) < max_results:
-                        matches.append(_match(engine, cand, lines, i, context_lines, display))
+                for i in hits[:max_results - len(matches)]:
+                    matches.append(_match(engine, cand, lines, i, context_lines, display))
     pending, failed = store.pending_count(engine, under=under, entry_id=entry_id, extensions=EXTENSIONS)
     elapsed_ms = (time.monotonic() - started) * 1000
     log.debug("search %r: %d matching lines, %d pending, %d failed, %.1f ms", query, total, pending, failed,

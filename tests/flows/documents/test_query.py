@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from flows.documents.model import And, NotQ, Or, Term
-from flows.documents.query import (line_matches, parse_query, prefilter, prefilter_terms, to_text,
-                                   within_distance)
+from flows.documents.query import (line_matches, line_needles, lines_holding, parse_query, prefilter,
+                                   prefilter_terms, to_text, within_distance)
 from store.errors import DocumentError
 
 T = Term
@@ -132,3 +132,26 @@ def test_a_fuzzy_word_found_in_a_line_shares_a_trigram_of_its_prefilter(typo):
     tree = parse_query("Ünïcode", fuzzy=True)
     assert line_matches(tree, f"x {typo}.")
     assert any(gram in typo.lower() for gram in prefilter_terms(tree)[1])
+
+
+# --- the lines a search checks -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("query, needles", [
+    ("attack", ("attack",)), ("Attack armor", ("attack",)), ("move|teleport", ("move", "teleport")),
+    ("(a|bb) ccc", ("ccc",)), ("(a -b)|cc", ("a", "cc")), ("a -b", ("a",)), ('"end of turn" x', ("end of turn",)),
+])
+def test_line_needles_name_what_every_matching_line_holds(query, needles):
+    assert line_needles(parse_query(query)) == needles
+
+
+def test_fuzzy_terms_have_no_line_needles():
+    assert line_needles(parse_query("attack", fuzzy=True)) is None
+
+
+def test_lines_holding_lists_each_line_once_with_its_offsets():
+    text = "abc abc\nx\nzabc\n\nabc"
+    found = lines_holding(text, ("abc", "zab"))
+    assert found == [(0, 0, 7), (2, 10, 14), (4, 16, 19)]
+    assert [text[s:e] for _, s, e in found] == ["abc abc", "zabc", "abc"]
+    assert lines_holding(text, ("a\nb",)) == [] and lines_holding("", ("a",)) == []
