@@ -63,6 +63,29 @@ class OutcomeExecutor:
             return self.apply_rows(conn, outcome, rows, ctx)
 
 
+class Cancelled(Exception):
+    """A plan execution stopped on request (``flows.plans.engine`` ends it cancelled)."""
+
+
+class OutsideTransactionExecutor(OutcomeExecutor):
+    """An executor whose heavy work (decoding, ffmpeg, text extraction) runs with no transaction open: ``work``
+    does one batch and writes what it made in short transactions of its own. A batch cut short by a cancel
+    request keeps what it wrote and ends the execution cancelled, not done."""
+
+    def work(self, engine: Engine, outcome: OutcomeBase, rows: Sequence[Any], ctx: "RunContext") -> BatchResult:
+        raise NotImplementedError
+
+    def run_batch(self, engine: Engine, outcome: OutcomeBase, rows: Sequence[Any], ctx: "RunContext") -> BatchResult:
+        result = self.work(engine, outcome, rows, ctx)
+        if ctx.should_cancel():
+            raise Cancelled("cancelled on request")
+        return result
+
+    def apply_rows(self, conn: Connection, outcome: OutcomeBase, rows: Sequence[Any],
+                   ctx: "RunContext") -> BatchResult:  # pragma: no cover - run_batch is the entry
+        raise NotImplementedError(f"{self.type} works outside transactions: call run_batch")
+
+
 @dataclass
 class RunContext:
     """What executors may need beyond the connection: the evaluator of per-outcome conditions, the execution they

@@ -26,7 +26,7 @@ from dsl.outcomes import OutcomeBase
 from flows.classify import data_dir
 from flows.classify.model import OPERATIONS, FileResult, FileTask, Params, parse_operations
 from flows.classify.pool import ClassifyFn, get_pool
-from flows.outcomes import BatchResult, OutcomeExecutor, RunContext
+from flows.outcomes import BatchResult, OutsideTransactionExecutor, RunContext
 from store import artifacts as store_artifacts
 from store import plans as store_plans
 from store.entries import T as E
@@ -228,7 +228,7 @@ def _account(result: BatchResult, item: Pending, res: FileResult) -> None:
         result.unchanged += 1
 
 
-class ClassifierExecutor(OutcomeExecutor):
+class ClassifierExecutor(OutsideTransactionExecutor):
     """Outcome ``classifier``: ``classifierOperation`` generate_thumbnail | generate_timeline | extract_metadata |
     all, with ``maxWidth``, ``maxHeight``, ``quality``. Keeps its own work keys (records_work False)."""
 
@@ -245,17 +245,9 @@ class ClassifierExecutor(OutcomeExecutor):
 
         sweep_after(engine)
 
-    def run_batch(self, engine: Engine, outcome: OutcomeBase, rows: Sequence[Any], ctx: RunContext) -> BatchResult:
+    def work(self, engine: Engine, outcome: OutcomeBase, rows: Sequence[Any], ctx: RunContext) -> BatchResult:
         operations = parse_operations(getattr(outcome, "classifierOperation", "all"))
         params = params_from(outcome, load_preferences(engine))
-        result = classify_rows(engine, rows, operations=operations, params=params, rule=ctx.rule or OUTCOME_TYPE,
-                               execution_id=ctx.execution_id, should_cancel=ctx.should_cancel, on_item=ctx.on_item,
-                               run=self.run)
-        if ctx.should_cancel():  # stopped mid-batch: what finished is written; the run ends cancelled, not done
-            from flows.plans.engine import Cancelled
-
-            raise Cancelled("cancelled on request")
-        return result
-
-    def apply_rows(self, conn, outcome, rows, ctx) -> BatchResult:  # pragma: no cover - run_batch is the entry
-        raise NotImplementedError("the classifier works outside transactions: call run_batch")
+        return classify_rows(engine, rows, operations=operations, params=params, rule=ctx.rule or OUTCOME_TYPE,
+                             execution_id=ctx.execution_id, should_cancel=ctx.should_cancel, on_item=ctx.on_item,
+                             run=self.run)

@@ -35,7 +35,7 @@ from dsl.outcomes import OutcomeBase
 from flows.documents import settings as doc_settings
 from flows.documents.formats import format_of
 from flows.documents.model import METADATA_EXTRACTION_FAILED, ExtractOptions, Extracted
-from flows.outcomes import BatchResult, OutcomeExecutor, RunContext
+from flows.outcomes import BatchResult, OutsideTransactionExecutor, RunContext
 from store import plans as store_plans
 from store.entries import T as E
 
@@ -252,7 +252,7 @@ def _account(result: BatchResult, task: _Task, extracted: Extracted) -> None:
     result.failed_ids.add(task.entry_id)
 
 
-class TextExtractor(OutcomeExecutor):
+class TextExtractor(OutsideTransactionExecutor):
     """Outcome ``extract_text`` (``ocr``: true | false, default the server's ASSAY_OCR). Keeps its own work keys on
     the documents rows (records_work False), so a document extracted by any plan is not redone by another."""
 
@@ -263,15 +263,7 @@ class TextExtractor(OutcomeExecutor):
     def __init__(self, run: ExtractRun | None = None) -> None:
         self.run = run or DEFAULT_RUN
 
-    def run_batch(self, engine: Engine, outcome: OutcomeBase, rows: Sequence[Any], ctx: RunContext) -> BatchResult:
-        result = extract_rows(engine, rows, options=options_for(outcome), rule=ctx.rule or OUTCOME_TYPE,
-                              execution_id=ctx.execution_id, should_cancel=ctx.should_cancel, on_item=ctx.on_item,
-                              run=self.run)
-        if ctx.should_cancel():  # stopped mid-batch: what finished is written; the run ends cancelled, not done
-            from flows.plans.engine import Cancelled
-
-            raise Cancelled("cancelled on request")
-        return result
-
-    def apply_rows(self, conn, outcome, rows, ctx) -> BatchResult:  # pragma: no cover - run_batch is the entry
-        raise NotImplementedError("extract_text works outside transactions: call run_batch")
+    def work(self, engine: Engine, outcome: OutcomeBase, rows: Sequence[Any], ctx: RunContext) -> BatchResult:
+        return extract_rows(engine, rows, options=options_for(outcome), rule=ctx.rule or OUTCOME_TYPE,
+                            execution_id=ctx.execution_id, should_cancel=ctx.should_cancel, on_item=ctx.on_item,
+                            run=self.run)

@@ -27,7 +27,7 @@ from dsl.fields import field_spec, missing_producer
 from dsl.model import PARTIAL_NAMES, Plan, Rule, Source
 from dsl.outcomes import OutcomeBase, iter_outcomes
 from flows.plans import conditions as cond_sql
-from flows.outcomes import BatchResult, RunContext, batch_size_for, executor_for, installed_executors
+from flows.outcomes import BatchResult, Cancelled, RunContext, batch_size_for, executor_for, installed_executors
 from flows.roots import Roots
 from store import jobs as store_jobs
 from store import plans as store_plans
@@ -207,10 +207,6 @@ class OutcomeState:
     batches: int = 0
     last_path: str = ""
     finished: bool = False
-
-
-class Cancelled(Exception):
-    pass
 
 
 class PlanRun:

@@ -191,7 +191,7 @@ def test_results_are_written_in_chunks_as_they_arrive(engine, library, fake, mon
 def test_a_cancelled_batch_keeps_what_finished_and_stops(engine, library, fake, monkeypatch):
     monkeypatch.setenv("ASSAY_OCR", "off")
     from flows.index.flow import run_index_job
-    from flows.plans.engine import Cancelled
+    from flows.outcomes import Cancelled
     from store import jobs as store_jobs
 
     run_index_job(engine, job_id=store_jobs.create_job(engine, root=str(library)), root=str(library))
