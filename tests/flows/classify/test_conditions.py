@@ -8,7 +8,6 @@ The store-level tests write entries, hashes and metadata_values rows directly (n
 
 from __future__ import annotations
 
-import contextlib
 
 import json
 from pathlib import Path
@@ -20,16 +19,14 @@ import flows.classify  # noqa: F401  (installs the classifier: its executor, fie
 from dsl import parse_plan_text
 from dsl.conditions import Compare, Group, Not
 from dsl.model import Plan
-from flows.plans.conditions import EvalStore, SqlStore
 from flows.plans.preview import explain_path, preview_plan
 from flows.roots import Roots
 from store.engine import make_engine
 from store.entries import T, make_row, upsert_entries
 from store.models import MetadataValue
-from tests.conftest import fresh_pg_database
+from tests.condition_store import NOW, ConditionStore, condition_store
 
 MV = MetadataValue.__table__
-NOW = 1718452800.0
 H1 = "xxh128:" + "1" * 32
 H2 = "xxh128:" + "2" * 32
 H3 = "xxh128:" + "3" * 32
@@ -71,44 +68,11 @@ def fill(engine, root: Path) -> None:
         conn.execute(insert(MV), meta)
 
 
-class Store:
-    """The corpus in one backend, with the plan engine's two condition contexts over it."""
-
-    def __init__(self, engine, root: Path) -> None:
-        self.engine, self.root = engine, root
-        self.sql = SqlStore(engine, now=NOW)
-        self.py = EvalStore(engine, now=NOW)
-        with engine.connect() as conn:
-            self.rows = [dict(r) for r in conn.execute(select(T)).mappings()]
-
-    def sql_names(self, cond) -> set[str]:
-        with self.engine.connect() as conn:
-            return set(conn.execute(select(T.c.name).where(self.sql.clause(cond))).scalars())
-
-    def python_names(self, cond) -> set[str]:
-        return {r["name"] for r in self.rows if self.py.evaluate(cond, r)}
-
-    def names(self, cond) -> set[str]:
-        """The entries ``cond`` selects, after checking SQL and Python agree."""
-        found = self.sql_names(cond)
-        assert self.python_names(cond) == found, cond
-        return found
-
-
 @pytest.fixture(scope="module", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def store(request, tmp_path_factory):
-    root = tmp_path_factory.mktemp("classified")
-    for name in CORPUS:
-        (root / name).write_bytes(b"x")
-    with contextlib.ExitStack() as stack:
-        if request.param == "sqlite":
-            url = "sqlite:///" + str(tmp_path_factory.mktemp("db") / "assay.db")
-        else:
-            url = stack.enter_context(fresh_pg_database(request.getfixturevalue("pg_url"), "assay_cls"))
-        engine = make_engine(url)
-        fill(engine, root)
-        yield Store(engine, root)
-        engine.dispose()
+    with condition_store(request, tmp_path_factory, backend=request.param, files=CORPUS, fill=fill,
+                         prefix="assay_cls") as found:
+        yield found
 
 
 def C(field: str, op: str, value) -> Compare:
@@ -230,7 +194,7 @@ def test_duplicates_follow_hash_changes(store, tmp_path):
     with engine.begin() as conn:  # small.jpg turns out to be a copy of the wide ones; wide.jpg is rehashed away
         conn.execute(update(T).where(T.c.name == "small.jpg").values(hash=H1))
         conn.execute(update(T).where(T.c.name == "wide.jpg").values(hash=H4))
-    s = Store(engine, store.root)
+    s = ConditionStore(engine, store.root)
     assert s.names(C("duplicates", "=", 2)) == {"wide-copy.jpg", "wide-third.jpg", "small.jpg"}
     assert s.names(C("duplicates", "=", 1)) == {"wide.jpg", "short.mp4"}
     engine.dispose()

@@ -25,15 +25,14 @@ from dsl.conditions import Compare, Group, Not
 from dsl.model import Plan
 from dsl.sql import Superset, split
 from flows.documents.model import FILTER_FAILED, Extracted, Page
-from flows.plans.conditions import EvalStore, SqlStore
 from flows.plans.preview import explain_path, preview_plan
 from flows.roots import Roots
 from store.documents import DocumentWrite, write_extracted_many
 from store.engine import make_engine
 from store.entries import T, make_row, upsert_entries
+from tests.condition_store import NOW, ConditionStore, condition_store
 from tests.conftest import fresh_pg_database
 
-NOW = 1718452800.0
 LONG_LINES = [f"filler line number {i:05d}" for i in range(1, 3001)] + ["the needle is here"]
 
 # name -> its extraction: pages of text (a page with "ocr" read by OCR), an error, or None (never extracted)
@@ -76,45 +75,11 @@ def fill(engine, root: Path) -> dict[str, int]:
     return ids
 
 
-class Store:
-    """The corpus in one backend, with the plan engine's two condition contexts over it."""
-
-    def __init__(self, engine, root: Path) -> None:
-        self.engine, self.root = engine, root
-        self.sql = SqlStore(engine, now=NOW)
-        self.py = EvalStore(engine, now=NOW)
-        with engine.connect() as conn:
-            self.rows = [dict(r) for r in conn.execute(select(T)).mappings()]
-
-    def sql_names(self, cond) -> set[str]:
-        with self.engine.connect() as conn:
-            return set(conn.execute(select(T.c.name).where(self.sql.clause(cond))).scalars())
-
-    def python_names(self, cond) -> set[str]:
-        return {r["name"] for r in self.rows if self.py.evaluate(cond, r)}
-
-    def split_names(self, cond) -> set[str]:
-        """What the plan engine selects: the SQL part, then the residual in Python over the rows it gives."""
-        push, residual = split(cond)
-        with self.engine.connect() as conn:
-            rows = [dict(r) for r in conn.execute(select(T).where(self.sql.clause(push))).mappings()]
-        return {r["name"] for r in rows if self.py.evaluate(residual, r)}
-
-
 @pytest.fixture(scope="module", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def store(request, tmp_path_factory):
-    root = tmp_path_factory.mktemp("texts")
-    for name in DOCS:
-        (root / name).write_bytes(b"x")
-    with contextlib.ExitStack() as stack:
-        if request.param == "sqlite":
-            url = "sqlite:///" + str(tmp_path_factory.mktemp("db") / "assay.db")
-        else:
-            url = stack.enter_context(fresh_pg_database(request.getfixturevalue("pg_url"), "assay_text"))
-        engine = make_engine(url)
-        fill(engine, root)
-        yield Store(engine, root)
-        engine.dispose()
+    with condition_store(request, tmp_path_factory, backend=request.param, files=DOCS, fill=fill,
+                         prefix="assay_text") as found:
+        yield found
 
 
 def plan_of(root: Path, rules: list[dict]) -> Plan:
@@ -240,7 +205,7 @@ def scratch(request, tmp_path_factory):
         with engine.begin() as conn:
             upsert_entries(conn, [make_row("/scratch/doc.txt", kind="file", size=1, mtime=NOW, ctime=NOW, inode=None,
                                            scan_id=None, indexed_at=NOW)])
-        yield Store(engine, Path("/scratch"))
+        yield ConditionStore(engine, Path("/scratch"))
         engine.dispose()
 
 
