@@ -217,6 +217,30 @@ def fresh_pg_database(pg_url: str, prefix: str = "assay"):
         admin.dispose()
 
 
+BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]  # params of two-store fixtures
+
+
+@contextlib.contextmanager
+def backend_engine(request, tmp_path_factory, prefix: str = "assay"):
+    """A store engine of the fixture's backend (``request.param``: sqlite | postgresql) on a fresh database,
+    disposed (and the PostgreSQL database dropped) afterwards: for module-scoped fixtures with BACKENDS."""
+    from store.engine import make_engine
+
+    if request.param == "sqlite":
+        engine = make_engine(f"sqlite:///{tmp_path_factory.mktemp(prefix) / 'assay.db'}")
+        try:
+            yield engine
+        finally:
+            engine.dispose()
+    else:
+        with fresh_pg_database(request.getfixturevalue("pg_url"), prefix) as url:
+            engine = make_engine(url)
+            try:
+                yield engine
+            finally:
+                engine.dispose()
+
+
 @pytest.fixture
 def pg_database(pg_url):
     """A fresh, empty database in the session's PostgreSQL cluster, dropped afterwards."""

@@ -8,10 +8,9 @@ from sqlalchemy import func, select, text
 from flows.documents.formats import EXTENSIONS
 from flows.documents.model import SEGMENT_CHARS, Extracted, Page, TocItem
 from store import documents as docs
-from store.engine import make_engine
 from store.entries import get_entry, make_row, upsert_entries
 from store.models import DocumentSegment
-from tests.conftest import fresh_pg_database
+from tests.conftest import BACKENDS, backend_engine
 
 
 def add_files(engine, *paths: str, size: int = 10, mtime: float = 1.0) -> dict[str, int]:
@@ -30,17 +29,10 @@ def write(engine, entry_id: int, pages: list[str], *, size: int = 10, mtime: flo
                                      segment_chars=segment_chars)
 
 
-@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+@pytest.fixture(scope="module", params=BACKENDS)
 def store(request, tmp_path_factory):
-    if request.param == "sqlite":
-        engine = make_engine(f"sqlite:///{tmp_path_factory.mktemp('docs') / 'assay.db'}")
+    with backend_engine(request, tmp_path_factory, "docs") as engine:
         yield engine
-        engine.dispose()
-    else:
-        with fresh_pg_database(request.getfixturevalue("pg_url")) as url:
-            engine = make_engine(url)
-            yield engine
-            engine.dispose()
 
 
 def fts_rowids(engine, match: str) -> set[int]:

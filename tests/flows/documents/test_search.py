@@ -13,24 +13,16 @@ from flows.documents.model import Extracted, Page
 from flows.documents.query import line_matches, parse_query
 from flows.documents.search import search, search_many
 from store import documents as docs
-from store.engine import make_engine
 from store.entries import get_entry, make_row, upsert_entries
 from store.errors import DocumentError, InvalidInput
 from store.fold import fold
-from tests.conftest import fresh_pg_database
+from tests.conftest import BACKENDS, backend_engine
 
 
-@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+@pytest.fixture(scope="module", params=BACKENDS)
 def store(request, tmp_path_factory):
-    if request.param == "sqlite":
-        engine = make_engine(f"sqlite:///{tmp_path_factory.mktemp('search') / 'assay.db'}")
+    with backend_engine(request, tmp_path_factory, "search") as engine:
         yield engine
-        engine.dispose()
-    else:
-        with fresh_pg_database(request.getfixturevalue("pg_url")) as url:
-            engine = make_engine(url)
-            yield engine
-            engine.dispose()
 
 
 _dirs = itertools.count()
