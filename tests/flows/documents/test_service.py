@@ -23,7 +23,7 @@ from store import documents as store_docs
 from store import plans as store_plans
 from store.entries import get_entry
 from tests.conftest import wait_for
-from tests.flows.documents.test_executor import FakeExtraction
+from tests.flows.documents.conftest import FakeExtraction
 
 
 @pytest.fixture
@@ -33,13 +33,6 @@ def library(tmp_path: Path) -> Path:
     (root / "notes" / "first.md").write_text("# First\nthe quick brown fox\n")
     (root / "photo.jpg").write_bytes(b"\xff\xd8\xff")
     return root
-
-
-@pytest.fixture
-def fake(monkeypatch) -> FakeExtraction:
-    fake = FakeExtraction()
-    monkeypatch.setattr(ex.DEFAULT_RUN, "extract", fake)
-    return fake
 
 
 @pytest.fixture
