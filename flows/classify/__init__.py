@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from flows.workers import in_worker_process
+
 _data_dir: Path | None = None
 
 
@@ -44,8 +46,6 @@ def _register() -> None:
     if "classifier" not in EXECUTORS:
         register_executor(ClassifierExecutor())
 
-
-from flows.workers import in_worker_process  # noqa: E402
 
 if not in_worker_process():
     _register()

@@ -9,9 +9,7 @@ extraction pool's worker processes nothing is registered: they only run ``flows.
 
 from __future__ import annotations
 
-import logging
-
-log = logging.getLogger(__name__)
+from flows.workers import in_worker_process
 
 
 def start_plans(plans, roots, settings) -> None:
@@ -30,8 +28,6 @@ def _register() -> None:
     if "extract_text" not in EXECUTORS:
         register_executor(TextExtractor())
 
-
-from flows.workers import in_worker_process  # noqa: E402
 
 if not in_worker_process():
     _register()
