@@ -1,4 +1,5 @@
-"""Whether this process is a worker a pool spawned (the classifier's and the extractors' pools).
+"""What the worker pools of the capabilities share (the classifier's and the extractors'): whether this process is
+one of their workers, and the process-wide pools, one per mode.
 
 A worker needs its one function, not the registries: importing a capability's package registers executors and
 fields, which loads SQLAlchemy, pydantic and the DSL (about a second and tens of MB per worker). A spawned child
@@ -8,9 +9,52 @@ imports the package while it unpickles its target, before ``multiprocessing.pare
 
 from __future__ import annotations
 
+import atexit
+import logging
 import multiprocessing
+import threading
+import time
+from typing import Callable, Generic, Protocol, TypeVar
+
+log = logging.getLogger(__name__)
 
 
 def in_worker_process() -> bool:
     return multiprocessing.parent_process() is not None or \
         bool(getattr(multiprocessing.current_process(), "_inheriting", False))
+
+
+class _Pool(Protocol):
+    def shutdown(self) -> None: ...
+
+
+P = TypeVar("P", bound=_Pool)
+
+
+class PoolsByMode(Generic[P]):
+    """The process-wide pools of one kind, one per mode (process | thread), made on first use by ``make(mode)`` and
+    shut down together (at exit, or when a test asks)."""
+
+    def __init__(self, what: str, make: Callable[[str], P], default_mode: Callable[[], str]) -> None:
+        self._what, self._make, self._default_mode = what, make, default_mode
+        self._pools: dict[str, P] = {}
+        self._lock = threading.Lock()
+        atexit.register(self.shutdown)
+
+    def get(self, mode: str | None = None) -> P:
+        """The pool of ``mode`` (default: the kind's default mode, from its environment variable)."""
+        mode = mode or self._default_mode()
+        with self._lock:
+            pool = self._pools.get(mode)
+            if pool is None:
+                pool = self._pools[mode] = self._make(mode)
+            return pool
+
+    def shutdown(self) -> None:
+        with self._lock:
+            pools = list(self._pools.items())
+            self._pools.clear()
+        for mode, pool in pools:
+            started = time.monotonic()
+            pool.shutdown()
+            log.debug("%s %s pool shut down in %.2f s", self._what, mode, time.monotonic() - started)

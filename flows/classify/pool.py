@@ -13,17 +13,16 @@ in flight, so memory stays flat however many files a batch has.
 
 from __future__ import annotations
 
-import atexit
 import logging
 import multiprocessing
 import os
 import threading
-import time
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Callable, Iterable, Iterator
 
 from flows.classify.model import FileResult, FileTask
+from flows.workers import PoolsByMode
 
 log = logging.getLogger(__name__)
 
@@ -153,28 +152,6 @@ class Pool:
             executor.shutdown(wait=True, cancel_futures=True)
 
 
-_pools: dict[str, Pool] = {}
-_pools_lock = threading.Lock()
-
-
-def get_pool(mode: str | None = None) -> Pool:
-    """The process-wide pool of ``mode`` (default: ASSAY_CLASSIFY_POOL, else process)."""
-    mode = mode or default_mode()
-    with _pools_lock:
-        pool = _pools.get(mode)
-        if pool is None:
-            pool = _pools[mode] = Pool(mode=mode)
-        return pool
-
-
-def shutdown_pools() -> None:
-    with _pools_lock:
-        pools = list(_pools.values())
-        _pools.clear()
-    for pool in pools:
-        started = time.monotonic()
-        pool.shutdown()
-        log.debug("classifier %s pool shut down in %.2f s", pool.mode, time.monotonic() - started)
-
-
-atexit.register(shutdown_pools)
+_POOLS: PoolsByMode[Pool] = PoolsByMode("classifier", lambda mode: Pool(mode=mode), default_mode)
+get_pool = _POOLS.get  # the process-wide pool of a mode (default: ASSAY_CLASSIFY_POOL, else process)
+shutdown_pools = _POOLS.shutdown

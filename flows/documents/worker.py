@@ -23,7 +23,6 @@ returns. ``ASSAY_DOCUMENT_WORKERS`` sets the number of worker processes (default
 
 from __future__ import annotations
 
-import atexit
 import logging
 import multiprocessing
 import os
@@ -37,6 +36,7 @@ from multiprocessing.connection import wait as wait_connections
 from typing import Any, Callable, Generic, Iterable, Iterator, TypeVar
 
 from flows.documents.model import FILTER_FAILED, ExtractOptions, Extracted
+from flows.workers import PoolsByMode
 
 log = logging.getLogger(__name__)
 
@@ -406,18 +406,9 @@ class Pool:
             threads.shutdown(wait=False, cancel_futures=True)
 
 
-_pools: dict[str, Pool] = {}
-_pools_lock = threading.Lock()
-
-
-def get_pool(mode: str | None = None) -> Pool:
-    """The process-wide pool of ``mode`` (default: ASSAY_DOCUMENT_POOL, else process)."""
-    mode = mode or default_mode()
-    with _pools_lock:
-        pool = _pools.get(mode)
-        if pool is None:
-            pool = _pools[mode] = Pool(mode=mode)
-        return pool
+_POOLS: PoolsByMode[Pool] = PoolsByMode("extraction", lambda mode: Pool(mode=mode), default_mode)
+get_pool = _POOLS.get  # the process-wide pool of a mode (default: ASSAY_DOCUMENT_POOL, else process)
+shutdown = _POOLS.shutdown  # stop every worker (at exit; tests)
 
 
 def run_extractions(tasks: Iterable[tuple[K, str]], options: ExtractOptions, *,
@@ -435,15 +426,3 @@ def extract_now(path: str, options: ExtractOptions, *, fn: ExtractFn | None = No
     for _, result in get_pool().run([(None, path)], options, fn=fn, window=1):
         return result
     return failed(path, "the extraction was not run")  # unreachable: one task gives one result
-
-
-def shutdown() -> None:
-    """Stop every worker (at exit; tests)."""
-    with _pools_lock:
-        pools = list(_pools.values())
-        _pools.clear()
-    for pool in pools:
-        pool.shutdown()
-
-
-atexit.register(shutdown)
