@@ -14,7 +14,7 @@ superset clause from its full-text index (``dsl.sql.Superset``): SQL narrows, Py
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Generic, Mapping, TypeVar
 
 from sqlalchemy import and_, exists, select, true
 from sqlalchemy.engine import Connection, Engine
@@ -41,35 +41,47 @@ class ComputedField:
     value: Callable[[Connection, Mapping[str, Any]], Any]
 
 
-COMPUTED: dict[str, ComputedField] = {}
+F = TypeVar("F")
 
 
-def register_computed(field: ComputedField) -> ComputedField:
-    """Register how ``field.name`` (a computed field of ``dsl.fields``) is worked out; once per name."""
-    from dsl.fields import field_spec
+class _Registry(Generic[F]):
+    """The registrations of one kind of field (computed, content) the installed capabilities make, by name."""
 
-    if not field_spec(field.name).computed:
-        raise ValueError(f"field {field.name!r} is not a computed field of dsl.fields")
-    if field.name in COMPUTED:
-        raise ValueError(f"computed field {field.name!r} is registered twice")
-    COMPUTED[field.name] = field
-    return field
+    def __init__(self, kind: str, is_kind: Callable[[Any], bool]) -> None:
+        self.kind, self._is_kind = kind, is_kind
+        self.entries: dict[str, F] = {}
 
-
-def computed_field(name: str) -> ComputedField:
-    """The registration of ``name``, once the installed capabilities have registered theirs; FieldNotAvailable
-    (naming the module that would fill it) when none has."""
-    if name not in COMPUTED:
-        from flows.capabilities import load_capabilities
-
-        load_capabilities()
-    try:
-        return COMPUTED[name]
-    except KeyError:
-        from dsl.evaluate import not_available
+    def register(self, field: F) -> F:
+        """Register how ``field.name`` (a field of this kind in dsl.fields) is worked out; once per name."""
         from dsl.fields import field_spec
 
-        raise not_available(field_spec(name)) from None
+        if not self._is_kind(field_spec(field.name)):
+            raise ValueError(f"field {field.name!r} is not a {self.kind} field of dsl.fields")
+        if field.name in self.entries:
+            raise ValueError(f"{self.kind} field {field.name!r} is registered twice")
+        self.entries[field.name] = field
+        return field
+
+    def get(self, name: str) -> F:
+        """The registration of ``name``, once the installed capabilities have registered theirs; FieldNotAvailable
+        (naming the module that would fill it) when none has."""
+        if name not in self.entries:
+            from flows.capabilities import load_capabilities
+
+            load_capabilities()
+        try:
+            return self.entries[name]
+        except KeyError:
+            from dsl.evaluate import not_available
+            from dsl.fields import field_spec
+
+            raise not_available(field_spec(name)) from None
+
+
+_COMPUTED: _Registry[ComputedField] = _Registry("computed", lambda spec: spec.computed)
+COMPUTED = _COMPUTED.entries
+register_computed = _COMPUTED.register
+computed_field = _COMPUTED.get
 
 
 @dataclass(frozen=True)
@@ -86,35 +98,10 @@ class ContentField:
     match: Callable[[Connection, Mapping[str, Any], str, Any], tuple[bool, Any]]
 
 
-CONTENT: dict[str, ContentField] = {}
-
-
-def register_content(field: ContentField) -> ContentField:
-    """Register how the content field ``field.name`` (type ``content`` in dsl.fields) is tested; once per name."""
-    from dsl.fields import field_spec
-
-    if field_spec(field.name).type != "content":
-        raise ValueError(f"field {field.name!r} is not a content field of dsl.fields")
-    if field.name in CONTENT:
-        raise ValueError(f"content field {field.name!r} is registered twice")
-    CONTENT[field.name] = field
-    return field
-
-
-def content_field(name: str) -> ContentField:
-    """The registration of ``name`` once the installed capabilities have registered theirs; FieldNotAvailable
-    (naming the module that would fill it) when none has."""
-    if name not in CONTENT:
-        from flows.capabilities import load_capabilities
-
-        load_capabilities()
-    try:
-        return CONTENT[name]
-    except KeyError:
-        from dsl.evaluate import not_available
-        from dsl.fields import field_spec
-
-        raise not_available(field_spec(name)) from None
+_CONTENT: _Registry[ContentField] = _Registry("content", lambda spec: spec.type == "content")
+CONTENT = _CONTENT.entries
+register_content = _CONTENT.register
+content_field = _CONTENT.get
 
 
 def split(cond) -> tuple[Any, Any]:
