@@ -8,7 +8,6 @@ flows.classify.fields): the contexts here hand them over to it, so the agreement
 
 from __future__ import annotations
 
-import contextlib
 import re
 
 import os
@@ -30,9 +29,8 @@ import flows.documents.conditions  # noqa: F401  (installs the text field)
 from flows.documents.model import FILTER_FAILED, Extracted, Page
 from flows.plans.conditions import computed_field, content_field
 from store.documents import DocumentWrite, write_extracted_many
-from store.engine import make_engine
 from store.models import Entry, MetadataValue, ResourceSet, SetMember
-from tests.conftest import fresh_pg_database
+from tests.conftest import BACKENDS, backend_engine
 
 ENTRIES, META = Entry.__table__, MetadataValue.__table__
 SETS, MEMBERS = ResourceSet.__table__, SetMember.__table__
@@ -241,19 +239,13 @@ class Store:
         return {r["name"] for r in rows if residual is None or evaluate(residual, r, self.py)}
 
 
-@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+@pytest.fixture(scope="module", params=BACKENDS)
 def store(request, tmp_path_factory):
-    with contextlib.ExitStack() as stack:
-        if request.param == "sqlite":
-            url = "sqlite:///" + str(tmp_path_factory.mktemp("dsl-sql") / "assay.db")
-        else:
-            url = stack.enter_context(fresh_pg_database(request.getfixturevalue("pg_url"), "assay_dsl"))
-        engine = make_engine(url)
+    with backend_engine(request, tmp_path_factory, "assay_dsl") as engine:
         fill(engine)
         s = Store(engine)
         yield s
         s.conn.close()
-        engine.dispose()
 
 
 # --- known queries -------------------------------------------------------------------------------------------------

@@ -11,7 +11,6 @@ The store-level tests write documents with ``store.documents.write_extracted_man
 
 from __future__ import annotations
 
-import contextlib
 import re
 from pathlib import Path
 
@@ -31,7 +30,7 @@ from store.documents import DocumentWrite, write_extracted_many
 from store.engine import make_engine
 from store.entries import T, make_row, upsert_entries
 from tests.condition_store import NOW, ConditionStore, condition_store
-from tests.conftest import fresh_pg_database
+from tests.conftest import BACKENDS, backend_engine
 
 LONG_LINES = [f"filler line number {i:05d}" for i in range(1, 3001)] + ["the needle is here"]
 
@@ -193,20 +192,14 @@ def test_the_engine_split_selects_what_python_alone_selects_on_random_trees(stor
     assert store.split_names(cond) == store.python_names(cond)
 
 
-@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+@pytest.fixture(scope="module", params=BACKENDS)
 def scratch(request, tmp_path_factory):
     """A store with one entry whose document the test rewrites."""
-    with contextlib.ExitStack() as stack:
-        if request.param == "sqlite":
-            url = "sqlite:///" + str(tmp_path_factory.mktemp("scratch") / "assay.db")
-        else:
-            url = stack.enter_context(fresh_pg_database(request.getfixturevalue("pg_url"), "assay_scratch"))
-        engine = make_engine(url)
+    with backend_engine(request, tmp_path_factory, "assay_scratch") as engine:
         with engine.begin() as conn:
             upsert_entries(conn, [make_row("/scratch/doc.txt", kind="file", size=1, mtime=NOW, ctime=NOW, inode=None,
                                            scan_id=None, indexed_at=NOW)])
         yield ConditionStore(engine, Path("/scratch"))
-        engine.dispose()
 
 
 TRICKY = "aAbΣσςİiIßẞK\u212a%_\\\"' \t😀ée\u0301"  # case folding that changes lengths or depends on neighbours
