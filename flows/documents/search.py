@@ -51,11 +51,12 @@ def _check_limits(context_lines: int, max_results: int) -> None:
 
 def search(engine: Engine, query: str, *, under: list[str] | None = None, entry_id: int | None = None,
            context_lines: int = 5, max_results: int = 20, fuzzy: bool = False, timeout: float | None = None,
-           display: Callable[[str], str] = str) -> SearchOutcome:
+           display: Callable[[str], str] = str, count_pending: bool = True) -> SearchOutcome:
     """Every line in scope that matches ``query`` (reference 001's syntax), counted, the first ``max_results``
     returned with ``context_lines`` lines around them, in (path, line) order. Scope: ``entry_id`` (one document),
     ``under`` (absolute directory paths), or everything. ``display`` turns a stored absolute path into the path
-    the caller shows. Raises DocumentError INVALID_QUERY (a malformed query) or SEARCH_TIMEOUT (past
+    the caller shows; ``count_pending`` False leaves pending_documents / failed_documents at 0 (search_many counts
+    them once for all its queries). Raises DocumentError INVALID_QUERY (a malformed query) or SEARCH_TIMEOUT (past
     ``timeout`` seconds)."""
     started = time.monotonic()
     _check_limits(context_lines, max_results)
@@ -82,7 +83,8 @@ def search(engine: Engine, query: str, *, under: list[str] | None = None, entry_
                 lines = cand.text.split("\n")
                 for i in hits[:max_results - len(matches)]:
                     matches.append(_match(engine, cand, lines, i, context_lines, display))
-    pending, failed = store.pending_count(engine, under=under, entry_id=entry_id, extensions=EXTENSIONS)
+    pending, failed = (store.pending_count(engine, under=under, entry_id=entry_id, extensions=EXTENSIONS)
+                       if count_pending else (0, 0))
     elapsed_ms = (time.monotonic() - started) * 1000
     log.debug("search %r: %d matching lines, %d pending, %d failed, %.1f ms", query, total, pending, failed,
               elapsed_ms)
@@ -119,7 +121,7 @@ def search_many(engine: Engine, queries: Iterable[str], **options: Any) -> dict[
 
     def run(q: str) -> SearchOutcome | AssayError:
         try:
-            return search(engine, q, **options)
+            return search(engine, q, count_pending=False, **options)
         except AssayError as exc:
             return exc
         except Exception as exc:  # a store failure on one query: reported with the query, the others go on
@@ -127,4 +129,11 @@ def search_many(engine: Engine, queries: Iterable[str], **options: Any) -> dict[
             return AssayError(f"the search failed: {exc}")
 
     with ThreadPoolExecutor(max_workers=min(len(unique), CONCURRENCY), thread_name_prefix="search") as pool:
-        return dict(zip(unique, pool.map(run, unique)))
+        results = dict(zip(unique, pool.map(run, unique)))
+    # the same scope for every query: what is not searchable yet is counted once, not per query
+    pending, failed = store.pending_count(engine, under=options.get("under"), entry_id=options.get("entry_id"),
+                                          extensions=EXTENSIONS)
+    for outcome in results.values():
+        if isinstance(outcome, SearchOutcome):
+            outcome.pending_documents, outcome.failed_documents = pending, failed
+    return results

@@ -142,6 +142,9 @@ def test_pending_and_failed_documents_are_reported(store):
         path="b", format="pdf", error_code="FILTER_FAILED", error="encrypted"))])
     out = search(store, "kangaroo", under=[base])
     assert (out.total_matches, out.pending_documents, out.failed_documents) == (1, 1, 1)
+    many = search_many(store, ["kangaroo", "wombat", "(bad"], under=[base])  # counted once, given to each query
+    assert [(o.total_matches, o.pending_documents, o.failed_documents) for o in (many["kangaroo"], many["wombat"])] \
+        == [(1, 1, 1), (0, 1, 1)]
 
 
 def test_a_search_past_its_time_limit_stops_with_search_timeout(store, library):
