@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, field_validator, model_validator
 
 from dsl.conditions import Condition
 
@@ -83,10 +83,17 @@ class EmbedOutcome(OutcomeBase):
     """Chunk the text of matched entries and embed it for semantic search (the embedding module)."""
 
     type: Literal["embed"] = "embed"
-    collection: str = "default"
+    collection: str = Field(default="default", min_length=1, max_length=200)
     chunk_size: int = Field(default=1000, ge=50, le=100_000)
     overlap: int = Field(default=200, ge=0)
-    model: str | None = None
+    model: str | None = None  # None: the server's ASSAY_EMBED_MODEL (the packaged all-MiniLM-L6-v2)
+    backend: Literal["torch", "onnx", "onnx-int8", "openvino"] | None = None  # None: the server's default
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> "EmbedOutcome":
+        if self.overlap >= self.chunk_size:
+            raise ValueError(f"overlap ({self.overlap}) must be smaller than chunk_size ({self.chunk_size})")
+        return self
 
 
 class LabelOutcome(OutcomeBase):

@@ -19,6 +19,7 @@ INSTALLED: tuple[str, ...] = (
     "flows.fileops",   # rename, move, delete
     "flows.classify",  # thumbnails, timelines, metadata, content hashes (outcome classifier, classifier tools)
     "flows.documents",  # text extraction and full-text search (outcome extract_text, the "documents" plan, tools)
+    "flows.semantic",  # chunks, embeddings, hnswlib collections, hybrid search, labels (outcomes embed, label)
 )
 
 _lock = threading.Lock()

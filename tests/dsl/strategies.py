@@ -94,7 +94,7 @@ simple_outcomes = st.one_of(
                                                 "all"]),
         "maxWidth": st.integers(1, 8192), "quality": st.integers(1, 100), "when": maybe_condition}),
     st.fixed_dictionaries({"type": st.just("embed")}, optional={
-        "collection": texts, "chunk_size": st.integers(50, 100_000), "overlap": st.integers(0, 500),
+        "collection": names, "chunk_size": st.integers(501, 100_000), "overlap": st.integers(0, 500),
         "model": st.one_of(st.none(), texts)}),
     st.fixed_dictionaries({"type": st.just("label"), "classes": st.lists(texts, min_size=1, max_size=3)},
                           optional={"threshold": st.floats(0, 1), "into": st.sampled_from(["metadata", "sets",

@@ -1,0 +1,38 @@
+"""Semantic index: chunks, embeddings and hnswlib collections, hybrid search, zero-shot labels (reference 002).
+
+A capability on the registries (``flows.capabilities``), shaped like ``flows.documents``: importing it registers the
+``embed`` and ``label`` outcome executors and the ``similarity`` and ``label`` condition fields. Text comes from the
+documents capability (an entry not extracted yet is extracted first). Modules:
+
+- ``chunking``: sentence/word-boundary chunks with offsets, pages and line ranges.
+- ``encoder``: the sentence-transformers model, loaded once per process (backends torch / ONNX / OpenVINO).
+- ``store.semantic``: collections, chunks, vectors and labels in the store, written in short batches.
+- ``vectors``: one hnswlib index per collection beside the database, atomic, rebuilt from stored vectors.
+- ``executor``: the ``embed`` outcome; ``service``: index_files / update_index as plan executions.
+- ``search``: semantic, keyword (BM25 over chunks) and hybrid (reciprocal-rank fusion) search with filters.
+- ``labels`` and ``conditions``: the ``label`` outcome and the ``label`` / ``similarity`` condition fields.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from flows.workers import in_worker_process
+
+
+def configure(data_dir: str | Path) -> None:
+    """Where exported model backends are cached (the hnswlib files live beside the database: ``paths``)."""
+    from flows.semantic import paths
+
+    paths.configure(data_dir)
+
+
+def _register() -> None:
+    # each module registers what it provides when imported (an executor, condition fields, fillers)
+    import flows.semantic.conditions  # noqa: F401
+    import flows.semantic.executor  # noqa: F401
+    import flows.semantic.labels  # noqa: F401
+
+
+if not in_worker_process():
+    _register()

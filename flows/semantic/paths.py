@@ -1,0 +1,50 @@
+"""Where a store's hnswlib files live: beside the database.
+
+SQLite: ``<database file>.vectors/`` next to it. Any other store (PostgreSQL): ``<data dir>/vectors/<12 hex digits
+of the store URL's hash>/``, so two stores sharing a data dir never share files. One file per collection,
+``<collection id>.hnsw`` with ``<collection id>.json`` (the collection version it holds).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from sqlalchemy.engine import Engine
+
+_data_dir: Path | None = None
+
+
+def configure(data_dir: str | Path) -> None:
+    global _data_dir
+    _data_dir = Path(data_dir)
+
+
+def data_dir() -> Path:
+    """The configured data dir; else ASSAY_DATA_DIR; else ~/.assay (the server's own default)."""
+    if _data_dir is not None:
+        return _data_dir
+    env = os.environ.get("ASSAY_DATA_DIR")
+    return Path(env).expanduser() if env else Path.home() / ".assay"
+
+
+def vector_dir(engine: Engine) -> Path:
+    """The directory of ``engine``'s hnswlib files (created)."""
+    from store.engine import database_file
+
+    db = database_file(engine)
+    if db is not None:
+        path = db.with_name(db.name + ".vectors")
+    else:
+        url = engine.url.render_as_string(hide_password=True)
+        path = data_dir() / "vectors" / hashlib.sha256(url.encode()).hexdigest()[:12]
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def model_cache_dir() -> Path:
+    """Where exported model backends (ONNX, OpenVINO) are cached: ``<data dir>/models``."""
+    path = data_dir() / "models"
+    path.mkdir(parents=True, exist_ok=True)
+    return path

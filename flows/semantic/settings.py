@@ -1,0 +1,48 @@
+"""The semantic index's settings, from the environment (the README's settings table lists them).
+
+==============================  ==========  ========================================================================
+ASSAY_EMBED_MODEL               all-MiniLM-L6-v2  the sentence-transformers model: the packaged one by name, or a path
+ASSAY_EMBED_BACKEND             (measured)  torch | onnx | onnx-int8 | openvino (default: flows.semantic.encoder.DEFAULT_BACKEND)
+ASSAY_EMBED_BATCH               32          chunks per encode call
+ASSAY_EMBED_DEVICE              cpu         cpu, or cuda / mps (GPU_NOT_AVAILABLE when asked for and absent)
+ASSAY_SEARCH_EF                 128         hnswlib ef at query time (recall vs speed)
+==============================  ==========  ========================================================================
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Mapping
+
+from flows.documents.settings import _number
+from flows.semantic.model import BACKENDS, DEFAULT_MODEL
+
+
+@dataclass(frozen=True)
+class SemanticSettings:
+    model: str = DEFAULT_MODEL
+    backend: str | None = None  # None: the measured default (flows.semantic.encoder.DEFAULT_BACKEND)
+    batch_size: int = 32
+    device: str = "cpu"
+    search_ef: int = 128
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> "SemanticSettings":
+        """The settings in ``env`` (default: os.environ); ValueError naming the variable for a bad value."""
+        env = os.environ if env is None else env
+        backend = env.get("ASSAY_EMBED_BACKEND", "").strip().lower() or None
+        if backend is not None and backend not in BACKENDS:
+            raise ValueError(f"ASSAY_EMBED_BACKEND={backend!r} is not a backend (accepted: {', '.join(BACKENDS)})")
+        return cls(
+            model=env.get("ASSAY_EMBED_MODEL", "").strip() or cls.model,
+            backend=backend,
+            batch_size=_number(env, "ASSAY_EMBED_BATCH", cls.batch_size, minimum=1, integer=True),
+            device=env.get("ASSAY_EMBED_DEVICE", "").strip().lower() or cls.device,
+            search_ef=_number(env, "ASSAY_SEARCH_EF", cls.search_ef, minimum=10, integer=True),
+        )
+
+
+def current() -> SemanticSettings:
+    """The settings of this process, read from the environment each call (cheap; tests change the environment)."""
+    return SemanticSettings.from_env()
