@@ -45,6 +45,16 @@ The summary (on stderr) says how many lines matched and how many documents in sc
 being extracted by a running server) or could not be read."""
 
 
+ASK_EPILOG = """examples:
+  assay ask 'how do figures move on the board?'
+  assay ask 'INV-2024-0042' --mode keyword
+  assay ask 'termination clauses' --set contracts --where 'mtime > now - 30d' --path ~/work/legal
+
+Each hit: its rank, the file, where in it (p. 3, pp. 3-4 or lines 10-20), its scores and the start of the passage.
+The summary (on stderr) says how many hits and which collection answered. Exit status 0 when something was found,
+1 when nothing was, 2 on an error (e.g. INDEX_NOT_FOUND before anything was indexed)."""
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--root", action="append", metavar="DIR", dest="roots",
                    help="a directory callers may touch (repeatable; default: ASSAY_ROOTS or your home directory)")
@@ -116,6 +126,28 @@ def build_parser() -> argparse.ArgumentParser:
                         help="print at most N matching lines (default 100; the summary counts them all)")
     search.add_argument("--fuzzy", action="store_true", help="tolerate small typos in the words")
     _common(search)
+
+    ask = sub.add_parser("ask", help="ask the semantic index a question in words, printing the best passages",
+                         description="Search the semantic index (what index_files and embed outcomes build) for "
+                                     "QUESTION and print the best passages with their places.",
+                         epilog=ASK_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ask.add_argument("question", help="a question or a few words, in any wording")
+    ask.add_argument("--collection", metavar="NAME",
+                     help="the collection to search (default: 'default', or the only one there is)")
+    ask.add_argument("--mode", choices=["hybrid", "semantic", "keyword"], default="hybrid",
+                     help="semantic (meaning), keyword (words, BM25) or hybrid (both fused by rank; the default)")
+    ask.add_argument("--limit", type=int, default=5, metavar="N", help="print the best N passages (default 5, "
+                                                                       "at most 100)")
+    ask.add_argument("--min-score", type=float, metavar="S",
+                     help="only passages at least this similar in meaning (cosine 0..1; semantic and hybrid)")
+    ask.add_argument("--set", action="append", metavar="SET", dest="sets",
+                     help="only files in this resource set or its child sets (repeatable: any of them)")
+    ask.add_argument("--where", metavar="CONDITION",
+                     help="only files matching a plan-language condition, e.g. 'media_type = document and "
+                          "mtime > now - 30d'")
+    ask.add_argument("--path", action="append", metavar="PATH", dest="paths",
+                     help="only files at or under PATH (inside a root; repeatable: any of them)")
+    _common(ask)
 
     from mcp_server import plan_cli
 
@@ -389,6 +421,99 @@ def cmd_search(args: argparse.Namespace) -> int:
     return 0 if outcome.total_matches else 1
 
 
+def hit_place(hit) -> str:
+    """Where a hit is, for a person: ``p. 3`` / ``pp. 3-4`` in paged documents, else ``lines 10-20``."""
+    if hit.page is not None:
+        end = hit.page_end or hit.page
+        return f"p. {hit.page}" if end == hit.page else f"pp. {hit.page}-{end}"
+    if hit.line_start == hit.line_end:
+        return f"line {hit.line_start}"
+    return f"lines {hit.line_start}-{hit.line_end}"
+
+
+def hit_scores(hit, mode: str) -> str:
+    """The scores of a hit: the cosine (``similarity``), the full-text score and, in hybrid mode, the fused score
+    with the rank each side gave it."""
+    parts = []
+    if mode == "hybrid":
+        parts.append(f"fused {hit.score:.4f}")
+    if hit.semantic_score is not None:
+        parts.append(f"similarity {hit.semantic_score:.3f}" + (f" (#{hit.semantic_rank})" if mode == "hybrid"
+                                                                 and hit.semantic_rank else ""))
+    if hit.keyword_score is not None:
+        parts.append(f"keyword {hit.keyword_score:.2f}" + (f" (#{hit.keyword_rank})" if mode == "hybrid" else ""))
+    return ", ".join(parts)
+
+
+def excerpt(text: str, width: int = 160) -> str:
+    """The passage on one line (whitespace collapsed), cut at a word near ``width`` characters."""
+    flat = " ".join(text.split())
+    if len(flat) <= width:
+        return flat
+    cut = flat[:width]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > width // 2 else cut) + " ..."
+
+
+def format_hits(hits, mode: str, display=lambda path: path) -> list[str]:
+    """Two lines per hit: ``rank. path  place  [scores]``, then the excerpt indented."""
+    out = []
+    for rank, hit in enumerate(hits, 1):
+        out.append(f"{rank}. {display(hit.path)}  {hit_place(hit)}  [{hit_scores(hit, mode)}]")
+        out.append(f"   {excerpt(hit.text)}")
+    return out
+
+
+def _ask_paths(paths, given: list[str] | None) -> list[str] | None:
+    """The --path values as absolute paths inside the roots: shown (root-relative) forms, absolute paths, or paths
+    from the current directory when they exist there."""
+    from flows.documents.paths import TOP
+
+    if not given:
+        return None
+    out = []
+    for path in given:
+        if not os.path.isabs(os.path.expanduser(path)) and os.path.exists(path):
+            path = os.path.abspath(path)
+        resolved = paths.resolve(os.path.expanduser(path), field="--path", not_found="SCOPE_NOT_FOUND")
+        out.extend(paths.roots.paths if resolved == TOP else [resolved])
+    return out
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    """`assay ask`: reads the store and the collection's vector index directly (beside a running server: SQLite WAL
+    readers do not block it, and the index file is only read)."""
+    from flows.documents.paths import DocumentPaths
+    from flows.documents.service import plan_roots
+    from flows.roots import Roots
+    from flows.semantic.search import Filters, search
+    from mcp_server.config import prepare_environment
+    from store.engine import make_engine
+
+    settings = _settings(args)
+    prepare_environment(settings)  # the model offline, the data dir's caches
+    engine = make_engine(settings.db_url)
+    try:
+        roots = settings.roots or plan_roots(engine) or settings.effective_roots
+        paths = DocumentPaths(Roots.of(roots))
+        filters = Filters(sets=args.sets, condition=args.where, paths=_ask_paths(paths, args.paths))
+        result = search(engine, args.question, collection=args.collection, mode=args.mode, limit=args.limit,
+                        min_score=args.min_score, filters=None if filters.empty() else filters)
+    finally:
+        engine.dispose()
+    for line in format_hits(result["hits"], result["mode"], paths.display):
+        print(line)
+    sys.stdout.flush()
+    n = len(result["hits"])
+    summary = (f"{n} hit{'s' if n != 1 else ''} in collection {result['collection']!r} ({result['mode']}"
+               + (f", {result['candidates']} passages passed the filters" if result["candidates"] is not None else "")
+               + f", {result['elapsed_ms']:.0f} ms)")
+    if result.get("note"):
+        summary += f"; {result['note']}"
+    print(summary, file=sys.stderr)
+    return 0 if n else 1
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import anyio
 
@@ -459,7 +584,7 @@ def main(argv: list[str] | None = None) -> int:
     _setup_logging(args.log_level)
     try:
         code = {"serve": cmd_serve, "index": cmd_index, "classify": cmd_classify, "search": cmd_search,
-                "plan": cmd_plan}[args.command](args)
+                "ask": cmd_ask, "plan": cmd_plan}[args.command](args)
     except AssayError as exc:
         print(f"assay: {exc}", file=sys.stderr)
         code = 2

@@ -1,0 +1,407 @@
+"""Search a semantic collection: by meaning (the query's vector against the chunks' in the hnswlib index), by words
+(BM25 over the chunks' full-text index) or both fused by reciprocal rank (``hybrid``, the default), optionally
+narrowed by filters: resource sets (with their child sets, through the DAG), a plan-language condition and path
+scopes. ``search`` is our ``search`` tool's and ``assay ask``'s logic; ``semantic_search`` is reference 002's
+``search_documents`` result over the same machinery.
+
+Filters become the entry ids that pass all of them (SQL where the condition allows it, the rest in Python, as
+plan-preview does), then the chunk ids of those entries in the collection: the vector index searches among those
+only (hnswlib's filter) and the full-text search within those entries. Nothing here holds a store transaction or
+waits on an indexing job: reads are short, and the vector index does its own locking.
+
+Scores: ``semantic_score`` is the cosine similarity of chunk and query (the model's vectors are L2-normalised), also
+for chunks only the keyword side found (read from their stored vectors), so a hybrid hit always shows how close in
+meaning it is; ``keyword_score`` is the full-text score (higher is better); ``score`` ranks the hits: the cosine
+(semantic), the full-text score (keyword) or the fused ``sum 1 / (RRF_K + rank)`` (hybrid). ``min_score`` is a
+bound on the cosine, so it applies to semantic and hybrid searches; a keyword search has no cosine (it never loads
+the model) and refuses it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+from pydantic import TypeAdapter, ValidationError
+from sqlalchemy import and_, or_, select
+from sqlalchemy.engine import Engine
+
+import flows.semantic.encoder as encoder_module
+from flows.semantic.model import DEFAULT_COLLECTION, RRF_K, Hit
+from store.errors import DocumentError, InvalidInput
+from store.models import CollectionEntry
+from store.entries import T, subtree_clause
+
+log = logging.getLogger(__name__)
+
+MODES = ("semantic", "keyword", "hybrid")
+MAX_LIMIT = 100
+# Past this many characters a query is still answered: the model reads its first 256 word pieces (about 1,000
+# characters of English) anyway, and the keyword side takes the words of this many characters.
+LONG_QUERY = 2000
+QUERY_EXAMPLE = "e.g. 'how are invoices approved?' or 'INV-2024-0042'"
+
+CE = CollectionEntry.__table__
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What a search is narrowed to; the given parts AND together, None parts do not narrow.
+
+    ``sets``: names of resource sets; an entry of any of them or of their child sets (through the DAG) passes.
+    ``condition``: a plan-language condition, as text (``media_type = document and mtime > now - 30d``) or in the
+    JSON object form (``{"all": ["size > 1MB", {"field": "extension", "op": "=", "value": ".pdf"}]}``).
+    ``paths``: absolute folders or files; an entry at or under one of them passes.
+    """
+
+    sets: list[str] | None = None
+    condition: str | dict | None = None
+    paths: list[str] | None = None
+
+    def empty(self) -> bool:
+        return not self.sets and self.condition is None and not self.paths
+
+
+# --- validation -------------------------------------------------------------------------------------------------
+
+
+def check_query(query: Any) -> tuple[str, str | None]:
+    """(the query stripped, a note when it is long); DocumentError INVALID_QUERY when there is nothing to ask."""
+    if not isinstance(query, str):
+        raise DocumentError("INVALID_QUERY", f"the query must be text, got {type(query).__name__}; ask in words, "
+                                             f"{QUERY_EXAMPLE}", field="query")
+    query = query.strip()
+    if not query:
+        raise DocumentError("INVALID_QUERY", f"the query is empty; ask in words, {QUERY_EXAMPLE}", field="query")
+    note = None
+    if len(query) > LONG_QUERY:
+        note = (f"the query is {len(query):,} characters long: the model reads only its first 256 word pieces (about "
+                f"1,000 characters) and the keyword search its first {LONG_QUERY:,} characters; a short question "
+                "ranks better")
+    return query, note
+
+
+def check_params(mode: Any, limit: Any, min_score: Any) -> None:
+    """InvalidInput naming the parameter and what it accepts."""
+    if mode not in MODES:
+        raise InvalidInput(f"mode {mode!r} is not a search mode; use one of: {', '.join(MODES)} (hybrid fuses the "
+                           "other two)", field="mode")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+        raise InvalidInput(f"limit {limit!r} is out of range; give a whole number from 1 to {MAX_LIMIT}",
+                           field="limit")
+    if min_score is not None:
+        if isinstance(min_score, bool) or not isinstance(min_score, (int, float)) or math.isnan(min_score) \
+                or not 0 <= min_score <= 1:
+            raise InvalidInput(f"min_score {min_score!r} is out of range; give a cosine similarity from 0 to 1 "
+                               "(e.g. 0.3), or leave it out", field="min_score")
+        if mode == "keyword":
+            raise InvalidInput("min_score bounds the cosine similarity, which a keyword search does not compute; "
+                               "leave it out, or use mode semantic or hybrid", field="min_score")
+
+
+def resolve_collection(engine: Engine, name: str | None) -> dict:
+    """The collection named ``name``; with no name, ``default`` when it exists, else the only collection.
+    DocumentError INDEX_NOT_FOUND (naming the collections that exist) otherwise."""
+    from store import semantic as store_semantic
+
+    if name is not None:
+        if not isinstance(name, str) or not name.strip():
+            raise InvalidInput(f"collection {name!r} is not a collection name; leave it out for the default one",
+                               field="collection")
+        return store_semantic.require_collection(engine, name.strip())
+    found = store_semantic.get_collection(engine, DEFAULT_COLLECTION)
+    if found is not None:
+        return found
+    existing = store_semantic.list_collections(engine)
+    if len(existing) == 1:
+        return existing[0]
+    if not existing:
+        raise DocumentError("INDEX_NOT_FOUND", "nothing has been indexed yet: no semantic collection exists; index a "
+                                               "folder first (index_files, or a plan with an embed outcome)",
+                            field="collection")
+    names = ", ".join(sorted(c["name"] for c in existing))
+    raise DocumentError("INDEX_NOT_FOUND", f"no collection was named and there is no {DEFAULT_COLLECTION!r} "
+                                           f"collection; name one of: {names}", field="collection",
+                        details={"collections": sorted(c["name"] for c in existing)})
+
+
+_CONDITION = None
+
+
+def parse_condition(condition: Any):
+    """A condition tree from text or the JSON object form, as a plan's ``when`` is read; InvalidInput with the
+    parser's message (column, line and caret for text) when it does not parse or names unknown fields."""
+    global _CONDITION
+    from dsl.conditions import Condition
+
+    if _CONDITION is None:
+        _CONDITION = TypeAdapter(Condition)
+    if isinstance(condition, str) and not condition.strip():
+        raise InvalidInput("filters.condition is empty; give a condition such as "
+                           "'media_type = document and mtime > now - 30d', or leave it out", field="condition")
+    try:
+        return _CONDITION.validate_python(condition)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            message = str(error.get("msg", "")).removeprefix("Value error, ")
+            where = ".".join(str(p) for p in error.get("loc", ()) if not str(p).startswith(("function-", "tagged-")))
+            problems.append(f"{where}: {message}" if where else message)
+        raise InvalidInput("filters.condition does not parse: " + "; ".join(problems), field="condition") from None
+
+
+# --- filters -> entry ids -> chunk ids --------------------------------------------------------------------------
+
+
+def filter_entry_ids(engine: Engine, collection_id: int, filters: Filters, *, roots=None) -> list[int]:
+    """The ids of the entries of the collection that pass every given filter (sets with their child sets,
+    condition, paths). NotFound for an unknown set, InvalidInput for a bad condition or path."""
+    from flows.plans import conditions as cond_sql
+    from store import sets as store_sets
+
+    where = [T.c.id.in_(select(CE.c.entry_id).where(CE.c.collection_id == collection_id))]
+    residual = None
+    now = time.time()
+    with engine.connect() as conn:
+        if filters.sets:
+            names = [filters.sets] if isinstance(filters.sets, str) else list(filters.sets)
+            set_ids: set[int] = set()
+            for name in names:
+                store_sets.check_name(name, field="filters.sets")
+                set_ids.update(store_sets.closure_for(conn, name=name, include_children=True))
+            where.append(T.c.id.in_(store_sets.entry_ids_in(sorted(set_ids))))
+        if filters.paths:
+            where.append(or_(*[subtree_clause(p) for p in _check_paths(filters.paths, roots)]))
+        if filters.condition is not None:
+            cond = parse_condition(filters.condition)
+            push, residual = cond_sql.split(cond)
+            where.append(cond_sql.SqlStore(engine, now=now).clause(push))
+        query = select(T).where(and_(*where)).order_by(T.c.id)
+        if residual is None:
+            return list(conn.execute(query.with_only_columns(T.c.id)).scalars())
+        ev = cond_sql.EvalStore(engine, now=now)
+        return [row["id"] for row in conn.execute(query).mappings() if ev.evaluate(residual, row)]
+
+
+def _check_paths(paths: Any, roots) -> list[str]:
+    """The path filters as canonical absolute paths: confined to ``roots`` when given (Roots), else as given (the
+    caller confined them), each absolute."""
+    import os.path
+
+    items = [paths] if isinstance(paths, str) else list(paths)
+    out = []
+    for i, path in enumerate(items):
+        field = f"filters.paths[{i}]"
+        if roots is not None:
+            out.append(roots.resolve(path, field=field))
+            continue
+        if not isinstance(path, str) or not os.path.isabs(path):
+            raise InvalidInput(f"{field} {path!r} is not an absolute path; give a folder or a file such as "
+                               "/home/me/notes", field=field)
+        out.append(os.path.normpath(path))
+    return out
+
+
+# --- the two sides and their fusion -----------------------------------------------------------------------------
+
+
+def _cosines(engine: Engine, collection_id: int, chunk_ids: Sequence[int], query_vector: np.ndarray) -> dict[int, float]:
+    """The cosine similarity of the query to each of ``chunk_ids``, from their stored vectors."""
+    from store import semantic as store_semantic
+
+    out: dict[int, float] = {}
+    if not chunk_ids:
+        return out
+    wanted = np.asarray(sorted(set(int(c) for c in chunk_ids)), dtype=np.int64)
+    for ids, vectors in store_semantic.iter_vectors(engine, collection_id, ids=wanted):
+        for cid, sim in zip(ids.tolist(), (vectors @ query_vector).tolist()):
+            out[int(cid)] = float(sim)
+    return out
+
+
+def _keyword_query(query: str) -> str:
+    """The query the full-text side runs: the whole query, or its first LONG_QUERY characters cut at a word."""
+    if len(query) <= LONG_QUERY:
+        return query
+    cut = query[:LONG_QUERY]
+    space = cut.rfind(" ")
+    return cut[:space] if space > LONG_QUERY // 2 else cut
+
+
+@dataclass
+class _Scored:
+    chunk_id: int
+    score: float = 0.0
+    semantic_score: float | None = None
+    keyword_score: float | None = None
+    semantic_rank: int | None = None
+    keyword_rank: int | None = None
+
+
+def rrf_fuse(semantic: Sequence[tuple[int, float]], keyword: Sequence[tuple[int, float]]) -> list[_Scored]:
+    """Reciprocal-rank fusion of two ranked lists of (chunk id, score), best first: each chunk scores
+    ``sum 1 / (RRF_K + rank)`` over the lists that hold it; ties keep the semantic side's order."""
+    merged: dict[int, _Scored] = {}
+    for rank, (cid, sim) in enumerate(semantic, 1):
+        item = merged.setdefault(int(cid), _Scored(int(cid)))
+        if item.semantic_rank is None:
+            item.semantic_rank, item.semantic_score = rank, float(sim)
+            item.score += 1.0 / (RRF_K + rank)
+    for rank, (cid, score) in enumerate(keyword, 1):
+        item = merged.setdefault(int(cid), _Scored(int(cid)))
+        if item.keyword_rank is None:
+            item.keyword_rank, item.keyword_score = rank, float(score)
+            item.score += 1.0 / (RRF_K + rank)
+    order = {cid: i for i, cid in enumerate(merged)}
+    return sorted(merged.values(), key=lambda s: (-s.score, order[s.chunk_id]))
+
+
+def _query_vector(collection: dict, query: str) -> np.ndarray:
+    """The query's vector by the collection's own model and backend (never another: the vectors would not compare)."""
+    encoder = encoder_module.get_encoder(collection["model"], collection.get("backend"))
+    return np.asarray(encoder.encode_query(query), dtype=np.float32)
+
+
+def _ranked(engine: Engine, collection: dict, query: str, mode: str, limit: int, min_score: float | None,
+            entry_ids: list[int] | None, allowed: np.ndarray | None) -> list[_Scored]:
+    from flows.semantic import vectors
+    from store import semantic as store_semantic
+
+    cid = collection["id"]
+    if mode == "keyword":
+        found = store_semantic.keyword_search(engine, cid, _keyword_query(query), limit=limit, entry_ids=entry_ids)
+        return [_Scored(int(c), float(s), keyword_score=float(s), keyword_rank=r)
+                for r, (c, s) in enumerate(found, 1)]
+    qv = _query_vector(collection, query)
+    index = vectors.index_for(engine, collection)
+    if mode == "semantic":
+        found = index.search(qv, limit, allowed=allowed)
+        scored = [_Scored(int(c), float(s), semantic_score=float(s), semantic_rank=r)
+                  for r, (c, s) in enumerate(found, 1)]
+    else:
+        depth = max(5 * limit, 50)
+        sem = index.search(qv, depth, allowed=allowed)
+        kw = store_semantic.keyword_search(engine, cid, _keyword_query(query), limit=depth, entry_ids=entry_ids)
+        scored = rrf_fuse(sem, kw)
+        missing = [s.chunk_id for s in scored if s.semantic_score is None]
+        cosines = _cosines(engine, cid, missing, qv)
+        for s in scored:
+            if s.semantic_score is None:
+                s.semantic_score = cosines.get(s.chunk_id)
+    if min_score is not None:
+        scored = [s for s in scored if s.semantic_score is not None and s.semantic_score >= min_score]
+    return scored
+
+
+def _hits(engine: Engine, collection: dict, scored: Sequence[_Scored], limit: int) -> list[Hit]:
+    """The first ``limit`` of ``scored`` as Hits, one per chunk; chunks deleted since the ranking (a file re-indexed
+    meanwhile) are skipped, and the next ones read in their place."""
+    from store import semantic as store_semantic
+
+    hits: list[Hit] = []
+    seen: set[int] = set()
+    batch = max(2 * limit, 20)
+    for pos in range(0, len(scored), batch):
+        part = [s for s in scored[pos:pos + batch] if s.chunk_id not in seen]
+        rows = store_semantic.chunk_rows(engine, [s.chunk_id for s in part])
+        for s in part:
+            row = rows.get(s.chunk_id)
+            if row is None or s.chunk_id in seen:
+                continue
+            seen.add(s.chunk_id)
+            hits.append(Hit(chunk_id=s.chunk_id, entry_id=int(row["entry_id"]), path=row["path"],
+                            collection=collection["name"], chunk_index=int(row["chunk_index"]), text=row["text"],
+                            start=int(row["start"]), end=int(row["end"]), line_start=int(row["line_start"]),
+                            line_end=int(row["line_end"]), page=row.get("page"), page_end=row.get("page_end"),
+                            score=float(s.score), semantic_score=s.semantic_score, keyword_score=s.keyword_score,
+                            semantic_rank=s.semantic_rank, keyword_rank=s.keyword_rank))
+            if len(hits) == limit:
+                return hits
+    return hits
+
+
+def search(engine: Engine, query: str, *, collection: str | None = None, mode: str = "hybrid", limit: int = 10,
+           min_score: float | None = None, filters: Filters | None = None, roots=None) -> dict[str, Any]:
+    """The best ``limit`` chunks of the collection for ``query`` by ``mode``, among the entries that pass
+    ``filters``. Returns {query, mode, collection, hits (Hit, best first), elapsed_ms, candidates (chunks the filters
+    allowed; None without filters), note (when present: why there may be few or no hits)}. ``roots`` (a
+    flows.roots.Roots), when given, confines the path filters."""
+    started = time.perf_counter()
+    query, note = check_query(query)
+    check_params(mode, limit, min_score)
+    coll = resolve_collection(engine, collection)
+    notes = [note] if note else []
+    entry_ids = allowed = None
+    candidates = None
+    if filters is not None and not filters.empty():
+        from store import semantic as store_semantic
+
+        entry_ids = filter_entry_ids(engine, coll["id"], filters, roots=roots)
+        allowed = np.asarray(store_semantic.allowed_chunk_ids(engine, coll["id"], entry_ids), dtype=np.int64)
+        candidates = int(allowed.size)
+        if not candidates:
+            notes.append(f"no chunk of collection {coll['name']!r} passes the filters ({len(entry_ids)} indexed "
+                         "entries do); loosen them, or index the files they name")
+    if candidates == 0:
+        scored: list[_Scored] = []
+    else:
+        scored = _ranked(engine, coll, query, mode, limit, min_score, entry_ids, allowed)
+    hits = _hits(engine, coll, scored, limit)
+    if not hits and not notes:
+        if min_score is not None and mode != "keyword":
+            notes.append(f"no chunk reached min_score {min_score} (cosine similarity); lower it to see the nearest "
+                         "ones")
+        elif mode == "keyword":
+            notes.append("no indexed chunk holds any of the query's words; try mode hybrid or semantic")
+        else:
+            notes.append(f"collection {coll['name']!r} has no chunks yet (still indexing, or its files had no text)")
+    out: dict[str, Any] = {"query": query, "mode": mode, "collection": coll["name"], "hits": hits,
+                           "elapsed_ms": round((time.perf_counter() - started) * 1000, 1), "candidates": candidates}
+    if notes:
+        out["note"] = "; ".join(notes)
+    log.debug("search %r (%s, %s): %d hits in %.1f ms", query[:80], mode, coll["name"], len(hits), out["elapsed_ms"])
+    return out
+
+
+# --- reference 002's search_documents ---------------------------------------------------------------------------
+
+
+def _iso(mtime: float | None) -> str | None:
+    if mtime is None:
+        return None
+    return datetime.fromtimestamp(float(mtime), tz=timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def semantic_search(engine: Engine, query: str, *, limit: int = 10, min_score: float | None = 0.7,
+                    include_metadata: bool = True, collection: str | None = None) -> dict[str, Any]:
+    """Reference 002's ``search_documents``: the chunks most similar in meaning to ``query`` with their cosine
+    scores, at least ``min_score`` (0.7 by default, as the reference; None for no bound). INDEX_NOT_FOUND before
+    anything was indexed."""
+    result = search(engine, query, collection=collection, mode="semantic", limit=limit, min_score=min_score)
+    hits: list[Hit] = result["hits"]
+    states: dict[int, dict] = {}
+    if include_metadata and hits:
+        with engine.connect() as conn:
+            ids = sorted({h.entry_id for h in hits})
+            states = {r["id"]: dict(r) for r in conn.execute(
+                select(T.c.id, T.c.size, T.c.mtime).where(T.c.id.in_(ids))).mappings()}
+    results = []
+    for h in hits:
+        item: dict[str, Any] = {"id": str(h.chunk_id), "filePath": h.path, "chunkIndex": h.chunk_index,
+                                "content": h.text, "score": round(float(h.score), 6)}
+        if include_metadata:
+            state = states.get(h.entry_id, {})
+            item["metadata"] = {"fileSize": state.get("size"), "lastModified": _iso(state.get("mtime")),
+                                "chunkOffset": h.start, "page": h.page, "pageEnd": h.page_end,
+                                "lineStart": h.line_start, "lineEnd": h.line_end, "citation": h.citation()}
+        results.append(item)
+    out = {"query": result["query"], "search_type": "semantic", "collection": result["collection"],
+           "results": results, "total_results": len(results), "elapsed_ms": result["elapsed_ms"]}
+    if result.get("note"):
+        out["note"] = result["note"]
+    return out
