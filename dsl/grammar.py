@@ -86,6 +86,8 @@ POSITIONALS: dict[str, tuple[str, ...]] = {"selection_set": ("selectionSetName",
                                            "classifier": ("classifierOperation",), "extract_text": (),
                                            "embed": ("collection",),
                                            "map": ("strategy",), "label": ("classes",), "chained": ()}
+# the key=value options of a label outcome; any other NAME="description" is a class with a description
+LABEL_OPTIONS = ("classes", "threshold", "into", "model", "collection")
 
 
 # --- value spellings (the printer uses the same ones) ----------------------------------------------------------
@@ -149,6 +151,7 @@ class Built:
 
     data: Any
     where: dict[tuple, Pos] = dc_field(default_factory=dict)
+    quoted: bool = False  # an option value written as "quoted text" (label class descriptions must be)
 
     def under(self, *prefix) -> dict[tuple, Pos]:
         return {(*prefix, *k): v for k, v in self.where.items()}
@@ -285,7 +288,7 @@ class Build(Transformer):
         except ValueError as exc:  # a number too long to read
             self.problem(str(exc), token)
             value = None
-        return Built(value, {(): self.pos(token)})
+        return Built(value, {(): self.pos(token)}, quoted=token.type == "STRING")
 
     def opt_list(self, *values: Built):
         where: dict[tuple, Pos] = {}
@@ -382,9 +385,7 @@ class Build(Transformer):
         slots = POSITIONALS[type_]
         positionals = [item[1] for item in items if item[0] == "positional"]
         if type_ == "label":
-            if positionals:
-                data["classes"] = [text_of(t) for t in positionals]
-                where[("classes",)] = self.pos(positionals[0])
+            items = self.label_classes(items, data, where)
         else:
             if len(positionals) > len(slots):
                 took = f"takes {len(slots)} value(s) ({', '.join(slots)})" if slots else "takes no values"
@@ -406,6 +407,32 @@ class Build(Transformer):
             data["when"] = when
             where[("when",)] = self.pos(kind)
         return Built(data, where)
+
+    def label_classes(self, items, data: dict, where: dict) -> list:
+        """A label outcome's classes, in the order written: bare or quoted values are class names, and
+        ``NAME="description"`` (an option whose key is not one of :data:`LABEL_OPTIONS`) a class with a
+        description. Returns the other items (its options)."""
+        classes: list[Any] = []
+        rest = []
+        for item in items:
+            if item[0] == "positional":
+                where[("classes", len(classes))] = self.pos(item[1])
+                classes.append(text_of(item[1]))
+            elif item[0] == "option" and text_of(item[1]) not in LABEL_OPTIONS:
+                key, value = item[1], item[2]
+                if not (value.quoted and isinstance(value.data, str)):
+                    self.problem(f"{text_of(key)!r} is not an option of a label outcome ({', '.join(LABEL_OPTIONS)}); "
+                                 f'a class with a description is written NAME="what it means", the description '
+                                 "in quotes", key)
+                    continue
+                where[("classes", len(classes))] = self.pos(key)
+                classes.append({"name": text_of(key), "description": value.data})
+            else:
+                rest.append(item)
+        if classes:  # classes=[...] as well is reported by options() as given twice
+            data["classes"] = classes
+            where[("classes",)] = where[("classes", 0)]
+        return rest
 
     def plan(self, name, *statements):
         data: dict[str, Any] = {"name": text_of(name)}

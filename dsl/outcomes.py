@@ -96,14 +96,79 @@ class EmbedOutcome(OutcomeBase):
         return self
 
 
+class LabelClass(BaseModel):
+    """A class of a label outcome with a description: what gets embedded and scored (``name`` is the label given)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=128)
+    description: str = Field(min_length=1, max_length=2000,
+                             description="what the class means, e.g. 'a bill asking for payment, with amounts due'")
+
+
 class LabelOutcome(OutcomeBase):
-    """Zero-shot labels from an embedding model, into metadata and/or sets (the labelling module)."""
+    """Zero-shot labels from an embedding model, into metadata and/or sets (the labelling module).
+
+    ``classes``: each a name (the name itself is embedded) or ``{name, description}`` (the description is embedded);
+    a class scores the cosine between its vector and the document's (the normalised mean of its chunk vectors) and
+    is assigned when the score reaches ``threshold``. ``into``: where assigned labels go (metadata ``label`` and
+    ``label.<class>``, resource sets named after the classes, or both). ``collection``: use that collection's stored
+    chunk vectors of an entry when it has them with the same model (else the text is chunked and embedded now).
+    ``model``: None for the server's ASSAY_EMBED_MODEL.
+    """
 
     type: Literal["label"] = "label"
-    classes: list[str] = Field(min_length=1)
+    classes: list[Union[str, LabelClass]] = Field(min_length=1, max_length=200)
     threshold: float = Field(default=0.3, ge=0, le=1)
     into: Literal["metadata", "sets", "both"] = "metadata"
     model: str | None = None
+    collection: str | None = Field(default=None, min_length=1, max_length=200)
+
+    @field_validator("classes", mode="after")
+    @classmethod
+    def _plain_names(cls, classes: list) -> list:
+        """A class without a description is its name (so ``{name: x}`` and ``x`` are the same plan)."""
+        out = []
+        for c in classes:
+            if isinstance(c, str):
+                if not c.strip() or len(c) > 128:
+                    raise ValueError(f"class name {c!r} is not accepted; give 1-128 characters, not only blanks")
+                out.append(c)
+            else:
+                if not c.name.strip():
+                    raise ValueError(f"class name {c.name!r} is not accepted; give 1-128 characters, not only blanks")
+                out.append(c)
+        return out
+
+    @model_validator(mode="before")
+    @classmethod
+    def _class_objects(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("classes"), list):
+            data = dict(data)
+            data["classes"] = [c.get("name") if isinstance(c, dict) and set(c) <= {"name", "description"}
+                               and c.get("description") is None and "name" in c else c for c in data["classes"]]
+        return data
+
+    @model_validator(mode="after")
+    def _names(self) -> "LabelOutcome":
+        names = self.class_names()
+        seen: set[str] = set()
+        for name in names:
+            if name in seen:
+                raise ValueError(f"class {name!r} is given twice; give each class once")
+            seen.add(name)
+            if self.into != "metadata" and not _SET_NAME.fullmatch(name):
+                raise ValueError(f"class {name!r} is not a valid resource-set name, which into={self.into} needs; "
+                                 "use 1-128 letters, digits, '-', '_' or '.', starting with a letter or digit (or "
+                                 "into=metadata)")
+        return self
+
+    def class_names(self) -> list[str]:
+        return [c if isinstance(c, str) else c.name for c in self.classes]
+
+    def class_texts(self) -> list[str]:
+        """What is embedded for each class: its description, else its name."""
+        return [c if isinstance(c, str) else c.description for c in self.classes]
 
 
 class MapOutcome(OutcomeBase):

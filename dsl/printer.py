@@ -11,10 +11,11 @@ import math
 from typing import Any
 
 import yaml
+from pydantic import BaseModel
 
 from dsl.nodes import Compare, Group, Not, normalise_value
 from dsl.fields import FieldSpec, field_spec
-from dsl.grammar import POSITIONALS, SHORT_SOURCES, is_bare, option_value, quote, unescape, word_value
+from dsl.grammar import LABEL_OPTIONS, POSITIONALS, SHORT_SOURCES, is_bare, option_value, quote, unescape, word_value
 from dsl.model import Plan, Source
 from dsl.outcomes import OutcomeBase
 from dsl.units import format_duration, format_size
@@ -138,8 +139,17 @@ def _changed(model, exclude=()) -> dict[str, Any]:
         value = getattr(model, name)
         if name in exclude or (not info.is_required() and value == info.get_default(call_default_factory=True)):
             continue
-        out[name] = value
+        out[name] = _plain(value)
     return out
+
+
+def _plain(value: Any) -> Any:
+    """Nested models (a label class with its description) as plain mappings."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
 
 
 def _outcome_object(outcome: OutcomeBase) -> dict[str, Any]:
@@ -229,19 +239,29 @@ def _source_line(source: Source) -> str:
     return " ".join(parts + _options(config))
 
 
+def _label_parts(outcome: OutcomeBase, fields: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
+    """A label outcome's classes as written after ``label``: ``invoice receipt="proof of a payment"``; when a
+    described class is named like one of its options (``threshold="..."``), all of them as ``classes=[...]``."""
+    classes = fields.pop("classes")  # names, and {name, description} mappings (``_changed``)
+    if all(isinstance(c, str) or c["name"] not in LABEL_OPTIONS for c in classes):
+        return [_word(c) if isinstance(c, str) else f"{_word(c['name'])}={quote(c['description'])}"
+                for c in classes], fields
+    return [], {"classes": classes, **fields}
+
+
 def outcome_text(outcome: OutcomeBase) -> str:
     """One outcome as written after ``do`` (or inside a chained outcome's parentheses)."""
     fields = _changed(outcome, exclude=("type", "when", "outcomes"))
     slots = POSITIONALS[outcome.type]
     positionals: list[str] = []
     if outcome.type == "label":
-        positionals = list(fields.pop("classes"))
+        positionals, fields = _label_parts(outcome, fields)
     else:
         for slot in slots:
             if slot not in fields:
                 break
-            positionals.append(fields.pop(slot))
-    parts = [outcome.type, *map(_word, positionals), *_options(fields)]
+            positionals.append(_word(fields.pop(slot)))
+    parts = [outcome.type, *positionals, *_options(fields)]
     if hasattr(outcome, "outcomes"):
         parts.append("(" + ", ".join(outcome_text(o) for o in outcome.outcomes) + ")")
     if outcome.when is not None:

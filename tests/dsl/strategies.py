@@ -86,6 +86,26 @@ def _groups(children):
 conditions = st.recursive(compares(), _groups, max_leaves=8)
 maybe_condition = st.one_of(st.none(), conditions)
 
+class_names = st.text(min_size=1, max_size=12).filter(lambda s: s.strip())
+
+
+@st.composite
+def label_outcomes(draw) -> dict:
+    """A label outcome: classes as names or {name, description} (names that are options of the outcome, such as
+    threshold, included: the printer lists those as classes=[...]), unique, set names when into fills sets."""
+    into = draw(st.sampled_from([None, "metadata", "sets", "both"]))
+    name = names if into in ("sets", "both") else st.one_of(class_names, st.sampled_from(["threshold", "into"]))
+    chosen = draw(st.lists(name, min_size=1, max_size=3, unique=True))
+    classes = [draw(st.one_of(st.just(n), st.fixed_dictionaries({"name": st.just(n), "description": nonblank})))
+               for n in chosen]
+    out = {"type": "label", "classes": classes, **draw(st.fixed_dictionaries({}, optional={
+        "threshold": st.floats(0, 1), "model": st.one_of(st.none(), nonblank),
+        "collection": st.one_of(st.none(), nonblank), "when": maybe_condition}))}
+    if into is not None:
+        out["into"] = into
+    return out
+
+
 simple_outcomes = st.one_of(
     st.fixed_dictionaries({"type": st.just("selection_set"), "selectionSetName": names,
                            "operation": st.sampled_from(["add", "remove"]), "when": maybe_condition}),
@@ -96,9 +116,7 @@ simple_outcomes = st.one_of(
     st.fixed_dictionaries({"type": st.just("embed")}, optional={
         "collection": names, "chunk_size": st.integers(501, 100_000), "overlap": st.integers(0, 500),
         "model": st.one_of(st.none(), texts)}),
-    st.fixed_dictionaries({"type": st.just("label"), "classes": st.lists(texts, min_size=1, max_size=3)},
-                          optional={"threshold": st.floats(0, 1), "into": st.sampled_from(["metadata", "sets",
-                                                                                            "both"])}),
+    label_outcomes(),
     st.fixed_dictionaries({"type": st.just("map")}, optional={
         "strategy": st.sampled_from(["auto", "outline", "headings", "chapters", "scenes", "windows"]),
         "window": st.floats(0.001, 10**6)}),
