@@ -41,8 +41,8 @@ log = logging.getLogger(__name__)
 
 MODES = ("semantic", "keyword", "hybrid")
 MAX_LIMIT = 100
-# Past this many characters a query is still answered: the model reads its first 256 word pieces (about 1,000
-# characters of English) anyway, and the keyword side takes the words of this many characters.
+# Past this many characters a query is still answered, with a note: the model reads its first 256 word pieces (about
+# 1,000 characters of English) anyway, and the keyword side its first store.semantic.MAX_QUERY_WORDS distinct words.
 LONG_QUERY = 2000
 QUERY_EXAMPLE = "e.g. 'how are invoices approved?' or 'INV-2024-0042'"
 
@@ -80,9 +80,11 @@ def check_query(query: Any) -> tuple[str, str | None]:
         raise DocumentError("INVALID_QUERY", f"the query is empty; ask in words, {QUERY_EXAMPLE}", field="query")
     note = None
     if len(query) > LONG_QUERY:
+        from store.semantic import MAX_QUERY_WORDS
+
         note = (f"the query is {len(query):,} characters long: the model reads only its first 256 word pieces (about "
-                f"1,000 characters) and the keyword search its first {LONG_QUERY:,} characters; a short question "
-                "ranks better")
+                f"1,000 characters) and the keyword search its first {MAX_QUERY_WORDS} distinct words; a short "
+                "question ranks better")
     return query, note
 
 
@@ -120,14 +122,15 @@ def resolve_collection(engine: Engine, name: str | None) -> dict:
     existing = store_semantic.list_collections(engine)
     if len(existing) == 1:
         return existing[0]
-    if not existing:
-        raise DocumentError("INDEX_NOT_FOUND", "nothing has been indexed yet: no semantic collection exists; index a "
-                                               "folder first (index_files, or a plan with an embed outcome)",
-                            field="collection")
-    names = ", ".join(sorted(c["name"] for c in existing))
-    raise DocumentError("INDEX_NOT_FOUND", f"no collection was named and there is no {DEFAULT_COLLECTION!r} "
-                                           f"collection; name one of: {names}", field="collection",
-                        details={"collections": sorted(c["name"] for c in existing)})
+    names = sorted(c["name"] for c in existing)
+    if not names:
+        message = ("nothing has been indexed yet: no semantic collection exists; index a folder first (index_files, "
+                   "or a plan with an embed outcome)")
+    else:
+        message = f"no collection was named and there is no {DEFAULT_COLLECTION!r} collection; name one of: " \
+                  f"{', '.join(names)}"
+    raise store_semantic.SemanticError("INDEX_NOT_FOUND", message, field="collection",
+                                       details={"collections": names})
 
 
 _CONDITION = None
@@ -224,15 +227,6 @@ def _cosines(engine: Engine, collection_id: int, chunk_ids: Sequence[int], query
     return out
 
 
-def _keyword_query(query: str) -> str:
-    """The query the full-text side runs: the whole query, or its first LONG_QUERY characters cut at a word."""
-    if len(query) <= LONG_QUERY:
-        return query
-    cut = query[:LONG_QUERY]
-    space = cut.rfind(" ")
-    return cut[:space] if space > LONG_QUERY // 2 else cut
-
-
 @dataclass
 class _Scored:
     chunk_id: int
@@ -269,14 +263,15 @@ def _query_vector(collection: dict, query: str) -> np.ndarray:
 
 def _ranked(engine: Engine, collection: dict, query: str, mode: str, limit: int, min_score: float | None,
             entry_ids: list[int] | None, allowed: np.ndarray | None) -> list[_Scored]:
-    from flows.semantic import vectors
     from store import semantic as store_semantic
 
     cid = collection["id"]
     if mode == "keyword":
-        found = store_semantic.keyword_search(engine, cid, _keyword_query(query), limit=limit, entry_ids=entry_ids)
+        found = store_semantic.keyword_search(engine, cid, query, limit=limit, entry_ids=entry_ids)
         return [_Scored(int(c), float(s), keyword_score=float(s), keyword_rank=r)
                 for r, (c, s) in enumerate(found, 1)]
+    from flows.semantic import vectors
+
     qv = _query_vector(collection, query)
     index = vectors.index_for(engine, collection)
     if mode == "semantic":
@@ -286,7 +281,7 @@ def _ranked(engine: Engine, collection: dict, query: str, mode: str, limit: int,
     else:
         depth = max(5 * limit, 50)
         sem = index.search(qv, depth, allowed=allowed)
-        kw = store_semantic.keyword_search(engine, cid, _keyword_query(query), limit=depth, entry_ids=entry_ids)
+        kw = store_semantic.keyword_search(engine, cid, query, limit=depth, entry_ids=entry_ids)
         scored = rrf_fuse(sem, kw)
         missing = [s.chunk_id for s in scored if s.semantic_score is None]
         cosines = _cosines(engine, cid, missing, qv)
