@@ -16,4 +16,5 @@ GROUP_MODULES: dict[str, str] = {
     "sources": "sources",
     "classifier": "classifier",
     "documents": "documents",
+    "semantic": "semantic",
 }

@@ -7,8 +7,9 @@ absolute paths inside the roots accepted too. Errors carry reference 001's codes
 start of the tool error's text, with ``details`` ({"path": ...}) in the error object.
 
 ``search_documents`` is two searches under one name: reference 001's boolean search (``scope`` given) and reference
-002's semantic search (``options`` {limit, minScore, includeMetadata}, no ``scope``), which arrives with the semantic
-index; its schema takes both shapes now, so adding the second changes no client's call.
+002's semantic search (the query alone, or with ``options`` {limit, minScore, includeMetadata}) over the semantic
+index (flows.semantic.search.semantic_search); every answer says which ran (``search_type``) and the output schema
+holds both shapes' fields.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from flows.documents import library
 from flows.documents import settings as doc_settings
 from flows.documents.paths import DocumentPaths
 from mcp_server.tools.common import READ_ONLY, tool
-from store.errors import InvalidInput
+from store.errors import DocumentError, InvalidInput
 
 
 # --- parameters -----------------------------------------------------------------------------------------------------
@@ -107,18 +108,56 @@ class Match(BaseModel):
     ocr: bool = Field(default=False, exclude_if=_false, description="true when the line was read with OCR")
 
 
+class SemanticChunkMetadata(BaseModel):
+    """Reference 002's chunk metadata, with where the chunk is."""
+
+    model_config = ConfigDict(extra="allow")
+    fileSize: int | None
+    lastModified: str | None = Field(description="ISO 8601 (UTC)")
+    chunkOffset: int = Field(description="character offset of the chunk in the document's text")
+    page: int | None = Field(default=None, description="page of the chunk's first character (paged formats)")
+    pageEnd: int | None = None
+    lineStart: int | None = Field(default=None, description="1-based line of the chunk's first character")
+    lineEnd: int | None = None
+    citation: str | None = Field(default=None, description="doc://ENTRY#pages=N (paged) or text://ENTRY#lines=A-B")
+
+
+class SemanticChunk(BaseModel):
+    """Reference 002's DocumentChunk (without its embedding)."""
+
+    model_config = ConfigDict(extra="allow")
+    id: str = Field(description="the chunk's id")
+    filePath: str = Field(description="as the document tools show it (relative to its root)")
+    absolutePath: str
+    chunkIndex: int = Field(description="0-based; get_file_details(filePath, chunkIndex) shows it with context")
+    content: str
+    score: float = Field(description="cosine similarity to the query (0-1)")
+    metadata: SemanticChunkMetadata | None = Field(default=None, exclude_if=_none,
+                                                   description="with includeMetadata (the default)")
+
+
 class SearchResult(BaseModel):
-    """A search's answer. The boolean search (scope given) fills these fields; the semantic search of reference 002
-    will answer under the same tool with its own fields (hence extra fields are allowed)."""
+    """A search's answer, in one of two shapes that ``search_type`` names. boolean (scope given): matches,
+    total_matches, truncated, pending_documents, failed_documents. semantic (no scope): results (reference 002's
+    chunks), total_results, collection."""
 
     model_config = ConfigDict(extra="allow")
     query: str
-    search_type: Literal["boolean", "semantic"] = "boolean"
-    matches: list[Match]
-    total_matches: int
-    truncated: bool
-    pending_documents: int = Field(0, description="documents in scope not indexed yet: results may grow")
-    failed_documents: int = Field(0, description="documents in scope that could not be read")
+    search_type: Literal["boolean", "semantic"] = Field(description="which search ran")
+    # boolean
+    matches: list[Match] | None = Field(default=None, exclude_if=_none, description="boolean: the matching lines")
+    total_matches: int | None = Field(default=None, exclude_if=_none)
+    truncated: bool | None = Field(default=None, exclude_if=_none)
+    pending_documents: int | None = Field(default=None, exclude_if=_none,
+                                          description="boolean: documents in scope not indexed yet: results may "
+                                                      "grow")
+    failed_documents: int | None = Field(default=None, exclude_if=_none,
+                                         description="boolean: documents in scope that could not be read")
+    # semantic
+    results: list[SemanticChunk] | None = Field(default=None, exclude_if=_none,
+                                                description="semantic: the most similar chunks, best first")
+    total_results: int | None = Field(default=None, exclude_if=_none)
+    collection: str | None = Field(default=None, exclude_if=_none, description="semantic: the collection searched")
     note: str | None = Field(default=None, exclude_if=_none, description="why the results may be incomplete")
     elapsed_ms: float | None = None
 
@@ -217,11 +256,15 @@ def boolean_search(app, query: str, scope: Scope, *, context_lines: int, max_res
 
 
 def semantic_search(app, query: str, options: SemanticOptions | None) -> dict[str, Any]:
-    """Reference 002's search_documents: not in this version (it comes with the semantic index)."""
-    raise InvalidInput("search_documents needs scope for the boolean search, e.g. {\"type\": \"global\"} or "
-                       "{\"type\": \"collection\", \"path\": \"docs\"}; the semantic search (query with options "
-                       "{limit, minScore, includeMetadata} and no scope) arrives with the semantic index",
-                       field="scope")
+    """Reference 002's search_documents: the chunks of the default collection most similar to ``query``
+    (flows.semantic.search.semantic_search), as reference 002's chunk objects. INVALID_QUERY for an empty query,
+    INDEX_NOT_FOUND when nothing was indexed."""
+    from flows.semantic import library as semantic_library
+    from flows.semantic.search import semantic_search as run
+
+    opts = options or SemanticOptions()
+    result = run(app.engine, query, limit=opts.limit, min_score=opts.minScore, include_metadata=opts.includeMetadata)
+    return semantic_library.semantic_documents_view(_paths(app), result)
 
 
 def register(mcp: MCPServer, app) -> None:
@@ -249,22 +292,31 @@ def register(mcp: MCPServer, app) -> None:
 
     @tool(mcp, "search_documents", READ_ONLY)
     async def search_documents(
-        query: Annotated[str, Field(description="Search query with boolean operators: space = AND, | = OR, "
-                                                "-term = NOT, \"...\" = exact phrase, ( ) to group")],
-        scope: Annotated[Scope | None, Field(description="Search scope: {\"type\": \"global\"}, or collection / "
-                                                         "document with a path. Required for the boolean search")]
+        query: Annotated[str, Field(description="With scope (boolean search): terms with operators: space = AND, "
+                                                "| = OR, -term = NOT, \"...\" = exact phrase, ( ) to group. Without "
+                                                "scope (semantic search): a question or phrase in natural language")],
+        scope: Annotated[Scope | None, Field(description="Boolean search: {\"type\": \"global\"}, or collection / "
+                                                         "document with a path. Omit it for the semantic search")]
         = None,
         context_lines: ContextLines = 5,
-        max_results: Annotated[int, Field(ge=1, le=500, description="Max results (1-500)")] = 20,
-        fuzzy: Annotated[bool, Field(description="Tolerate small typos in the terms (slower)")] = False,
+        max_results: Annotated[int, Field(ge=1, le=500, description="Boolean search: max results (1-500)")] = 20,
+        fuzzy: Annotated[bool, Field(description="Boolean search: tolerate small typos in the terms (slower)")]
+        = False,
         options: Annotated[SemanticOptions | None, Field(
-            description="Semantic search options (reference 002; with no scope): arrives with the semantic "
-                        "index")] = None,
+            description="Semantic search (reference 002; no scope): {limit=10, minScore=0.7, "
+                        "includeMetadata=true}")] = None,
     ) -> SearchResult:
-        """Search for text inside documents using boolean patterns: each match is a line (with its line number,
-        page and context lines). `attack armor` (both), `move|teleport` (either), `attack -ranged` (not),
-        `"end of turn"` (phrase), parentheses to group; case-insensitive. Reports how many documents in scope are
-        not indexed yet (pending_documents), so a search during indexing says it may be incomplete."""
+        """Search inside documents, two ways under one name (search_type in the answer says which ran).
+
+        With scope: the boolean full-text search (reference 001): each match is a line (with its line number, page
+        and context lines). `attack armor` (both), `move|teleport` (either), `attack -ranged` (not), `"end of
+        turn"` (phrase), parentheses to group; case-insensitive. Reports how many documents in scope are not
+        indexed yet (pending_documents), so a search during indexing says it may be incomplete.
+
+        Without scope (the query alone, or with options): the semantic search (reference 002) over the "default"
+        collection that index_files builds: the chunks most similar in meaning to the query (cosine similarity at
+        least minScore), each with its file, chunkIndex (get_file_details shows it with context), pages, lines and
+        a citation. INDEX_NOT_FOUND before anything was indexed. The search tool adds hybrid ranking and filters."""
         if scope is not None:
             if options is not None:
                 raise InvalidInput("options belongs to the semantic search (no scope); the boolean search takes "
@@ -272,8 +324,17 @@ def register(mcp: MCPServer, app) -> None:
             result = await anyio.to_thread.run_sync(
                 lambda: boolean_search(app, query, scope, context_lines=context_lines, max_results=max_results,
                                        fuzzy=fuzzy))
+            result = {"search_type": "boolean", **result}
         else:
-            result = await anyio.to_thread.run_sync(lambda: semantic_search(app, query, options))
+            try:
+                result = await anyio.to_thread.run_sync(lambda: semantic_search(app, query, options))
+            except DocumentError as exc:
+                if exc.code != "INDEX_NOT_FOUND":
+                    raise
+                raise type(exc)(exc.code, exc.message + "; the semantic search (search_documents without "
+                                    "scope) needs index_files first, the boolean full-text search needs none: "
+                                    "give scope, e.g. {\"type\": \"global\"}", field=exc.field or "query",
+                                    details=exc.details) from None
         return SearchResult(**result)
 
     @tool(mcp, "search_multiple", READ_ONLY)
