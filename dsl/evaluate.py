@@ -24,8 +24,15 @@ Semantics (the SQL compiler follows every one of them):
   text: ``text contains "x"`` is true when some line contains ``x`` and ``text matches "re"`` when the regular
   expression finds a match in some line, both case-sensitive like every text comparison. An entry without
   extracted text has no value (both false, ``not`` of them true).
-- ``label`` and ``similarity`` (and ``text`` before the text-extraction module registers it) need modules this
-  version does not have: evaluating them raises :class:`FieldNotAvailable`.
+- ``label`` and ``similarity`` are registered fields (``FieldSpec.registered``), asked of the context
+  (``EvalContext.field``), which the semantic index's registrations answer (``flows.semantic.conditions``):
+  ``label = invoice`` is true when the entry has the label ``invoice`` assigned (a score at or above its label
+  outcome's threshold), ``label in [a, b]`` when it has either, ``label != invoice`` when it has not (an entry never
+  labelled included). ``similarity("a phrase") > 0.4`` compares the best cosine similarity between the phrase and
+  the entry's chunk vectors (collections of the configured model); an entry without vectors has no value (false
+  whatever the operator, ``not`` of it true).
+- A field whose module is not installed (or a context that cannot test it) raises :class:`FieldNotAvailable`
+  naming what is missing.
 """
 
 from __future__ import annotations
@@ -68,6 +75,11 @@ class EvalContext(Protocol):
         ``{error: ...}`` when extraction failed); None when the entry has no such content. Optional: a context
         without it cannot test content fields (FieldNotAvailable)."""
 
+    def field(self, entry: Mapping[str, Any], name: str, op: str, value: Any, arg: str | None) -> tuple[bool, Any]:
+        """A registered field's leaf (``FieldSpec.registered``: label, similarity) for the entry: (verdict, what was
+        seen, a mapping whose ``note`` plan-explain shows, e.g. the label scores or the best chunk). Optional: a
+        context without it cannot test such fields (FieldNotAvailable)."""
+
 
 TEXT_ONLY_OPS = ("contains", "startswith", "endswith", "matches", "glob")
 COMPARE: dict[str, Callable[[Any, Any], bool]] = {
@@ -85,9 +97,10 @@ def is_number(value: Any) -> bool:
 
 
 def pushable_spec(spec: FieldSpec) -> bool:
-    """Whether SQL can test the field: an entries column, set membership, a metadata row or a computed field (whose
-    expression the SQL context gives)."""
-    return spec.column is not None or spec.type == "set" or spec.metadata_key is not None or spec.computed
+    """Whether SQL can test the field: an entries column, set membership, a metadata row, a computed field (whose
+    expression the SQL context gives) or a registered field SQL decides exactly (``label``)."""
+    return spec.column is not None or spec.type == "set" or spec.metadata_key is not None or spec.computed \
+        or spec.registered == "exact"
 
 
 def _escape(ch: str) -> str:
@@ -208,6 +221,8 @@ def explain(cond: Any, entry: Mapping[str, Any], ctx: EvalContext) -> dict[str, 
             node["arg"] = cond.arg
         if spec.type == "content":
             node["note"] = content_note(passed, seen)
+        elif spec.registered is not None and isinstance(seen, dict) and seen.get("note"):
+            node["note"] = seen["note"]
         return node
     children = [cond.condition] if isinstance(cond, Not) else cond.conditions
     node["children"] = [explain(child, entry, ctx) for child in children]
@@ -241,6 +256,11 @@ def _leaf(leaf: Compare, entry: Mapping[str, Any], ctx: EvalContext, *, with_see
     if spec.metadata_key is not None:
         seen = ctx.metadata(entry, spec.metadata_key)
         return metadata_match(op, value, seen), seen
+    if spec.registered is not None:
+        field = getattr(ctx, "field", None)
+        if field is None:
+            raise not_available(spec)
+        return field(entry, spec.name, op, value, leaf.arg)
     if spec.type == "content":
         content = getattr(ctx, "content", None)
         if content is None:

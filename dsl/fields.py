@@ -9,6 +9,9 @@ Where a field's value lives: an entries ``column``, a ``metadata_values`` row (`
 ``computed`` field (``duplicates``) is worked out from the store when it is tested. ``dsl`` does not know how: the
 SQL context gives the expression (``SqlContext.computed``), the evaluation context the value of one entry
 (``EvalContext.computed``); the store side keeps a registry that capabilities fill (``flows.plans.conditions``).
+A ``registered`` field (``label``, ``similarity``) is tested whole by its capability's registration: the SQL context
+gives a clause for a leaf (``SqlContext.field_clause``: exact for ``label``, a superset for ``similarity``), the
+evaluation context the verdict and what was seen (``EvalContext.field``).
 """
 
 from __future__ import annotations
@@ -50,6 +53,10 @@ class FieldSpec:
     choices: tuple[str, ...] = ()
     needs_arg: bool = False  # similarity("a phrase")
     computed: bool = False  # worked out from the store when tested (no column, no metadata row)
+    # tested by what its capability registers (flows.plans.conditions.register_field): "exact", SQL decides it (an
+    # EXISTS over the capability's rows, e.g. label over entry_labels); "superset", SQL only narrows, Python decides
+    # (similarity, from the entry's chunk vectors); None: not such a field
+    registered: Literal["exact", "superset"] | None = None
 
     @property
     def operators(self) -> tuple[str, ...]:
@@ -109,9 +116,10 @@ FIELDS: dict[str, FieldSpec] = {f.name: f for f in [
     FieldSpec("duplicates", "number", "how many other entries have the same content hash (no value before the file "
               "is hashed)", producer="metadata", computed=True),
     FieldSpec("text", "content", "the text content of a document", producer="text"),
-    FieldSpec("label", "label", "a zero-shot label given by a label outcome", producer="labels"),
-    FieldSpec("similarity", "similarity", "semantic similarity (0-1) of the text to a phrase: similarity(\"...\")",
-              producer="embeddings", needs_arg=True),
+    FieldSpec("label", "label", "a zero-shot label given by a label outcome: label = invoice", producer="labels",
+              registered="exact"),
+    FieldSpec("similarity", "similarity", "semantic similarity (cosine, 0-1) of the entry's best chunk to a phrase: "
+              "similarity(\"...\") > 0.4", producer="embeddings", needs_arg=True, registered="superset"),
 ]}
 
 # Prefixes of open-ended metadata keys: exif.Model, metadata.codec

@@ -12,6 +12,10 @@ patterns are checked with RE2 when the condition is built, and PostgreSQL runs t
 globs are translated to the subset both read alike). ``contains`` / ``startswith`` / ``endswith`` are LIKE with ``%`` and ``_`` escaped; they are
 case-sensitive on SQLite because the store's engine sets ``PRAGMA case_sensitive_like``.
 
+Registered fields (``dsl.fields.FieldSpec.registered``) compile through the context's :meth:`SqlContext.field_clause`:
+``label = invoice`` exactly (an EXISTS over the entry's assigned labels), ``similarity("a phrase") > 0.4`` only as a
+superset (entries that have chunk vectors), like content leaves below.
+
 Content leaves (``text contains "invoice"``, ``text matches "INV-\\d{6}"``) are not decidable in SQL: the exact test
 reads the entry's lines in Python. But a full-text index can say which entries *may* match, so :func:`split` keeps
 such a leaf in the Python residual and also puts a :class:`Superset` of it in the SQL part: a clause true for every
@@ -59,6 +63,12 @@ class SqlContext(Protocol):
         be true for entries the exact test rejects, never false for one it accepts); None: no narrowing. Optional:
         for a context without it, content leaves narrow nothing."""
 
+    def field_clause(self, name: str, op: str, value: Any, arg: str | None) -> Clause | None:
+        """A leaf on the registered field ``name`` (``FieldSpec.registered``): for an "exact" one (``label``) the
+        clause that decides it (an EXISTS: never NULL); for a "superset" one (``similarity``) a clause true for
+        every entry that may satisfy it (None: no narrowing). Optional: without it, exact registered fields cannot
+        be pushed (FieldNotAvailable) and superset ones narrow nothing."""
+
 
 @dataclass(frozen=True)
 class Superset:
@@ -69,8 +79,8 @@ class Superset:
 
 
 def can_push(leaf: Compare) -> bool:
-    """Whether SQL can test the leaf: entries columns, set membership, metadata and computed fields; not text, label,
-    similarity."""
+    """Whether SQL can test the leaf: entries columns, set membership, metadata, computed fields and label (an
+    EXISTS over its rows); not text or similarity (SQL narrows those: :func:`narrows`)."""
     return pushable_spec(field_spec(leaf.field))
 
 
@@ -111,7 +121,8 @@ def narrows(cond: Any) -> bool:
     (``not``, ``none``) of what SQL cannot decide give no superset (an entry without text satisfies
     ``not (text contains x)``)."""
     if isinstance(cond, Compare):
-        return field_spec(cond.field).type == "content"
+        spec = field_spec(cond.field)
+        return spec.type == "content" or spec.registered == "superset"
     if isinstance(cond, Group) and cond.type == "all":
         return any(narrows(child) for child in cond.conditions)
     if isinstance(cond, Group) and cond.type == "any":
@@ -126,10 +137,12 @@ def superset_sql(cond: Any, ctx: SqlContext) -> Clause:
     if can_push_tree(cond):
         return to_sql(cond, ctx)
     if isinstance(cond, Compare):
-        prefilter = getattr(ctx, "content_prefilter", None)
-        if field_spec(cond.field).type != "content" or prefilter is None:
-            return true()
-        clause = prefilter(cond.field, cond.op, cond.value)
+        spec = field_spec(cond.field)
+        clause = None
+        if spec.type == "content" and getattr(ctx, "content_prefilter", None) is not None:
+            clause = ctx.content_prefilter(cond.field, cond.op, cond.value)
+        elif spec.registered == "superset" and getattr(ctx, "field_clause", None) is not None:
+            clause = ctx.field_clause(cond.field, cond.op, cond.value, cond.arg)
         return true() if clause is None else clause
     if isinstance(cond, Group) and cond.type == "all":
         return and_(*(superset_sql(child, ctx) for child in cond.conditions))
@@ -181,6 +194,12 @@ def _leaf(leaf: Compare, ctx: SqlContext) -> Clause:
     if spec.metadata_key is not None:
         return ctx.metadata_exists(spec.metadata_key,
                                    lambda num, text: metadata_clause(op, value, num, text, ctx.dialect))
+    if spec.registered == "exact":
+        field_clause = getattr(ctx, "field_clause", None)
+        clause = None if field_clause is None else field_clause(spec.name, op, value, leaf.arg)
+        if clause is None:
+            raise not_available(spec)
+        return clause
     if spec.computed:
         value_sql, present = ctx.computed(spec.name)
         return and_(present, value_clause(value_sql, op, value, value_kind(spec), ctx.dialect))

@@ -9,6 +9,11 @@ in Python, so the two agree.
 Content fields (``text``, type ``content``) are read line by line in Python; the capability that fills them registers
 with :func:`register_content` how to test one entry (the verdict and the first matching line) and, for pushdown, a
 superset clause from its full-text index (``dsl.sql.Superset``): SQL narrows, Python decides.
+
+Registered fields (``label``, ``similarity``: ``FieldSpec.registered``) are tested whole by what their capability
+registers with :func:`register_field` (``flows.semantic.conditions``): a clause for a leaf (exact for ``label``, an
+EXISTS over the entry's assigned labels; a superset for ``similarity``) and the verdict for one entry with what was
+seen (the scores, the best chunk), which plan-explain shows.
 """
 
 from __future__ import annotations
@@ -104,6 +109,26 @@ register_content = _CONTENT.register
 content_field = _CONTENT.get
 
 
+@dataclass(frozen=True)
+class RegisteredField:
+    """How to test one registered field (``dsl.fields.FieldSpec.registered``: ``label``, ``similarity``).
+
+    ``clause(op, value, arg, dialect)``: a clause over the entries table ``store.entries.T``, exact for an "exact"
+    field (never NULL), a superset for a "superset" one (None: no narrowing); ``match(conn, entry, op, value,
+    arg)``: (verdict, what was seen) for one entry row, as ``dsl.evaluate.EvalContext.field`` describes.
+    """
+
+    name: str
+    clause: Callable[[str, Any, str | None, str], ColumnElement[bool] | None]
+    match: Callable[[Connection, Mapping[str, Any], str, Any, str | None], tuple[bool, Any]]
+
+
+_REGISTERED: _Registry[RegisteredField] = _Registry("registered", lambda spec: spec.registered is not None)
+REGISTERED = _REGISTERED.entries
+register_field = _REGISTERED.register
+registered_field = _REGISTERED.get
+
+
 def split(cond) -> tuple[Any, Any]:
     """(the part of ``cond`` SQL can evaluate, the rest for Python); None for an empty side."""
     if cond is None:
@@ -166,6 +191,9 @@ class SqlStore:
     def content_prefilter(self, name: str, op: str, value: Any):
         return content_field(name).prefilter(op, value, self.dialect)
 
+    def field_clause(self, name: str, op: str, value: Any, arg: str | None):
+        return registered_field(name).clause(op, value, arg, self.dialect)
+
     def clause(self, cond):
         from dsl import sql as dsl_sql
 
@@ -207,6 +235,11 @@ class EvalStore:
         field = content_field(name)
         with self.engine.connect() as conn:
             return field.match(conn, entry, op, value)
+
+    def field(self, entry, name: str, op: str, value: Any, arg: str | None) -> tuple[bool, Any]:
+        registration = registered_field(name)
+        with self.engine.connect() as conn:
+            return registration.match(conn, entry, op, value, arg)
 
     def evaluate(self, cond, entry) -> bool:
         from dsl import evaluate as dsl_eval

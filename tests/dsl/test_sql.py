@@ -474,48 +474,52 @@ def test_split_with_content_leaves_selects_what_python_alone_selects(store, cond
 
 TEXT_LEAF = C("text", "contains", "invoice")
 LABEL_LEAF = C("label", "=", "receipt")
+SIMILAR_LEAF = C("similarity", ">=", 0.4, arg="a beach")
+OPAQUE = Not(condition=SIMILAR_LEAF)  # SQL neither decides nor narrows it (an entry without vectors passes)
 
 
-def test_can_push_stored_fields_but_not_content_labels_or_similarity():
+def test_can_push_stored_fields_and_labels_but_not_content_or_similarity():
     assert can_push(C("size", ">", 1)) and can_push(C("set", "=", "photos")) and can_push(C("exif.Model", "=", "x"))
     assert can_push(C("width", ">", 1)) and can_push(C("mime", "=", "x")) and can_push(C("duplicates", ">", 0))
-    assert not can_push(TEXT_LEAF) and not can_push(LABEL_LEAF)
-    assert not can_push(C("similarity", ">=", 0.4, arg="a beach"))
+    assert can_push(LABEL_LEAF) and can_push(C("label", "in", ["a", "b"])) and can_push(C("label", "!=", "a"))
+    assert not can_push(TEXT_LEAF) and not can_push(SIMILAR_LEAF)
 
 
 def test_split_a_top_level_all_child_by_child():
     a, b = C("size", ">", 10), C("set", "=", "photos")
-    cond = all_(a, LABEL_LEAF, b, all_(LABEL_LEAF, C("depth", "<", 3)))
+    cond = all_(a, OPAQUE, b, all_(OPAQUE, C("depth", "<", 3)))
     pushed, rest = split(cond)
     assert pushed == all_(a, b, C("depth", "<", 3))
-    assert rest == all_(LABEL_LEAF, LABEL_LEAF)
+    assert rest == all_(OPAQUE, OPAQUE)
 
 
 def test_split_sends_a_single_leaf_alone_not_wrapped():
-    assert split(all_(C("size", ">", 10), LABEL_LEAF)) == (C("size", ">", 10), LABEL_LEAF)
+    assert split(all_(C("size", ">", 10), OPAQUE)) == (C("size", ">", 10), OPAQUE)
 
 
 def test_split_keeps_any_other_node_whole():
-    mixed = any_(C("size", ">", 10), LABEL_LEAF)
+    mixed = any_(C("size", ">", 10), OPAQUE)
     assert split(mixed) == (None, mixed)
     assert split(Not(condition=all_(C("size", ">", 10), TEXT_LEAF))) == \
         (None, Not(condition=all_(C("size", ">", 10), TEXT_LEAF)))
     pure = any_(C("size", ">", 10), C("width", "<", 5))
     assert split(pure) == (pure, None)
-    assert split(all_(LABEL_LEAF, LABEL_LEAF)) == (None, all_(LABEL_LEAF, LABEL_LEAF))
+    assert split(all_(OPAQUE, OPAQUE)) == (None, all_(OPAQUE, OPAQUE))
     assert split(all_()) == (all_(), None)
 
 
 def test_split_keeps_content_leaves_for_python_and_narrows_sql_with_their_superset():
     a = C("size", ">", 10)
-    cond = all_(a, TEXT_LEAF, all_(LABEL_LEAF, C("depth", "<", 3)))
+    cond = all_(a, TEXT_LEAF, all_(OPAQUE, C("depth", "<", 3)))
     pushed, rest = split(cond)
     assert pushed == Superset(all_(a, C("depth", "<", 3), TEXT_LEAF))
-    assert rest == all_(TEXT_LEAF, LABEL_LEAF)
+    assert rest == all_(TEXT_LEAF, OPAQUE)
     assert split(TEXT_LEAF) == (Superset(TEXT_LEAF), TEXT_LEAF)
     either = any_(a, TEXT_LEAF)  # a superset of each branch: SQL can still narrow
     assert split(either) == (Superset(either), either)
-    assert split(any_(TEXT_LEAF, LABEL_LEAF)) == (None, any_(TEXT_LEAF, LABEL_LEAF))
+    assert split(any_(TEXT_LEAF, OPAQUE)) == (None, any_(TEXT_LEAF, OPAQUE))
+    assert split(SIMILAR_LEAF) == (Superset(SIMILAR_LEAF), SIMILAR_LEAF)  # similarity narrows like text
+    assert split(all_(a, LABEL_LEAF, SIMILAR_LEAF)) == (Superset(all_(a, LABEL_LEAF, SIMILAR_LEAF)), SIMILAR_LEAF)
     negated = Not(condition=TEXT_LEAF)  # true for entries without text: nothing to narrow by
     assert split(negated) == (None, negated)
     assert split(none_(TEXT_LEAF)) == (None, none_(TEXT_LEAF))
@@ -573,7 +577,9 @@ def test_content_literals_of_contains_is_the_value():
 
 
 def test_to_sql_refuses_fields_sql_cannot_test():
-    with pytest.raises(ValueError, match="not installed"):
+    with pytest.raises(ValueError, match="similarity"):  # SQL only narrows it (its Superset)
+        to_sql(SIMILAR_LEAF, StoreSqlContext("sqlite"))
+    with pytest.raises(ValueError, match="label"):  # a context without field_clause cannot push labels
         to_sql(LABEL_LEAF, StoreSqlContext("sqlite"))
     with pytest.raises(ValueError):  # a content leaf alone is not decidable in SQL (its Superset is)
         to_sql(TEXT_LEAF, StoreSqlContext("sqlite"))
