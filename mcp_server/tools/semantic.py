@@ -162,7 +162,9 @@ def _paths(app) -> DocumentPaths:
 
 
 def _folder(app, folder_path: str, field: str = "folderPath") -> str:
-    """The absolute folder ``folder_path`` names, confined to the roots; INVALID_PATH when it is not a folder."""
+    """The absolute folder ``folder_path`` names (as the document tools read paths: relative to the root, the root's
+    name first with several roots, or absolute inside them); any path that is no folder in the roots (missing,
+    outside, through a symlink, a file) is reference 002's INVALID_PATH, saying which."""
     import os
 
     from store.errors import DocumentError
@@ -170,13 +172,13 @@ def _folder(app, folder_path: str, field: str = "folderPath") -> str:
     try:
         target = _paths(app).resolve(folder_path, field=field, not_found="COLLECTION_NOT_FOUND")
     except DocumentError as exc:
-        if exc.code == "COLLECTION_NOT_FOUND":
-            raise library.SemanticPathError("INVALID_PATH", exc.message, field=field, details={"path": folder_path}) from None
-        raise
+        raise library.SemanticPathError("INVALID_PATH", exc.message, field=field,
+                                        details={"path": folder_path}) from None
     if not os.path.isdir(target):
-        raise library.SemanticPathError("INVALID_PATH", f"{field} {folder_path!r} is not a folder inside the roots "
-                            f"({', '.join(app.roots.paths)}); list_collections browses them", field=field,
-                            details={"path": folder_path})
+        what = "is a file, not a folder" if os.path.exists(target) else "does not exist"
+        raise library.SemanticPathError("INVALID_PATH", f"{field} {folder_path!r} {what}; give a folder inside the "
+                                        f"roots ({', '.join(app.roots.paths)}); list_collections browses them",
+                                        field=field, details={"path": folder_path})
     return target
 
 
@@ -217,6 +219,8 @@ def register(mcp: MCPServer, app) -> None:
             result = await anyio.to_thread.run_sync(lambda: _service().index_files(
                 app.plans, folder, chunk_size=opts.chunkSize, overlap=opts.overlap, max_files=opts.maxFiles,
                 file_types=opts.fileTypes, collection=collection, wait=False))
+            result["message"] = (f"indexing runs as execution {result.get('execution_id')} of plan "
+                                 f"{result.get('plan')}: plan-get shows it, index-cancel stops it")
             return _stats(result, collection)
         progress = McpProgress(ctx)
 
@@ -234,18 +238,18 @@ def register(mcp: MCPServer, app) -> None:
     async def update_index(
         folderPath: Annotated[str, Field(description="The indexed folder the changes are in")],
         changes: Annotated[StrList, Field(min_length=1, max_length=10000, description="Changed, added or deleted "
-                                                                                       "files (paths inside the "
-                                                                                       "folder)")],
+                                                                                       "files: absolute, or "
+                                                                                       "relative to folderPath")],
         collection: CollectionName = DEFAULT_COLLECTION,
     ) -> IndexStats:
         """Update a collection with the files that changed (reference 002): each listed file is embedded again if
-        it changed, added if new, removed from the index if deleted; nothing else is touched. Answers the update's
-        statistics and the collection's new size. INDEX_NOT_FOUND when the collection was never built."""
+        it changed, added if new, removed from the index if deleted; nothing else is touched. Answers what was
+        updated / added / removed / unchanged / failed, errors (a listed path outside the folder is reported
+        there, the rest is still done) and the collection's new size (documents_total, chunks_total).
+        INDEX_NOT_FOUND when the collection was never built (index_files builds it)."""
         folder = _folder(app, folderPath)
-        paths = _paths(app)
-        resolved = [paths.resolve(c, field="changes") for c in changes]
         result = await anyio.to_thread.run_sync(
-            lambda: _service().update_index(app.plans, folder, resolved, collection=collection))
+            lambda: _service().update_index(app.plans, folder, list(changes), collection=collection))
         return _stats(result, collection)
 
     @tool(mcp, "get_file_details", READ_ONLY)
