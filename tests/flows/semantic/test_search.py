@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from flows.semantic.model import ChunkSpan, entry_work_key, EmbedParams
@@ -36,13 +35,15 @@ def _spans(chunks) -> list[ChunkSpan]:
     return spans
 
 
-def write_collection(engine, name: str, docs: dict[str, list], root: Path, *, model="all-MiniLM-L6-v2") -> dict:
-    """A collection holding ``docs`` (paths relative to ``root``, already indexed entries), vectors by the fake."""
+def write_collection(engine, name: str, docs: dict[str, list], root: Path, *, model="all-MiniLM-L6-v2",
+                     encoder=None) -> dict:
+    """A collection holding ``docs`` (paths relative to ``root``, already indexed entries; each a list of (chunk
+    text, page)), with vectors by ``encoder`` (default: a FakeEncoder named ``model``)."""
     from store import semantic as store_semantic
     from store.entries import get_entry
 
-    fake = FakeEncoder(model=model)
-    coll = store_semantic.ensure_collection(engine, name, model=model, backend="torch", dim=fake.dim)
+    fake = encoder or FakeEncoder(model=model)
+    coll = store_semantic.ensure_collection(engine, name, model=fake.model, backend=fake.backend, dim=fake.dim)
     items = []
     for rel, chunks in docs.items():
         entry = get_entry(engine, path=str(root / rel))
