@@ -434,6 +434,13 @@ def chunk_ids(engine: Engine, collection_id: int) -> np.ndarray:
     return np.concatenate(parts) if parts else _ids(())
 
 
+def vector_count(engine: Engine, collection_id: int) -> int:
+    """How many vectors the collection holds (one count over the embeddings' collection index)."""
+    with engine.connect() as conn:
+        return int(conn.execute(select(func.count()).select_from(V).where(V.c.collection_id == collection_id))
+                   .scalar() or 0)
+
+
 def chunk_rows(engine: Engine, ids: Iterable[int]) -> dict[int, dict[str, Any]]:
     """The chunks ``ids`` with their entry's path: ``{id: {id, collection_id, entry_id, chunk_index, start, end,
     page, page_end, line_start, line_end, text, path}}`` (ids that no longer exist are absent)."""
