@@ -1,0 +1,48 @@
+"""The semantic benchmark runs end to end on tiny sizes (the real model, a real plan run, a real `assay serve`) and
+prints every row of its table (not the numbers): the plan run embedded every chunk the raw baseline encoded, the
+store held every cached vector, and every search call returned hits."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+EXPECTED_ROWS = [
+    "Prefect start, one-time", "first plan runs, one-time", "extraction plan run (extract_text, 3 documents",
+    "embedding: plan run (embed, Prefect flow), ", "raw encode by batch size",
+    "index_files end to end (3 files", "store load: 100 chunks", "hnswlib index build over 100 vectors",
+    "index file size; whole store file", "recall@10 of the index vs brute-force cosine (100 vectors)",
+    "index query alone, p50", "first call over MCP stdio, one-time",
+    "search_documents (semantic shape) p50 / p95 over MCP stdio, 5 queries, 100 chunks",
+    "search (hybrid) p50 / p95 over MCP stdio, 5 queries, 100 chunks",
+    "search_documents (semantic shape): share of top-10 hits on the question's topic",
+    "search (hybrid): share of top-10 hits on the question's topic", "peak RSS of `assay serve`",
+    "synthetic 5,000 vectors", "synthetic: index size", "synthetic: recall@10 vs brute force",
+    "synthetic: query p50", "peak RSS of the benchmark process",
+]
+
+
+def test_semantic_benchmark_prints_every_row(tmp_path):
+    out, figures = tmp_path / "semantic.md", tmp_path / "semantic.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "ASSAY_"))}
+    proc = subprocess.run([sys.executable, "-m", "bench.semantic", "--quick", "--work", str(tmp_path),
+                           "--out", str(out), "--json", str(figures)],
+                          capture_output=True, text=True, timeout=900, cwd=REPO, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for row in EXPECTED_ROWS:
+        assert row in proc.stdout, row
+    assert out.read_text() == proc.stdout
+    data = json.loads(figures.read_text())
+    assert data["embed"]["chunks"] > 0 and data["embed"]["raw"]["chunks"] == data["embed"]["chunks"]
+    assert data["embed"]["plan"]["applied"] == 3
+    assert data["index_files"]["files"] == 3
+    assert data["search"]["index_count"] == 100 and data["search"]["load"]["docs"] == 10
+    assert 0.0 <= data["search"]["recall"] <= 1.0 and 0.0 <= data["synthetic"]["recall"] <= 1.0
+    for tool in ("search_documents", "search"):
+        assert data["mcp"][tool]["returned"] > 0, tool
+    assert not list(tmp_path.glob("run-*")), "the scratch store was left behind"
