@@ -33,7 +33,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
-from store.errors import DocumentError
+from store.errors import DocumentError, InvalidInput
 from store.models import Chunk, Collection, CollectionEntry, Embedding, Entry
 
 if TYPE_CHECKING:  # the store never imports flows at run time
@@ -86,6 +86,11 @@ class Replaced:
     removed_ids: np.ndarray
     version: int | None = None
     previous: int | None = None
+
+    @classmethod
+    def removal(cls, removed_ids: np.ndarray, dim: int = 0) -> "Replaced":
+        """What :func:`remove_entries` changed, for ``VectorIndex.apply``."""
+        return cls(_ids(()), np.zeros((0, dim), dtype=np.float32), np.asarray(removed_ids, dtype=np.int64))
 
 
 def _ids(values: Iterable[int]) -> np.ndarray:
@@ -144,8 +149,7 @@ def ensure_collection(engine: Engine, name: str, *, model: str, backend: str, di
     its vectors could not be compared with new ones. A different chunking is recorded (entries re-chunk by their
     work keys)."""
     if not name or not isinstance(name, str):
-        raise SemanticError("INDEX_NOT_FOUND", f"a collection name must be a non-empty string, got {name!r}",
-                            field="collection")
+        raise InvalidInput(f"a collection name must be a non-empty string, got {name!r}", field="collection")
     existing = get_collection(engine, name)
     if existing is None:
         at = time.time()
@@ -430,7 +434,8 @@ def chunk_ids(engine: Engine, collection_id: int) -> np.ndarray:
     against these to catch up)."""
     with engine.connect() as conn:
         result = conn.execute(select(V.c.chunk_id).where(V.c.collection_id == collection_id))
-        parts = [np.fromiter((r[0] for r in rows), dtype=np.int64) for rows in iter(lambda: result.fetchmany(65536), [])]
+        parts = [np.fromiter((r[0] for r in rows), dtype=np.int64)
+                 for rows in iter(lambda: result.fetchmany(65536), [])]
     return np.concatenate(parts) if parts else _ids(())
 
 

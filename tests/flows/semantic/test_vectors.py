@@ -203,7 +203,7 @@ def test_deleting_more_than_a_third_compacts_the_file_at_the_next_save(engine):
     index = vec.index_for(engine, col)
     index.search(unit(np.random.default_rng(0), 1)[0], 1)
     removed = sem.remove_entries(engine, col["id"], list(ids.values())[:4])
-    index.apply(sem.Replaced(np.zeros(0, dtype=np.int64), np.zeros((0, DIM), dtype=np.float32), removed))
+    index.apply(sem.Replaced.removal(removed, DIM))
     assert index.count == 60 and index._elements == 100
     index.save()
     assert index.count == 60 and index._elements == 60
