@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/run.py [--sizes 100000,1000000] [--quick] [--out bench/out/results.md] [--work DIR]
     .venv/bin/python bench/run.py --documents [--quick]    # the documents benchmark instead (bench/documents.py)
+    .venv/bin/python bench/run.py --semantic [--quick]     # the semantic benchmark instead (bench/semantic.py)
 
 For each size: time ``find ROOT -printf '%s %T@ %p\\n'`` (best of --repeat), then index the same tree through the code
 ``assay index`` runs, in a fresh process with a fresh data dir (store and Prefect home), with Prefect; the one-time
@@ -487,6 +488,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--documents", action="store_true",
                    help="run the documents benchmark instead (bench/documents.py with its defaults, --quick passed "
                         "on; its own options: bench/documents.py --help)")
+    p.add_argument("--semantic", action="store_true",
+                   help="run the semantic benchmark instead (python -m bench.semantic with its defaults, --quick "
+                        "passed on; its own options: python -m bench.semantic --help)")
     args = p.parse_args(argv)
     args.sizes = [int(s.replace("_", "")) for s in (args.sizes or ("20000" if args.quick else "100000,1000000"))
                   .split(",") if s.strip()]
@@ -503,6 +507,10 @@ def main(argv: list[str] | None = None) -> int:
         from bench import documents
 
         return documents.main(["--quick"] if args.quick else [])
+    if args.semantic:
+        from bench import semantic
+
+        return semantic.main(["--quick"] if args.quick else [])
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(name)s: %(message)s"))
     for name in ("bench",):  # our progress only; libraries keep Python's default (warnings and up, on stderr)
