@@ -24,7 +24,7 @@ import math
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 from pydantic import TypeAdapter, ValidationError
@@ -155,7 +155,8 @@ def parse_condition(condition: Any):
             message = str(error.get("msg", "")).removeprefix("Value error, ")
             where = ".".join(str(p) for p in error.get("loc", ()) if not str(p).startswith(("function-", "tagged-")))
             problems.append(f"{where}: {message}" if where else message)
-        raise InvalidInput("filters.condition does not parse: " + "; ".join(problems), field="condition") from None
+        raise InvalidInput("the condition (filters.condition) does not parse: " + "; ".join(problems),
+                           field="condition") from None
 
 
 # --- filters -> entry ids -> chunk ids --------------------------------------------------------------------------
@@ -213,7 +214,8 @@ def _check_paths(paths: Any, roots) -> list[str]:
 # --- the two sides and their fusion -----------------------------------------------------------------------------
 
 
-def _cosines(engine: Engine, collection_id: int, chunk_ids: Sequence[int], query_vector: np.ndarray) -> dict[int, float]:
+def _cosines(engine: Engine, collection_id: int, chunk_ids: Sequence[int],
+             query_vector: np.ndarray) -> dict[int, float]:
     """The cosine similarity of the query to each of ``chunk_ids``, from their stored vectors."""
     from store import semantic as store_semantic
 
