@@ -294,3 +294,22 @@ def test_drop_index_deletes_the_files_and_the_cached_index(engine):
     vec.drop_index(engine, col["id"])
     assert not index.hnsw_path.exists() and not index.meta_path.exists()
     assert vec.index_for(engine, col) is not index
+
+
+def test_chunk_ids_reused_by_the_store_carry_their_new_vectors(engine):
+    """SQLite hands a replaced entry's freed ids (the highest) to its new chunks: the index updates those labels."""
+    col, ids = populate(engine, "reuse", files=3, per_file=4, seed=18)
+    index = vec.index_for(engine, col)
+    index.search(unit(np.random.default_rng(0), 1)[0], 1)
+    last = max(ids.values())
+    new = entry(last, 4, np.random.default_rng(19), key="k2")
+    rep = sem.replace_entries(engine, col["id"], [new])
+    assert sorted(rep.added_ids.tolist()) == sorted(rep.removed_ids.tolist())  # the same ids, new chunks
+    old_vectors = [index._index.get_items([int(c)])[0] for c in rep.removed_ids]
+    index.apply(rep)
+    assert index.count == 12
+    for cid, v in zip(rep.added_ids, new.vectors):
+        top, score = index.search(v, 1)[0]
+        assert top == int(cid) and score == pytest.approx(1.0, abs=1e-4)
+    for v in old_vectors:  # the old vectors are gone, whatever ids their chunks had
+        assert all(score < 0.999 for _, score in index.search(np.asarray(v, dtype=np.float32), 3))
