@@ -285,7 +285,9 @@ def index_files(plans, folder_path: str, *, chunk_size: int = 1000, overlap: int
     row = plans.execute(plan, wait=wait, trigger="manual", restrict_ids=restrict, scan=False,
                         on_progress=on_progress)
     base = {"collection": collection, "folder": folder, "plan": plan.name, "execution_id": row["execution_id"],
-            "files_matched": matched, "file_types": extensions}
+            "files_matched": matched}
+    if file_types:
+        base["file_types"] = extensions
     if note:
         base["note"] = note
     if not wait:
@@ -380,6 +382,10 @@ def update_index(plans, folder_path: str, changes: list[str], *, collection: str
         in_collection = set(conn.execute(
             select(T.c.path).join(CE, CE.c.entry_id == T.c.id)
             .where(CE.c.collection_id == coll["id"], T.c.path.in_(sorted(gone)))).scalars()) if gone else set()
+        known = set(conn.execute(select(T.c.path).where(T.c.path.in_(sorted(gone)))).scalars()) if gone else set()
+    for path in sorted(gone - known):  # neither on disk nor in the store: most likely a mistyped name
+        errors.append({"path": path, "error": "DOCUMENT_NOT_FOUND: neither on disk nor in the index"})
+    gone &= known
     removed = len(in_collection)
     applied = watch_apply.apply(engine, deletes=sorted(gone), candidates={}, ready=sorted(ready.items()),
                                 scan_id=None)

@@ -174,10 +174,12 @@ def test_update_index_does_only_the_changed_files(plans, root, engine, fake_enco
     _write(docs / "unseen.md", "Not in the list of changes.\n")
 
     out = service.update_index(plans, str(docs), [str(docs / "a.md"), "b.txt", "new.md", "sub/c.txt",
-                                                  str(root / "elsewhere" / "e.txt"), "/etc/passwd"])
+                                                  str(root / "elsewhere" / "e.txt"), "/etc/passwd", "typo.md"])
     assert (out["updated"], out["added"], out["removed"], out["unchanged"], out["failed"]) == (1, 1, 1, 1, 0)
-    assert sorted(e["path"] for e in out["errors"]) == sorted([str(root / "elsewhere" / "e.txt"), "/etc/passwd"])
-    assert all(e["error"].startswith("INVALID_PATH") for e in out["errors"])
+    errors = {e["path"]: e["error"] for e in out["errors"]}
+    assert errors.keys() == {str(root / "elsewhere" / "e.txt"), "/etc/passwd", str(docs / "typo.md")}
+    assert errors.pop(str(docs / "typo.md")).startswith("DOCUMENT_NOT_FOUND")
+    assert all(e.startswith("INVALID_PATH") for e in errors.values())
     assert "cider" in _texts(engine, docs / "a.md")[0]
     assert _texts(engine, docs / "b.txt") == [] and _texts(engine, docs / "new.md")
     assert _texts(engine, docs / "unseen.md") == []  # not named: not done
