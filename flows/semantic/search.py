@@ -285,7 +285,10 @@ def _ranked(engine: Engine, collection: dict, query: str, mode: str, limit: int,
         sem = index.search(qv, depth, allowed=allowed)
         kw = store_semantic.keyword_search(engine, cid, query, limit=depth, entry_ids=entry_ids)
         scored = rrf_fuse(sem, kw)
-        missing = [s.chunk_id for s in scored if s.semantic_score is None]
+        # the cosine of chunks only the keyword side found: of all of them when min_score must judge them, else of
+        # those that can be shown (a read of at most 2 * limit vectors)
+        shown = scored if min_score is not None else scored[:2 * limit]
+        missing = [s.chunk_id for s in shown if s.semantic_score is None]
         cosines = _cosines(engine, cid, missing, qv)
         for s in scored:
             if s.semantic_score is None:

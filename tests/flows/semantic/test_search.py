@@ -11,6 +11,7 @@ import pytest
 from flows.semantic.model import ChunkSpan, entry_work_key, EmbedParams
 from flows.semantic.search import Filters, rrf_fuse, search, semantic_search
 from store.errors import DocumentError, InvalidInput, NotFound, PathNotAllowed
+from tests.conftest import BACKENDS, backend_engine
 from tests.flows.semantic.fakes import FakeEncoder
 
 # file -> chunks: (text, page) ; a page of None means an unpaged format (lines are cited)
@@ -55,32 +56,28 @@ def write_collection(engine, name: str, docs: dict[str, list], root: Path, *, mo
     return store_semantic.get_collection(engine, name)
 
 
-@pytest.fixture(scope="module")
-def library(tmp_path_factory):
+@pytest.fixture(scope="module", params=BACKENDS)
+def library(request, tmp_path_factory):
     """An indexed tree of four documents in collection ``default``; sets ``reading`` (roses) with child set
-    ``science`` (orbits); the bread file in collection ``recipes`` only."""
+    ``science`` (orbits); the bread file in collection ``recipes`` only. On SQLite and on PostgreSQL."""
     from flows.index.flow import run_index_job
     from store import jobs as store_jobs
     from store import sets as store_sets
-    from store.engine import make_engine
 
-    base = tmp_path_factory.mktemp("semantic-search")
-    root = base / "library"
+    root = tmp_path_factory.mktemp("semantic-search") / "library"
     for rel, chunks in DOCS.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text("\n".join(t for t, _ in chunks) + "\n")
-    (base / "data").mkdir()
-    engine = make_engine(f"sqlite:///{base / 'data' / 'assay.db'}")
-    run_index_job(engine, job_id=store_jobs.create_job(engine, root=str(root)), root=str(root))
-    write_collection(engine, "default", {k: v for k, v in DOCS.items() if not k.startswith("kitchen")}, root)
-    write_collection(engine, "recipes", {"kitchen/bread.txt": DOCS["kitchen/bread.txt"]}, root)
-    store_sets.create_set(engine, name="reading")
-    store_sets.create_set(engine, name="science")
-    store_sets.add_child(engine, parent="reading", child="science")
-    store_sets.modify_members(engine, name="reading", operation="add", paths=[str(root / "garden/roses.md")])
-    store_sets.modify_members(engine, name="science", operation="add", paths=[str(root / "space/orbits.pdf")])
-    yield engine, root
-    engine.dispose()
+    with backend_engine(request, tmp_path_factory, "semantic-search") as engine:
+        run_index_job(engine, job_id=store_jobs.create_job(engine, root=str(root)), root=str(root))
+        write_collection(engine, "default", {k: v for k, v in DOCS.items() if not k.startswith("kitchen")}, root)
+        write_collection(engine, "recipes", {"kitchen/bread.txt": DOCS["kitchen/bread.txt"]}, root)
+        store_sets.create_set(engine, name="reading")
+        store_sets.create_set(engine, name="science")
+        store_sets.add_child(engine, parent="reading", child="science")
+        store_sets.modify_members(engine, name="reading", operation="add", paths=[str(root / "garden/roses.md")])
+        store_sets.modify_members(engine, name="science", operation="add", paths=[str(root / "space/orbits.pdf")])
+        yield engine, root
 
 
 def _files(result) -> list[str]:
