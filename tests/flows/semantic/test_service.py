@@ -195,3 +195,17 @@ def test_the_plan_runs_as_a_prefect_flow(engine, root, fake_encoder):
     finally:
         svc.shutdown()
     assert out["status"] == "success" and out["files_indexed"] == 2, out
+
+
+def test_with_the_real_model_a_question_finds_its_document(plans, root, engine, real_encoder):
+    from flows.semantic import vectors
+
+    out = service.index_files(plans, str(root / "docs"), collection="real")
+    assert out["status"] == "success" and out["files_indexed"] == 4
+    coll = store_sem.get_collection(engine, "real")
+    assert (coll["model"], coll["dim"]) == (real_encoder.model, real_encoder.dim)
+    index = vectors.index_for(engine, coll)
+    for question, expected in [("Which fruit grows in an orchard?", "a.md"), ("boats on a lake", "c.txt"),
+                               ("a vehicle with pedals", "b.txt")]:
+        (chunk_id, _score), *_ = index.search(real_encoder.encode_query(question), 3)
+        assert store_sem.chunk_rows(engine, [chunk_id])[chunk_id]["path"].endswith(expected), question
