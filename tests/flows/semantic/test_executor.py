@@ -245,3 +245,24 @@ def test_a_cancel_between_encode_batches_keeps_what_was_written(engine, folder, 
     for entry_id in [r["id"] for r in rows]:  # what was written is whole: every chunk has its vector
         chunks = _chunks(engine, entry_id)
         assert len(store_sem.entry_vectors(engine, coll["id"], entry_id)) == len(chunks)
+
+
+@pytest.mark.postgres
+def test_on_postgresql_a_file_is_embedded_replaced_and_removed_too(pg_database, folder, fake_encoder):
+    from store.engine import make_engine
+
+    eng = make_engine(pg_database)
+    svc = PlanService(eng, Roots.of([str(folder)]), use_prefect=False)
+    try:
+        assert run(svc, folder)["status"] == "success"
+        beta_id, alpha_id = _entry_id(eng, folder / "beta.md"), _entry_id(eng, folder / "alpha.txt")
+        assert "mountains" in _chunks(eng, beta_id)[0]["text"] and len(_chunks(eng, alpha_id)) > 3
+        _touch(folder / "beta.md", "Deserts and camels now.\n", at=1_700_000_500)
+        (folder / "alpha.txt").unlink()
+        out = _outcome(run(svc, folder))
+        assert (out["applied"], out["skipped_unchanged_entries"]) == (1, 0)
+        assert [c["text"] for c in _chunks(eng, beta_id)] == ["Deserts and camels now."]
+        assert _chunks(eng, alpha_id) == [] and _count(eng, V) == _count(eng, K) == 1
+    finally:
+        svc.shutdown()
+        eng.dispose()
