@@ -410,8 +410,10 @@ class Chunk(SQLModel, table=True):
     stemming, BM25; rowid = id) for keyword and hybrid search; PostgreSQL a tsvector column ``tsv`` under GIN."""
 
     __tablename__ = "chunks"
+    # AUTOINCREMENT on SQLite: a chunk id is never handed out again (SQLite would reuse the highest freed rowid), so
+    # an hnswlib file that is behind can catch up by diffing ids alone: an id it holds always means the same vector
     __table_args__ = (Index("ix_chunks_collection_entry", "collection_id", "entry_id", "chunk_index"),
-                      Index("ix_chunks_entry", "entry_id"))
+                      Index("ix_chunks_entry", "entry_id"), {"sqlite_autoincrement": True})
 
     id: int | None = Field(default=None, primary_key=True)
     collection_id: int = Field(sa_column=Column(Integer, ForeignKey("collections.id", ondelete="CASCADE"),
