@@ -222,13 +222,21 @@ def _ensure_collection(engine, collection: str, *, model: str, backend: str, chu
                                        chunk_size=chunk_size, overlap=overlap)
 
 
-def _scan(engine, folder: str, plan: Plan) -> None:
-    """Index ``folder`` into the entries store (incrementally, as the plan's scan stage would)."""
+def _scan(engine, folder: str, plan: Plan, on_progress: Callable[[dict], None] | None = None) -> None:
+    """Index ``folder`` into the entries store (incrementally, as the plan's scan stage would); progress goes to
+    ``on_progress`` as stage ``index <folder>``."""
     from flows.index.flow import run_index_job
     from store import jobs as store_jobs
 
+    def progress(p) -> None:
+        try:
+            on_progress({"stage": f"index {folder}", "percent": 0.0, "files": p.files,  # type: ignore[misc]
+                         "current_path": p.current_path})
+        except Exception:  # a progress consumer never breaks the work
+            log.debug("progress hook failed", exc_info=True)
+
     job_id = store_jobs.create_job(engine, root=folder, params={"plan": plan.name, "source": SOURCE_NAME})
-    job = run_index_job(engine, job_id=job_id, root=folder)
+    job = run_index_job(engine, job_id=job_id, root=folder, on_progress=progress if on_progress else None)
     if job["status"] != "completed":
         raise FileOperationError(f"indexing {folder} failed ({job['status']}): {job.get('error_message')}",
                                  field="folderPath")
@@ -252,8 +260,10 @@ def index_files(plans, folder_path: str, *, chunk_size: int = 1000, overlap: int
                 file_types: list[str] | None = None, collection: str = DEFAULT_COLLECTION, wait: bool = True,
                 on_progress: Callable[[dict], None] | None = None) -> dict[str, Any]:
     """Index the documents under ``folder_path`` into ``collection`` (see the module docstring). With ``wait``
-    returns when the execution ended, with its statistics; without, at once with ``status: running`` and the
-    execution id (plan-status follows it, ``plans.cancel(execution_id)`` stops it)."""
+    returns when the execution ended, with its statistics; without, once the folder is indexed in the entries store
+    (an incremental walk, needed to apply maxFiles) with ``status: running`` and the execution id, while the
+    extraction and embedding run in the background (plan-status follows it, ``plans.cancel(execution_id)`` stops
+    it). ``on_progress(dict)`` gets the walk's and then the execution's progress."""
     from flows.semantic import encoder as enc
     from store import semantic as store_sem
 
@@ -271,7 +281,7 @@ def index_files(plans, folder_path: str, *, chunk_size: int = 1000, overlap: int
     plans.save(plan, create=None, write_file=False)
     store_sem.add_folder(engine, coll["id"], folder)
 
-    _scan(engine, folder, plan)
+    _scan(engine, folder, plan, on_progress)
     where = _matching(engine, plan, plans.roots)
     with engine.connect() as conn:
         matched = conn.execute(select(func.count()).select_from(T).where(where)).scalar_one()

@@ -139,11 +139,14 @@ def test_max_files_indexes_the_first_files_by_path_and_says_how_many_were_left_o
 
 
 def test_without_waiting_the_answer_names_the_execution_to_follow(plans, root, engine, fake_encoder):
-    out = service.index_files(plans, str(root / "docs"), wait=False, collection="notes")
+    progress: list[dict] = []
+    out = service.index_files(plans, str(root / "docs"), wait=False, collection="notes", on_progress=progress.append)
     assert out["status"] == "running" and out["execution_id"]
     row = plans.wait(out["execution_id"], timeout=60)
     assert row["status"] == "success" and row["plan_name"] == "index-files-notes"
     assert service.collection_stats(engine, "notes")["documents"] == 4
+    stages = [p["stage"] for p in progress]
+    assert stages[0] == f"index {root / 'docs'}" and any(s.startswith("embed ") for s in stages)
 
 
 def test_a_collection_of_another_model_is_refused_before_anything_runs(plans, root, engine, fake_encoder,
