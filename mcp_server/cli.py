@@ -441,7 +441,7 @@ def hit_scores(hit, mode: str) -> str:
         parts.append(f"similarity {hit.semantic_score:.3f}" + (f" (#{hit.semantic_rank})" if mode == "hybrid"
                                                                  and hit.semantic_rank else ""))
     if hit.keyword_score is not None:
-        parts.append(f"keyword {hit.keyword_score:.2f}" + (f" (#{hit.keyword_rank})" if mode == "hybrid" else ""))
+        parts.append(f"keyword {hit.keyword_score:.3g}" + (f" (#{hit.keyword_rank})" if mode == "hybrid" else ""))
     return ", ".join(parts)
 
 

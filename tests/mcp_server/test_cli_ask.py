@@ -124,7 +124,7 @@ def test_places_scores_and_excerpts_read_well():
     assert excerpt("two\n  lines\tof text") == "two lines of text"
     lines = format_hits([hit(semantic_score=0.61, semantic_rank=1, keyword_score=3.2, keyword_rank=2, score=0.0325)],
                         "hybrid", display=lambda p: p.removeprefix("/r/"))
-    assert lines == ["1. a.pdf  lines 10-20  [fused 0.0325, similarity 0.610 (#1), keyword 3.20 (#2)]", "   x"]
+    assert lines == ["1. a.pdf  lines 10-20  [fused 0.0325, similarity 0.610 (#1), keyword 3.2 (#2)]", "   x"]
 
 
 def test_the_installed_command_exits_with_the_status(indexed):

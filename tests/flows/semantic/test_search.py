@@ -163,6 +163,14 @@ def test_a_condition_on_time_and_media_type_passes_fresh_documents(library, fake
     assert old["hits"] == [] and old["candidates"] == 0 and "filters" in old["note"]
 
 
+def test_a_condition_python_decides_filters_too(library, fake_encoder):
+    """similarity(...) is decided per entry in Python (SQL only narrows it), as plan-preview decides it."""
+    engine, _ = library
+    condition = 'similarity("telescope mirrors gather faint starlight from galaxies") > 0.9 and size > 0'
+    result = search(engine, "summer tomatoes roses star orbits", limit=10, filters=Filters(condition=condition))
+    assert set(_files(result)) == {"orbits.pdf"} and result["candidates"] == 3
+
+
 def test_a_bad_condition_is_invalid_input_with_its_column(library, fake_encoder):
     engine, _ = library
     with pytest.raises(InvalidInput, match="column 7") as exc:
