@@ -62,7 +62,7 @@ EF_CONSTRUCTION = 200
 SYNC_REBUILD_LIMIT = 5_000  # a search rebuilds an index of at most this many vectors itself (well under a second)
 EXACT_LIMIT = 20_000  # a filter allowing at most this many chunks is answered exactly (cosine against each)
 COMPACT_FRACTION = 0.30  # rebuild without the deleted elements at the next save beyond this fraction
-ADD_BATCH = 2048  # vectors added per hold of the write lock
+ADD_BATCH = 512  # vectors added per hold of the write lock (a search waits for one such batch at most)
 READ_BATCH = 8192  # vectors read from the store per query
 GROWTH = 1.5
 MIN_CAPACITY = 1024
@@ -379,6 +379,8 @@ class VectorIndex:
         vectors = np.asarray(vectors, dtype=np.float32).reshape(len(ids), self.dim) if len(ids) else vectors
         for i in range(0, len(ids), ADD_BATCH):
             part, vec = ids[i:i + ADD_BATCH], vectors[i:i + ADD_BATCH]
+            if i:
+                time.sleep(0.001)  # let the searches that queued behind the last batch run before the next one
             with self._rw.write():
                 index = self._index
                 fresh = int((~self._present.has(part)).sum())
