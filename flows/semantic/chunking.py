@@ -18,7 +18,8 @@ covers, and whitespace-only text gives no chunk at all.
 
 The next chunk starts about ``overlap`` characters before the previous one's end, moved forward to the next word
 start (so it does not begin mid-word) but always after the previous chunk's start, so the loop always advances even
-when ``overlap`` is close to ``chunk_size``. Where no word boundary lies between that point and the previous end
+when ``overlap`` is close to ``chunk_size``, and each chunk reaches at least one non-space character the previous
+one did not have (no chunk is contained in the one before). Where no word boundary lies between that point and the previous end
 (the tail of a hard-cut long word), the next chunk starts there, mid-word, keeping the overlap.
 
 Streaming: pages are read one at a time as the window needs them; the buffer holds the unconsumed text (at most the
@@ -120,7 +121,7 @@ def chunk_pages(pages: Iterable[tuple[int | None, str]], *, chunk_size: int = 10
         t.fill(t.end, t.end + chunk_size + 1)
         m = _NON_SPACE.search(t.buf)
         start = m.start() + t.off if m else None
-    index, prev_end = 0, 0
+    index, need = 0, start
     while start is not None:
         t.fill(start, start + chunk_size + 1)
         b, o = t.buf, t.off
@@ -129,7 +130,7 @@ def chunk_pages(pages: Iterable[tuple[int | None, str]], *, chunk_size: int = 10
         if last:
             stop = len(b)
         else:
-            stop = _break(b, s, max(s, prev_end - o) + 1, chunk_size)
+            stop = _break(b, s, need - o + 1, chunk_size)
         while stop > s and b[stop - 1].isspace():
             stop -= 1
         end = stop + o
@@ -141,13 +142,13 @@ def chunk_pages(pages: Iterable[tuple[int | None, str]], *, chunk_size: int = 10
         if last:
             return
         index += 1
-        prev_end = end
-        start = _next_start(t, start, end, overlap, chunk_size)
+        start, need = _next_start(t, start, end, overlap, chunk_size)
 
 
 def _break(b: str, s: int, floor: int, chunk_size: int) -> int:
     """The buffer index where the chunk starting at ``b[s]`` ends (exclusive); ``b`` holds more than a window. The
-    chunk ends at ``floor`` or later (past the previous chunk's end, so each chunk brings new text)."""
+    chunk ends at ``floor`` or later (just past the first non-space character after the previous chunk, so each
+    chunk brings new text; ``floor <= s + chunk_size``)."""
     limit = s + chunk_size  # the chunk is b[s:stop] with stop <= limit
     lo = max(s + int(chunk_size * (1 - SENTENCE_ZONE)), floor)
     best = -1
@@ -166,9 +167,11 @@ def _break(b: str, s: int, floor: int, chunk_size: int) -> int:
     return m.start() if m else limit
 
 
-def _next_start(t: _Text, start: int, end: int, overlap: int, chunk_size: int) -> int | None:
-    """Where the chunk after ``[start, end)`` starts: ~``overlap`` before ``end`` at a word start, after ``start``;
-    None when only whitespace follows."""
+def _next_start(t: _Text, start: int, end: int, overlap: int,
+                chunk_size: int) -> tuple[int | None, int]:
+    """(where the chunk after ``[start, end)`` starts, the first non-space character after ``end``): ~``overlap``
+    before ``end`` at a word start, after ``start`` and close enough for a window to reach that new character;
+    (None, _) when only whitespace follows."""
     pos = end  # the first non-space character after the chunk: none means the text is done
     while True:
         t.fill(start, pos + chunk_size + 1)
@@ -177,9 +180,9 @@ def _next_start(t: _Text, start: int, end: int, overlap: int, chunk_size: int) -
             after = m.start() + t.off
             break
         if t.exhausted:
-            return None
+            return None, end
         pos = t.end
-    candidate = max(end - overlap, start + 1)
+    candidate = max(end - overlap, start + 1, after + 1 - chunk_size)
     o = t.off
     if candidate < end:
         b = t.buf
@@ -190,5 +193,5 @@ def _next_start(t: _Text, start: int, end: int, overlap: int, chunk_size: int) -
                 at = m.start()
         m = _NON_SPACE.search(b, at, end - o)
         if m:
-            return m.start() + o
-    return after  # no overlap (overlap 0, or no word start in it)
+            return m.start() + o, after
+    return after, after  # no overlap (overlap 0, or no word start in it)
