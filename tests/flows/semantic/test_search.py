@@ -356,3 +356,21 @@ def test_semantic_search_gives_reference_002s_result(library, fake_encoder):
     bare = semantic_search(engine, "comet orbit", include_metadata=False, min_score=None)
     assert all("metadata" not in r for r in bare["results"])
     assert semantic_search(engine, "quantum zebra")["results"] == []  # nothing reaches the default 0.7
+
+
+def test_searches_answer_while_a_writer_holds_its_transaction(library, fake_encoder):
+    """An indexing job's write transaction (here: open, with rows changed and not committed) never holds a search up:
+    searches only read, and read what was committed."""
+    from sqlalchemy import update
+
+    from store.entries import T
+    from store.models import Collection
+
+    engine, root = library
+    with engine.begin() as conn:
+        conn.execute(update(T).where(T.c.path == str(root / "garden/roses.md")).values(size=0))
+        conn.execute(update(Collection.__table__).values(version=Collection.__table__.c.version + 1))
+        for mode in ("semantic", "keyword", "hybrid"):
+            result = search(engine, "deadhead roses summer", mode=mode, filters=Filters(condition="size > 0"))
+            assert _files(result)[0] == "roses.md"
+        conn.rollback()
