@@ -100,7 +100,7 @@ def label_outcomes(draw) -> dict:
                for n in chosen]
     out = {"type": "label", "classes": classes, **draw(st.fixed_dictionaries({}, optional={
         "threshold": st.floats(0, 1), "model": st.one_of(st.none(), nonblank),
-        "collection": st.one_of(st.none(), nonblank), "when": maybe_condition}))}
+        "collection": st.one_of(st.none(), nonblank)}))}
     if into is not None:
         out["into"] = into
     return out

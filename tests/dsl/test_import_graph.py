@@ -81,6 +81,13 @@ def test_the_grammar_words_match_the_source_and_outcome_models():
         assert set(slots) <= set(OUTCOME_MODELS[kind].model_fields), kind
 
 
+def test_the_label_options_of_the_grammar_are_the_label_outcomes_fields():
+    from dsl.grammar import LABEL_OPTIONS
+    from dsl.outcomes import LabelOutcome
+
+    assert set(LABEL_OPTIONS) == set(LabelOutcome.model_fields) - {"type", "when"}
+
+
 def test_the_public_names_callers_use_are_exported():
     from dsl import (Plan, condition_to_text, parse_expression, parse_plan_file, parse_plan_text, plan_to_dsl,
                      plan_to_yaml)

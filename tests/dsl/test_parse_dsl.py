@@ -176,6 +176,11 @@ def test_a_dsl_syntax_error_has_a_label_line_column_and_caret(text, label, line,
     ("plan p\nrule r\n", "a plan needs at least one source", 1, 6),
     (f"{BASE}prefer a=1 a=2\n", "'a' is given twice", 3, 12),
     ("plan p\nsource s set a b\n", "takes one set name", 2, 16),
+    (f"{BASE}rule r\n  do label a treshold=0.5\n", "'treshold' is not an option of a label outcome", 4, 14),
+    (f"{BASE}rule r\n  do label a b=bee\n", 'written NAME="what it means", the description in quotes', 4, 14),
+    (f"{BASE}rule r\n  do label a a=\"again\"\n", "class 'a' is given twice", 4, 6),
+    (f"{BASE}rule r\n  do label a 'b c' into=sets\n", "class 'b c' is not a valid resource-set name", 4, 6),
+    (f"{BASE}rule r\n  do label a b=\"x\" classes=[c]\n", "'classes' is given twice", 4, 20),
 ])
 def test_a_semantic_error_in_dsl_text_carries_the_position_of_its_token(text, fragment, line, column):
     with pytest.raises(PlanValidationError) as err:

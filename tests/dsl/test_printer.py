@@ -6,6 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from dsl import Plan, condition_to_text, parse_expression, parse_plan_text
+from dsl.parse import parse_dsl
 from dsl.conditions import Compare, Group, Not
 from dsl.printer import plan_to_dsl, plan_to_yaml
 from tests.dsl.strategies import conditions, plans
@@ -99,6 +100,26 @@ def test_a_plan_prints_as_dsl_one_statement_a_line():
         "rule everything\n"
         '  do label cat "hot dog"\n'
         "prefer sort=size limit=10\n")
+
+
+@pytest.mark.parametrize("outcome, text", [
+    ({"type": "label", "classes": ["invoice", {"name": "receipt", "description": "proof of a payment"}],
+      "threshold": 0.4, "collection": "papers"},
+     'label invoice receipt="proof of a payment" threshold=0.4 collection=papers'),
+    ({"type": "label", "classes": [{"name": "b", "description": "bee"}, "c"]}, 'label b="bee" c'),
+    ({"type": "label", "classes": [{"name": "threshold", "description": "a limit"}, "c"]},  # named like an option
+     'label classes=[{name=threshold, "description"="a limit"}, c]'),
+])
+def test_label_classes_print_as_names_and_name_equals_description(outcome, text):
+    from dsl.outcomes import LabelOutcome
+    from dsl.printer import outcome_text
+
+    model = LabelOutcome.model_validate(outcome)
+    assert outcome_text(model) == text
+    plan = Plan.from_object({"name": "p", "sources": [{"name": "s", "type": "filesystem.index",
+                                                       "config": {"path": "/x"}}],
+                             "rules": [{"name": "r", "outcomes": [outcome]}]})
+    assert parse_dsl(plan_to_dsl(plan)) == plan and parse_plan_text(plan_to_yaml(plan)) == plan
 
 
 @pytest.mark.parametrize("value, text", [
