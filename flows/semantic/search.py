@@ -47,6 +47,7 @@ LONG_QUERY = 2000
 QUERY_EXAMPLE = "e.g. 'how are invoices approved?' or 'INV-2024-0042'"
 
 CE = CollectionEntry.__table__
+_PAGE = 1000  # entries read at a time when a condition's residual is decided in Python
 
 
 @dataclass(frozen=True)
@@ -185,11 +186,21 @@ def filter_entry_ids(engine: Engine, collection_id: int, filters: Filters, *, ro
             cond = parse_condition(filters.condition)
             push, residual = cond_sql.split(cond)
             where.append(cond_sql.SqlStore(engine, now=now).clause(push))
-        query = select(T).where(and_(*where)).order_by(T.c.id)
         if residual is None:
-            return list(conn.execute(query.with_only_columns(T.c.id)).scalars())
-        ev = cond_sql.EvalStore(engine, now=now)
-        return [row["id"] for row in conn.execute(query).mappings() if ev.evaluate(residual, row)]
+            return list(conn.execute(select(T.c.id).where(and_(*where)).order_by(T.c.id)).scalars())
+    # the part Python decides (content, similarity, label fields): rows read a page at a time, each page a short
+    # read, so no read stays open while the fields are evaluated
+    ev = cond_sql.EvalStore(engine, now=now)
+    passed: list[int] = []
+    after = -1
+    while True:
+        with engine.connect() as conn:
+            rows = conn.execute(select(T).where(and_(*where, T.c.id > after)).order_by(T.c.id)
+                                .limit(_PAGE)).mappings().all()
+        passed.extend(row["id"] for row in rows if ev.evaluate(residual, row))
+        if len(rows) < _PAGE:
+            return passed
+        after = rows[-1]["id"]
 
 
 def _check_paths(paths: Any, roots) -> list[str]:

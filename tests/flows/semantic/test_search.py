@@ -163,8 +163,12 @@ def test_a_condition_on_time_and_media_type_passes_fresh_documents(library, fake
     assert old["hits"] == [] and old["candidates"] == 0 and "filters" in old["note"]
 
 
-def test_a_condition_python_decides_filters_too(library, fake_encoder):
-    """similarity(...) is decided per entry in Python (SQL only narrows it), as plan-preview decides it."""
+def test_a_condition_python_decides_filters_too(library, fake_encoder, monkeypatch):
+    """similarity(...) is decided per entry in Python (SQL only narrows it), as plan-preview decides it; the entries
+    are read a page at a time (here one)."""
+    import flows.semantic.search as search_module
+
+    monkeypatch.setattr(search_module, "_PAGE", 1)
     engine, _ = library
     condition = 'similarity("telescope mirrors gather faint starlight from galaxies") > 0.9 and size > 0'
     result = search(engine, "summer tomatoes roses star orbits", limit=10, filters=Filters(condition=condition))
