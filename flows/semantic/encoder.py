@@ -26,6 +26,7 @@ import shutil
 import tempfile
 import threading
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -227,7 +228,8 @@ def _export_onnx(st: Any, out: Path) -> None:
     wrapped = TokenEmbeddings(hf)
     args = tuple(feats[n] for n in names)
     axes = {n: {0: "batch", 1: "tokens"} for n in names + ["token_embeddings"]}
-    with torch.no_grad():
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the tracer's notes on shape-dependent Python branches: checked below
         expected = wrapped(*args).numpy()
         torch.onnx.export(wrapped, args, str(out), input_names=names, output_names=["token_embeddings"],
                           dynamic_axes=axes, opset_version=14, dynamo=False)
