@@ -126,23 +126,17 @@ class LabelOutcome(OutcomeBase):
 
     @field_validator("classes", mode="after")
     @classmethod
-    def _plain_names(cls, classes: list) -> list:
-        """A class without a description is its name (so ``{name: x}`` and ``x`` are the same plan)."""
-        out = []
+    def _class_names(cls, classes: list) -> list:
         for c in classes:
-            if isinstance(c, str):
-                if not c.strip() or len(c) > 128:
-                    raise ValueError(f"class name {c!r} is not accepted; give 1-128 characters, not only blanks")
-                out.append(c)
-            else:
-                if not c.name.strip():
-                    raise ValueError(f"class name {c.name!r} is not accepted; give 1-128 characters, not only blanks")
-                out.append(c)
-        return out
+            name = c if isinstance(c, str) else c.name
+            if not name.strip() or len(name) > 128:
+                raise ValueError(f"class name {name!r} is not accepted; give 1-128 characters, not only blanks")
+        return classes
 
     @model_validator(mode="before")
     @classmethod
     def _class_objects(cls, data: Any) -> Any:
+        """A class without a description is its name: ``{name: x}`` and ``x`` are the same plan."""
         if isinstance(data, dict) and isinstance(data.get("classes"), list):
             data = dict(data)
             data["classes"] = [c.get("name") if isinstance(c, dict) and set(c) <= {"name", "description"}

@@ -58,6 +58,7 @@ from flows.outcomes import EXECUTORS, BatchResult, OutsideTransactionExecutor, R
 from flows.semantic import settings as sem_settings
 from store import sets as store_sets
 from store.entries import T as E
+from store.errors import AssayError
 from store.models import EntryLabel, MetadataValue, now
 
 log = logging.getLogger(__name__)
@@ -281,7 +282,14 @@ def label_rows(engine: Engine, outcome: LabelOutcome, rows: Sequence[Any], *, ru
     if not todo:
         return result
 
-    encoder = enc.get_encoder(model)
+    try:
+        encoder = enc.get_encoder(model)
+    except AssayError as exc:  # an unknown model, GPU_NOT_AVAILABLE: nothing can be labelled
+        log.warning("label with model %r: %s", model, exc)
+        for row, _ in todo:
+            result.errors.append((row["id"], str(exc)))
+            result.failed_ids.add(row["id"])
+        return result
     classes = class_vectors(encoder, outcome.class_texts())
     collection = store_sem.get_collection(engine, outcome.collection) if outcome.collection else None
     if collection is not None and collection["model"] != model:

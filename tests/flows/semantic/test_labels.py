@@ -200,3 +200,17 @@ def test_the_real_model_labels_documents_of_known_kinds(tmp_path, engine, real_e
         scores = _labels(engine, root / name)
         best[name] = max(scores, key=lambda n: scores[n][0])
     assert best == {"a.txt": "invoice", "b.txt": "recipe", "c.txt": "itinerary"}
+
+
+def test_an_unknown_model_is_an_error_of_every_entry_not_a_crash(plans, folder, engine, monkeypatch):
+    from flows.semantic import encoder as enc
+    from store.errors import InvalidInput
+
+    def refuse(model=None, backend=None, device=None):
+        raise InvalidInput(f"model {model!r} is not known", field="model")
+
+    monkeypatch.setattr(enc, "get_encoder", refuse)
+    row = run(plans, folder, label(model="no-such-model"))
+    out = _outcome(row)
+    assert row["status"] != "success" and out["errors"] == 4 and out["applied"] == 0
+    assert _labels(engine, folder / "invoice.txt") == {}
