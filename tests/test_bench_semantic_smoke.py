@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parent.parent
 EXPECTED_ROWS = [
     "Prefect start, one-time", "first plan runs, one-time", "extraction plan run (extract_text, 3 documents",
     "embedding: plan run (embed, Prefect flow), ", "raw encode by batch size",
-    "index_files end to end (3 files", "store load: 100 chunks", "hnswlib index build over 100 vectors",
+    "index_files end to end (3 files", "store load: 100 chunks (100 with their own real embeddings)", "hnswlib index build over 100 vectors",
     "index file size; whole store file", "recall@10 of the index vs brute-force cosine (100 vectors)",
     "index query alone, p50", "first call over MCP stdio, one-time",
     "search_documents (semantic shape) p50 / p95 over MCP stdio, 5 queries, 100 chunks",
