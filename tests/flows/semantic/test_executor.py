@@ -266,3 +266,28 @@ def test_on_postgresql_a_file_is_embedded_replaced_and_removed_too(pg_database, 
     finally:
         svc.shutdown()
         eng.dispose()
+
+
+def test_each_write_lands_in_the_live_index_while_the_batch_goes_on(engine, folder, fake_encoder):
+    """Searches see new chunks as they are written, not at the end of the batch."""
+    from flows.index.indexer import index_tree
+    from flows.semantic import vectors
+
+    for i in range(4):
+        _touch(folder / f"note{i}.txt", f"Note {i} talks about topic{i}.", at=1_700_000_000)
+    index_tree(engine, str(folder), scan_id=1)
+    with engine.connect() as conn:
+        rows = conn.execute(select(T).where(T.c.name.startswith("note")).order_by(T.c.path)).mappings().all()
+    params = EmbedParams(chunk_size=120, overlap=30, model=fake_encoder.model, backend=fake_encoder.backend)
+    seen: list[tuple[int, bool]] = []
+
+    def on_write(n: int) -> None:  # after each write: what a search finds now
+        coll = store_sem.get_collection(engine, "default")
+        index = vectors.index_for(engine, coll)
+        k = len(seen)
+        hits = index.search(fake_encoder.encode_query(f"topic{k}"), 1)
+        seen.append((index.count, bool(hits) and "topic%d" % k in store_sem.chunk_rows(engine, [hits[0][0]])
+                     [hits[0][0]]["text"]))
+
+    ex.embed_rows(engine, rows, params=params, run=ex.EmbedRun(write_entries=1, on_write=on_write))
+    assert seen == [(1, True), (2, True), (3, True), (4, True)]
