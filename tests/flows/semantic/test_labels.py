@@ -9,15 +9,17 @@ import os
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import insert, select
 
 from dsl.model import Plan
+from dsl.outcomes import LabelOutcome
 from flows.outcomes import EXECUTORS
 from flows.plans.service import PlanService
 from flows.roots import Roots
 from flows.semantic import labels
 from store.entries import T
 from store.models import EntryLabel, MetadataValue, ResourceSet, SetMember
+from tests.conftest import BACKENDS, backend_engine
 
 EL, MV = EntryLabel.__table__, MetadataValue.__table__
 SETS, MEMBERS = ResourceSet.__table__, SetMember.__table__
@@ -214,3 +216,36 @@ def test_an_unknown_model_is_an_error_of_every_entry_not_a_crash(plans, folder, 
     out = _outcome(row)
     assert row["status"] != "success" and out["errors"] == 4 and out["applied"] == 0
     assert _labels(engine, folder / "invoice.txt") == {}
+
+
+@pytest.fixture(params=BACKENDS)
+def any_store(request, tmp_path_factory):
+    with backend_engine(request, tmp_path_factory, "labels") as engine:
+        with engine.begin() as conn:
+            conn.execute(insert(T), [{"path": f"/d/{n}", "parent": "/d", "name": n, "extension": ".txt",
+                                      "kind": "file", "size": 1, "mtime": 1.0, "ctime": 1.0, "depth": 2,
+                                      "indexed_at": 1.0} for n in ("a.txt", "b.txt")])
+        yield engine
+
+
+def test_writing_scores_replaces_rows_metadata_and_memberships_on_both_stores(any_store):
+    engine = any_store
+    with engine.connect() as conn:
+        ids = dict(conn.execute(select(T.c.name, T.c.id)).all())
+    outcome = LabelOutcome(classes=["invoice", "recipe"], threshold=0.5, into="both")
+    labels.write_labels(engine, outcome, "m", [labels.Scored(ids["a.txt"], "k1", [0.9, 0.6]),
+                                               labels.Scored(ids["b.txt"], "k1", [0.1, 0.2])])
+    assert _labels(engine, Path("/d/a.txt")) == {"invoice": (pytest.approx(0.9), True),
+                                                 "recipe": (pytest.approx(0.6), True)}
+    assert _metadata(engine, Path("/d/a.txt")) == {"label": "invoice", "label.invoice": pytest.approx(0.9),
+                                                   "label.recipe": pytest.approx(0.6)}
+    assert _metadata(engine, Path("/d/b.txt")) == {}
+    assert _members(engine, "invoice") == {"a.txt"} and _members(engine, "recipe") == {"a.txt"}
+
+    labels.write_labels(engine, outcome, "m", [labels.Scored(ids["a.txt"], "k2", [0.2, 0.7]),
+                                               labels.Scored(ids["b.txt"], "k2", [0.8, 0.1])])
+    assert _metadata(engine, Path("/d/a.txt")) == {"label": "recipe", "label.recipe": pytest.approx(0.7)}
+    assert _metadata(engine, Path("/d/b.txt")) == {"label": "invoice", "label.invoice": pytest.approx(0.8)}
+    assert _members(engine, "invoice") == {"b.txt"} and _members(engine, "recipe") == {"a.txt"}
+    assert labels.current_keys(engine, [ids["a.txt"]], ["invoice", "recipe"]) == \
+        {ids["a.txt"]: {("invoice", "k2"), ("recipe", "k2")}}
