@@ -31,6 +31,7 @@ EPILOG = """examples:
   assay plan validate examples/plans/* --root examples/corpus     # every problem with its place
   assay plan run examples/plans/tidy.yaml --root examples/corpus  # run once as a Prefect flow, with progress
   assay search 'dice | squares -diagonal' --scope games      # the documents' text, printed like grep
+  assay ask 'how do figures move?' --set games  # the semantic index: best passages with their pages / lines
 
 environment: ASSAY_DATA_DIR, ASSAY_DATABASE_URL, ASSAY_ROOTS (os.pathsep-separated), CORS_ORIGINS (comma-separated),
 ASSAY_ALLOWED_HOSTS (comma-separated), ASSAY_TOOL_GROUPS (comma-separated). Command-line options override the environment, which overrides --config."""
