@@ -231,15 +231,17 @@ def _pipeline(engine: Engine, encoder, tasks: list[_Task], *, params: EmbedParam
         try:
             for task in tasks:
                 if task.status == "error":
-                    if not put((task, None)):
+                    if not put((task, None, True)):
                         return
                     continue
                 pages = ((page if task.paged else None, text)
                          for page, text, _ocr in read_pages(engine, task.entry_id))
+                previous = None  # one chunk of look-ahead: the last one goes out marked as last
                 for span in chunk_pages(pages, chunk_size=params.chunk_size, overlap=params.overlap):
-                    if not put((task, span)):
+                    if previous is not None and not put((task, previous, False)):
                         return
-                if not put((task, None)):
+                    previous = span
+                if not put((task, previous, True)):
                     return
         except BaseException as exc:  # noqa: BLE001 - handed to the encoding thread
             reader_error.append(exc)
@@ -277,12 +279,12 @@ def _pipeline(engine: Engine, encoder, tasks: list[_Task], *, params: EmbedParam
             item = chunks.get()
             if item is _END:
                 break
-            task, span = item
+            task, span, last = item
             if not pending or pending[-1] is not task:
                 pending.append(task)
-            if span is None:
-                task.read_done = True
-                if not task.chunks and task.status == "ok":
+            task.read_done = last
+            if span is None:  # no chunks at all
+                if task.status == "ok":
                     task.status = "empty"
                 flush()
                 continue

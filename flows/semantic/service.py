@@ -43,6 +43,7 @@ RULE_NAME = "embed"
 SOURCE_NAME = "folder"
 MAX_FILES_LIMIT = 1_000_000
 MAX_ERRORS = 20  # errors listed in an answer at most
+NOTHING_MATCHED = ("nothing matched", "the sources yielded no entries")  # flows.plans.engine's partial messages
 
 
 
@@ -325,14 +326,27 @@ def execution_stats(engine, row: dict, collection_id: int, *, to_do: int) -> dic
     failed = [r for r in recs if r.status == "error"]
     totals = collection_totals(engine, collection_id)
     seconds = max((row.get("duration_ms") or 0) / 1000.0, 1e-3)
-    out = {"status": row["status"], "files_indexed": len(indexed),
+    status = execution_status(row)
+    out = {"status": status, "files_indexed": len(indexed),
            "files_unchanged": max(0, to_do - len(indexed) - len(failed)), "files_failed": len(failed),
            "chunks_added": sum(r.chunk_count or 0 for r in indexed), **totals,
            "files_per_second": round(len(indexed) / seconds, 2) if row.get("duration_ms") else None,
            "errors": [{"path": r.path, "error": r.detail} for r in failed[:MAX_ERRORS]]}
-    if row.get("error_message") and row["status"] != "success":
+    if row.get("error_message") and status != "success":
         out["message"] = row["error_message"]
     return out
+
+
+def execution_status(row: dict) -> str:
+    """The execution's status as index_files / update_index report it: success, partial (some files failed: see
+    errors), error (the message says why), cancelled, or running. A run where no file matched is a success with
+    nothing to do (the plan engine calls it partial, "nothing matched")."""
+    status, message = row["status"], str(row.get("error_message") or "")
+    if status == "error" and message.startswith("cancelled"):
+        return "cancelled"
+    if status == "partial" and message in NOTHING_MATCHED:
+        return "success"
+    return status
 
 
 def collection_totals(engine, collection_id: int) -> dict[str, int]:
@@ -405,7 +419,7 @@ def update_index(plans, folder_path: str, changes: list[str], *, collection: str
     before = store_sem.entry_keys(engine, coll["id"], list(ids.values()))
 
     counts = {"updated": 0, "added": 0, "removed": removed, "unchanged": len(gone) - removed, "failed": 0}
-    execution_id = None
+    execution_id, status = None, "success"
     if ids:
         extensions = _stored_extensions(plans, collection) or sorted(EXTENSIONS)
         plan = index_plan(collection, folder, extensions, chunk_size=coll["chunk_size"], overlap=coll["overlap"],
@@ -413,7 +427,7 @@ def update_index(plans, folder_path: str, changes: list[str], *, collection: str
         plans.save(plan, create=None, write_file=False)
         store_sem.add_folder(engine, coll["id"], folder)
         row = plans.execute(plan, wait=True, trigger="manual", restrict_ids=sorted(ids.values()), scan=False)
-        execution_id = row["execution_id"]
+        execution_id, status = row["execution_id"], execution_status(row)
         from store.plans import R
 
         with engine.connect() as conn:
@@ -423,10 +437,10 @@ def update_index(plans, folder_path: str, changes: list[str], *, collection: str
                 R.c.execution_id == execution_id, R.c.outcome_type == "embed", R.c.status == "error")).all())
         by_id = {v: k for k, v in ids.items()}
         for entry_id in ids.values():
-            status = recs.get(entry_id)
-            if status == "applied":
+            record = recs.get(entry_id)
+            if record == "applied":
                 counts["updated" if entry_id in before else "added"] += 1
-            elif status == "error":
+            elif record == "error":
                 counts["failed"] += 1
                 errors.append({"path": by_id[entry_id], "error": details.get(entry_id) or "error"})
             else:
@@ -434,7 +448,9 @@ def update_index(plans, folder_path: str, changes: list[str], *, collection: str
         if row["status"] == "error" and row.get("error_message"):
             errors.append({"path": folder, "error": row["error_message"]})
     log.info("update_index %s: %s (%d removed from the store)", collection, counts, applied.removed)
-    return {"collection": collection, "folder": folder, **counts, "errors": errors[:MAX_ERRORS],
+    if status == "success" and (counts["failed"] or errors):
+        status = "partial"
+    return {"collection": collection, "folder": folder, "status": status, **counts, "errors": errors[:MAX_ERRORS],
             **collection_totals(engine, coll["id"]), "execution_id": execution_id,
             "elapsed_ms": int((time.perf_counter() - started) * 1000)}
 

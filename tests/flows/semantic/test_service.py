@@ -212,3 +212,37 @@ def test_with_the_real_model_a_question_finds_its_document(plans, root, engine, 
                                ("a vehicle with pedals", "b.txt")]:
         (chunk_id, _score), *_ = index.search(real_encoder.encode_query(question), 3)
         assert store_sem.chunk_rows(engine, [chunk_id])[chunk_id]["path"].endswith(expected), question
+
+
+def test_a_folder_without_matching_files_is_a_success_with_nothing_to_do(plans, root, engine, fake_encoder):
+    out = service.index_files(plans, str(root / "elsewhere"), file_types=["md"])
+    assert (out["status"], out["files_matched"], out["files_indexed"]) == ("success", 0, 0)
+    assert "message" not in out
+    out = service.update_index(plans, str(root / "docs"), ["d.py"])  # not a type the plan embeds
+    assert (out["status"], out["unchanged"], out["errors"]) == ("success", 1, [])
+
+
+@pytest.mark.parametrize("status, message, reported", [
+    ("success", None, "success"), ("partial", "2 outcome error(s), 3 applied; see ...", "partial"),
+    ("partial", "nothing matched", "success"), ("error", "cancelled on request; outcomes applied so far were kept",
+                                                "cancelled"),
+    ("error", "MODEL_MISMATCH ...", "error"), ("running", None, "running")])
+def test_an_executions_status_is_reported_in_the_tools_words(status, message, reported):
+    assert service.execution_status({"status": status, "error_message": message}) == reported
+
+
+def test_a_cancelled_index_keeps_what_it_wrote_and_says_cancelled(plans, root, engine, fake_encoder, monkeypatch):
+    monkeypatch.setenv("ASSAY_EMBED_BATCH", "1")
+    encode = fake_encoder.encode
+
+    def encode_then_cancel(texts, **kw):  # the first encode batch asks the running execution to stop
+        out = encode(texts, **kw)
+        rows, _ = store_plans.list_executions(engine, status="running", limit=5)
+        for row in rows:
+            plans.cancel(row["execution_id"])
+        return out
+
+    monkeypatch.setattr(fake_encoder, "encode", encode_then_cancel)
+    out = service.index_files(plans, str(root / "docs"))
+    assert out["status"] == "cancelled" and "cancelled" in out["message"]
+    assert out["files_indexed"] == 1 and out["chunks_total"] == 1  # the first file, written before the stop
