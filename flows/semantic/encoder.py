@@ -9,8 +9,9 @@
   from the model's files the first time it is asked for, checked against torch, and cached under ``paths.model_cache_dir()/<model>-<backend>/`` (built in a temporary
   directory beside it, then renamed: a crash leaves no half-built cache). A backend whose libraries are missing is
   refused with InvalidInput saying why and which backends work here.
-- Threads: torch uses every core (``torch.set_num_threads(os.cpu_count())``) unless ``ASSAY_TORCH_THREADS`` or
-  ``OMP_NUM_THREADS`` says otherwise: embedding is the heavy part of indexing and the machine has few cores.
+- Threads: the model uses every core (``torch.set_num_threads(os.cpu_count())``, and as many onnxruntime / OpenVINO
+  threads) unless ``ASSAY_EMBED_THREADS`` or ``OMP_NUM_THREADS`` says otherwise: embedding is the heavy part of
+  indexing and the machine has few cores.
 - Vectors are float32, L2-normalised (``normalize_embeddings=True``), so a dot product is the cosine similarity.
 
 DEFAULT_BACKEND is the backend measured fastest on this machine's CPU among those whose retrieval quality is within
@@ -144,9 +145,15 @@ def check_backend(backend: str | None) -> str:
 
 
 def threads() -> int:
-    """How many threads the model runs on: ASSAY_TORCH_THREADS, else OMP_NUM_THREADS, else every core."""
-    wanted = os.environ.get("ASSAY_TORCH_THREADS") or os.environ.get("OMP_NUM_THREADS")
-    return int(wanted) if wanted and wanted.isdigit() and int(wanted) > 0 else (os.cpu_count() or 1)
+    """How many threads the model runs on: the settings' ASSAY_EMBED_THREADS, else OMP_NUM_THREADS, else every
+    core (os.cpu_count(): embedding is the heavy part of indexing)."""
+    from flows.semantic import settings
+
+    wanted = settings.current().threads
+    if wanted > 0:
+        return wanted
+    omp = os.environ.get("OMP_NUM_THREADS", "")
+    return int(omp) if omp.isdigit() and int(omp) > 0 else (os.cpu_count() or 1)
 
 
 def _set_threads() -> None:

@@ -6,6 +6,8 @@ ASSAY_EMBED_BACKEND             (measured)  torch | onnx | onnx-int8 | openvino 
 ASSAY_EMBED_BATCH               32          chunks per encode call
 ASSAY_EMBED_DEVICE              cpu         cpu, or cuda / mps (GPU_NOT_AVAILABLE when asked for and absent)
 ASSAY_SEARCH_EF                 128         hnswlib ef at query time (recall vs speed)
+ASSAY_EMBED_THREADS             (cores)     threads the model runs on (torch / onnxruntime / OpenVINO); default
+                                            OMP_NUM_THREADS if set, else every core (embedding is the heavy part)
 ==============================  ==========  ========================================================================
 """
 
@@ -26,6 +28,7 @@ class SemanticSettings:
     batch_size: int = 32
     device: str = "cpu"
     search_ef: int = 128
+    threads: int = 0  # 0: OMP_NUM_THREADS if set, else os.cpu_count() (flows.semantic.encoder.threads)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "SemanticSettings":
@@ -40,6 +43,7 @@ class SemanticSettings:
             batch_size=_number(env, "ASSAY_EMBED_BATCH", cls.batch_size, minimum=1, integer=True),
             device=env.get("ASSAY_EMBED_DEVICE", "").strip().lower() or cls.device,
             search_ef=_number(env, "ASSAY_SEARCH_EF", cls.search_ef, minimum=10, integer=True),
+            threads=_number(env, "ASSAY_EMBED_THREADS", cls.threads, minimum=0, integer=True),
         )
 
 
