@@ -86,6 +86,12 @@ EXPECTED = {
         "review": ["report draft (copy).txt"],
     },
     "inbox-watch.yaml": {},
+    "semantic-shelf.plan": {  # labelled and picked on the vectors the embed rule before them stored, in one run
+        "reports": ["annual_report_2023.pdf", "annual_report_2024.pdf"],
+        "birds": ["alpine_birds_field_guide.pdf"],
+        "baking": ["sourdough_handbook.pdf"],
+        "about-solar": ["annual_report_2023.pdf", "annual_report_2024.pdf"],
+    },
     "photo-catalog.yaml": {  # selected on what the classifier rule before them extracted, in the same run
         "canon": ["IMG_0412.jpg", "IMG_0413.jpg", "IMG_0420.jpg"],
         "phone": ["birthday cake.jpg"],

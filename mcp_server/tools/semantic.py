@@ -34,11 +34,12 @@ class IndexOptions(BaseModel):
     """Reference 002's index_files options."""
 
     model_config = ConfigDict(extra="forbid")
-    chunkSize: int = Field(default=1000, ge=100, le=20000, description="Characters per chunk (100-20000); chunks "
+    chunkSize: int = Field(default=1000, ge=50, le=100_000, description="Characters per chunk (50-100000); chunks "
                                                                        "break at sentence or word boundaries")
-    overlap: int = Field(default=200, ge=0, le=10000, description="Characters shared by neighbouring chunks; "
+    overlap: int = Field(default=200, ge=0, le=99_999, description="Characters shared by neighbouring chunks; "
                                                                   "less than chunkSize")
-    maxFiles: int = Field(default=10000, ge=1, le=1_000_000, description="Most files to index in this call")
+    maxFiles: int = Field(default=10000, ge=1, le=1_000_000, description="Most files to index in this call "
+                                                                         "(1-1000000)")
     fileTypes: StrList | None = Field(default=None, description="Extensions to index, e.g. [\".md\", \".pdf\"] "
                                                                 "(default: every document format)")
 
