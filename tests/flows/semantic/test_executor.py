@@ -291,3 +291,20 @@ def test_each_write_lands_in_the_live_index_while_the_batch_goes_on(engine, fold
 
     ex.embed_rows(engine, rows, params=params, run=ex.EmbedRun(write_entries=1, on_write=on_write))
     assert seen == [(1, True), (2, True), (3, True), (4, True)]
+
+
+def test_chunks_of_a_pdf_keep_their_pages(plans, folder, engine, fake_encoder):
+    from store.documents import read_pages
+    from tests.documents_media import pdf_lines, pdf_with_outline
+
+    pdf_with_outline(folder / "guide.pdf", pages=3)
+    assert run(plans, folder, chunk_size=60, overlap=10)["status"] == "success"
+    entry_id = _entry_id(engine, folder / "guide.pdf")
+    chunks = _chunks(engine, entry_id)
+    text = "\n".join(t for _, t, _ in read_pages(engine, entry_id))
+    assert {c["page"] for c in chunks} == {1, 2, 3}
+    for chunk in chunks:
+        assert text[chunk["start"]:chunk["end"]] == chunk["text"]
+        assert chunk["page"] <= chunk["page_end"]
+    (last,) = [c for c in chunks if pdf_lines(3)[-1] in c["text"]]
+    assert last["page_end"] == 3
