@@ -71,7 +71,8 @@ class IndexStats(_Open):
     that does it (wait=false); the service's own fields come along (files indexed, skipped, failed, chunks, ...)."""
 
     collection: str
-    status: str = Field(description="completed, running, failed or cancelled")
+    status: str = Field(description="success, partial (some files failed: errors says which), error, cancelled, or "
+                                    "running (wait=false)")
     execution_id: int | None = Field(default=None, exclude_if=_none,
                                      description="the plan execution doing the work (index-cancel stops it)")
 
@@ -186,7 +187,7 @@ def _folder(app, folder_path: str, field: str = "folderPath") -> str:
 def _stats(result: dict[str, Any], collection: str) -> IndexStats:
     data = dict(result)
     data.setdefault("collection", collection)
-    data.setdefault("status", "completed")
+    data.setdefault("status", "success")
     return IndexStats(**data)
 
 

@@ -21,7 +21,7 @@ from store.documents import read_pages
 from store.errors import AssayError, InvalidInput
 from store.models import Entry
 from tests import documents_media as dm
-from tests.conftest import index_sync
+from tests.conftest import fresh_pg_database, index_sync
 from tests.flows.semantic.fakes import FakeEncoder
 
 E = Entry.__table__
@@ -40,17 +40,30 @@ def _embed(engine, coll: dict, entry_id: int, path: Path, encoder: FakeEncoder, 
     return len(spans)
 
 
-@pytest.fixture(scope="module")
-def lib(tmp_path_factory):
+def _database(request):
+    import contextlib
+
+    if request.param == "sqlite":
+        return contextlib.nullcontext(None)
+    return fresh_pg_database(request.getfixturevalue("pg_url"))
+
+
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def lib(request, tmp_path_factory):
     """(app, paths, root, chunk counts): notes.md and rules.pdf in collection "default" (notes.md also in "extra"),
-    plain.txt extracted but in no collection."""
+    plain.txt extracted but in no collection. On SQLite and on PostgreSQL."""
     base = tmp_path_factory.mktemp("semlib")
     root = base / "library"
     (root / "notes").mkdir(parents=True)
     (root / "notes" / "notes.md").write_text("\n".join(NOTES_LINES) + "\n")
     dm.pdf_with_outline(root / "books" / "rules.pdf")
     (root / "notes" / "plain.txt").write_text("A plain file nobody embedded.\nSecond line.\n")
-    app = AssayApp.create(Settings(data_dir=base / "data", roots=[str(root)], use_prefect=False))
+    with _database(request) as url:
+        yield from _library(base, root, url)
+
+
+def _library(base: Path, root: Path, url: str | None):
+    app = AssayApp.create(Settings(data_dir=base / "data", roots=[str(root)], use_prefect=False, database_url=url))
     try:
         index_sync(app, root)
         with app.engine.connect() as conn:
