@@ -21,8 +21,8 @@
   reading the entry's vectors a batch at a time.
 - plan-explain shows the best chunk: its place (page / lines), collection, score and a short excerpt.
 
-Plan-preview's dependency notes: an ``embed`` outcome fills ``similarity`` and a ``label`` outcome fills ``label``
-(``register_filler``).
+Plan-preview's dependency notes: an ``embed`` outcome fills ``similarity`` and a ``label`` outcome fills ``label``,
+and both fill ``text`` (they extract documents not extracted yet) (``register_filler``).
 """
 
 from __future__ import annotations
@@ -207,9 +207,9 @@ LABEL = RegisteredField(name="label", clause=label_clause, match=label_match)
 SIMILARITY = RegisteredField(name="similarity", clause=similarity_clause, match=similarity_match)
 
 
-def _fills(producer: str):
+def _fills(*producers: str):
     def fills(outcome, spec) -> bool:
-        return spec.producer == producer
+        return spec.producer in producers
 
     return fills
 
@@ -221,8 +221,9 @@ def install() -> None:
     for field in (LABEL, SIMILARITY):
         if field.name not in REGISTERED:
             register_field(field)
-    register_filler("embed", _fills("embeddings"))
-    register_filler("label", _fills("labels"))
+    # both extract the text of documents not extracted yet, so they fill ``text`` too
+    register_filler("embed", _fills("embeddings", "text"))
+    register_filler("label", _fills("labels", "text"))
 
 
 install()

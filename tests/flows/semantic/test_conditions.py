@@ -204,6 +204,18 @@ def test_explain_shows_the_best_chunk_its_place_score_and_excerpt(store, queries
 # --- plans: preview notes, counts, embed then select on similarity --------------------------------------------
 
 
+def test_embed_fills_similarity_and_text_and_label_fills_label_and_text():
+    from dsl.fields import field_spec
+    from dsl.outcomes import EmbedOutcome, LabelOutcome
+    from flows.plans.conditions import fills
+
+    embed, label = EmbedOutcome(), LabelOutcome(classes=["a"])
+    assert fills(embed, field_spec("similarity")) and fills(embed, field_spec("text"))
+    assert not fills(embed, field_spec("label"))
+    assert fills(label, field_spec("label")) and fills(label, field_spec("text"))
+    assert not fills(label, field_spec("similarity")) and not fills(label, field_spec("width"))
+
+
 @pytest.fixture
 def folder(tmp_path: Path) -> Path:
     root = tmp_path / "docs"
