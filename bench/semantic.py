@@ -587,7 +587,7 @@ def embedding_rows(fig: dict) -> list[tuple]:
          f"backend {e['backend']}", f"{plan_rate:.1f} chunks/s",
          f"raw SentenceTransformer.encode, batch {raw['best_batch']}: {raw['rate']:.1f} chunks/s",
          f"{ratio:.2f}×", f"≥ {GOAL_EMBED:g}×", yes_no(ratio >= GOAL_EMBED)),
-        ("raw encode by batch size (chunks/s, on a sample of the same chunks)", sweep, "—", "—", "—", "—"),
+        (f"raw encode by batch size (chunks/s, on {min(e['chunks'], fig['sweep'])} of the same chunks)", sweep, "—", "—", "—", "—"),
         (f"index_files end to end ({fig['index_files']['files']} files: index, extract, chunk, embed)",
          f"{files_s:.1f} files/s", f"reference 002: ~{REF_FILES_S:g} files/s", f"{files_s / REF_FILES_S:.2f}×", "—",
          "—"),
@@ -682,6 +682,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                          "document of the same topic (their text stays their own)")
     ap.add_argument("--synthetic", type=int, default=None, help="synthetic vectors for the ANN part (1,000,000)")
     ap.add_argument("--queries", type=int, default=None, help="queries of the search part (100)")
+    ap.add_argument("--sweep", type=int, default=None,
+                    help="chunks each batch size of the raw baseline is tried on (default 512; quick 64)")
     ap.add_argument("--backends", action="store_true", help="also run bench/semantic_backends.py's table")
     ap.add_argument("--skip", default="", help="comma-separated parts to leave out: embed,search,synthetic")
     ap.add_argument("--work", default=str(DEFAULT_WORK))
@@ -693,6 +695,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.search_docs = args.search_docs or (10 if args.quick else 10_000)
     args.synthetic = args.synthetic or (5_000 if args.quick else 1_000_000)
     args.queries = args.queries or (5 if args.quick else 100)
+    args.sweep = args.sweep or (64 if args.quick else 512)
     return args
 
 
@@ -710,11 +713,11 @@ def main(argv: list[str] | None = None) -> int:
                       PREFECT_LOGGING_LEVEL="WARNING", PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="120",
                       ASSAY_DATA_DIR=str(scratch / "data"), ASSAY_OCR="off", ASSAY_DOCUMENTS_PLAN="off",
                       HF_HUB_OFFLINE="1")
-    fig: dict = {"machine": machine_facts()}
+    fig: dict = {"machine": machine_facts(), "sweep": args.sweep}
     try:
         if "embed" not in skip:
             log.info("embedding: %d documents", args.embed_docs)
-            embedding_section(fig, scratch, work, args.embed_docs, sweep=64 if args.quick else 512)
+            embedding_section(fig, scratch, work, args.embed_docs, sweep=args.sweep)
         if args.backends:
             log.info("backends: python -m bench.semantic_backends")
             backends_section(fig, args.quick)
