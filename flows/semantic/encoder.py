@@ -128,11 +128,19 @@ def available_backends() -> list[str]:
 
 def check_backend(backend: str | None) -> str:
     """``backend`` (None = the settings', else DEFAULT_BACKEND) if known and usable here, else InvalidInput saying
-    what, why and which backends work."""
+    what, why and which backends work. Only a backend somebody named is refused: when DEFAULT_BACKEND's libraries
+    are missing, the default falls back to torch (logged)."""
     if backend is None:
         from flows.semantic import settings
 
-        backend = settings.current().backend or DEFAULT_BACKEND
+        backend = settings.current().backend
+        if backend is None:  # nobody asked: the measured default, or torch where its libraries are missing
+            problem = backend_problem(DEFAULT_BACKEND)
+            if problem:
+                log.warning("the default embedding backend %s cannot run here (%s); using torch", DEFAULT_BACKEND,
+                            problem)
+                return "torch"
+            return DEFAULT_BACKEND
     backend = str(backend).strip().lower()
     if backend not in BACKENDS:
         raise InvalidInput(f"backend {backend!r} is not a backend; use one of: {', '.join(BACKENDS)}",

@@ -142,3 +142,13 @@ def test_the_onnx_export_gives_the_vectors_of_torch(real_encoder, monkeypatch, t
     got, expected = onnx.encode(texts, batch_size=2), real_encoder.encode(texts)
     assert got.dtype == np.float32 and got.shape == expected.shape
     assert np.min(np.sum(got * expected, axis=1)) > 0.9999
+
+
+def test_a_default_backend_that_cannot_run_falls_back_to_torch_but_a_named_one_is_refused(monkeypatch):
+    monkeypatch.delenv("ASSAY_EMBED_BACKEND", raising=False)
+    monkeypatch.setattr(enc, "DEFAULT_BACKEND", "openvino")
+    monkeypatch.setattr(enc, "backend_problem", lambda b: None if b == "torch" else "ImportError: missing")
+    assert enc.check_backend(None) == "torch"
+    monkeypatch.setenv("ASSAY_EMBED_BACKEND", "openvino")
+    with pytest.raises(InvalidInput, match="missing"):
+        enc.check_backend(None)
