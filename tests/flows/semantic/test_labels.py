@@ -119,6 +119,17 @@ def test_classes_are_assigned_by_threshold_and_every_score_is_kept_in_metadata(p
     assert _members(engine, "invoice") == set()  # into=metadata fills no sets
     assert "payment received purchase" in fake_encoder.encoded
 
+    from dsl.expressions import parse_expression
+    from flows.plans.conditions import SqlStore
+
+    for text, expected in (("metadata.label = invoice", {"invoice.txt"}),
+                           ("metadata.label.receipt > 0.5", {"receipt.txt"}),
+                           ("label in [invoice, recipe]", {"invoice.txt", "recipe.md"})):
+        with engine.connect() as conn:
+            got = set(conn.execute(select(T.c.name).where(SqlStore(engine, now=0).clause(parse_expression(text))))
+                      .scalars())
+        assert got == expected, text
+
 
 def test_into_sets_adds_members_and_a_rerun_after_a_change_removes_what_is_no_longer_earned(plans, folder, engine,
                                                                                              fake_encoder):
