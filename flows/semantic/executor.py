@@ -33,6 +33,7 @@ import hashlib
 import logging
 import queue
 import threading
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Sequence
 
@@ -154,8 +155,9 @@ def embed_rows(engine: Engine, rows: Sequence[Any], *, params: EmbedParams, rule
     if not todo:
         return result
 
-    failed = _ensure_text(engine, todo, options=options, rule=rule, execution_id=execution_id,
-                          should_cancel=should_cancel)
+    current, failed = _ensure_text(engine, todo, options=options, rule=rule, execution_id=execution_id,
+                                   should_cancel=should_cancel)
+    todo = [t for t in todo if t.entry_id in current]  # text not current (extraction stopped early): next time
     for task in todo:
         if task.entry_id in failed:
             task.status, task.error = "error", failed[task.entry_id]
@@ -179,29 +181,34 @@ def embed_rows(engine: Engine, rows: Sequence[Any], *, params: EmbedParams, rule
 
 
 def _ensure_text(engine: Engine, tasks: list[_Task], *, options, rule: str, execution_id: int | None,
-                 should_cancel: Callable[[], bool]) -> dict[int, str]:
+                 should_cancel: Callable[[], bool]) -> tuple[set[int], dict[int, str]]:
     """Extract the entries whose text is missing or stale (a plan that embeds without extracting first works
-    alone), then return entry id -> "CODE: reason" for those whose text could not be read (now or before, for the
-    same bytes)."""
+    alone). Returns the ids whose extraction is current now, and entry id -> "CODE: reason" for those among them
+    whose text could not be read (now or before, for the same bytes)."""
     from store.documents import D, current_work_keys
 
-    keys = current_work_keys(engine, [t.entry_id for t in tasks])
-    stale = [t for t in tasks if keys.get(t.entry_id) != doc_exec.work_key(t.size, t.mtime, options)]
+    expected = {t.entry_id: doc_exec.work_key(t.size, t.mtime, options) for t in tasks}
+    keys = current_work_keys(engine, expected)
+    stale = [entry_id for entry_id, key in expected.items() if keys.get(entry_id) != key]
     if stale:
         with engine.connect() as conn:
-            rows = conn.execute(select(E).where(E.c.id.in_([t.entry_id for t in stale]))).mappings().all()
+            rows = conn.execute(select(E).where(E.c.id.in_(stale))).mappings().all()
         doc_exec.extract_rows(engine, rows, options=options, rule=rule, execution_id=execution_id,
                               should_cancel=should_cancel)
+    current: set[int] = set()
     failed: dict[int, str] = {}
-    ids = [t.entry_id for t in tasks]
+    ids = list(expected)
     with engine.connect() as conn:
         for i in range(0, len(ids), 500):
-            for entry_id, status, code, error in conn.execute(
-                    select(D.c.entry_id, D.c.status, D.c.error_code, D.c.error)
+            for entry_id, key, status, code, error in conn.execute(
+                    select(D.c.entry_id, D.c.work_key, D.c.status, D.c.error_code, D.c.error)
                     .where(D.c.entry_id.in_(ids[i:i + 500]))):
+                if key != expected[entry_id]:
+                    continue  # not extracted in this state (the extraction stopped early)
+                current.add(entry_id)
                 if status == "error":
                     failed[entry_id] = f"{code or 'FILTER_FAILED'}: {error or 'no reason given'}"
-    return failed
+    return current, failed
 
 
 _END = object()
@@ -250,7 +257,7 @@ def _pipeline(engine: Engine, encoder, tasks: list[_Task], *, params: EmbedParam
 
     reader = threading.Thread(target=read, name="assay-embed-reader", daemon=True)
     reader.start()
-    pending: list[_Task] = []  # entries in reading order whose chunks are not all encoded yet
+    pending: deque[_Task] = deque()  # entries in reading order whose chunks are not all encoded yet
     texts: list[str] = []
     owners: list[_Task] = []
 
@@ -272,7 +279,7 @@ def _pipeline(engine: Engine, encoder, tasks: list[_Task], *, params: EmbedParam
 
     def flush() -> None:
         while pending and pending[0].read_done and pending[0].encoded == len(pending[0].chunks):
-            writer.put(pending.pop(0))
+            writer.put(pending.popleft())
 
     try:
         while True:
