@@ -170,6 +170,9 @@ async def test_search_refuses_bad_input_naming_the_parameter(client):
     assert (await refused(client, "search", {"query": "x", "sets": "no-such-set"})).startswith("NOT_FOUND")
     assert "minScore" in await refused(client, "search_documents", {"query": "x", "options": {"minScore": 2}})
     assert "options" in await refused(client, "search_documents", {"query": "x", "options": {"top": 2}})
+    boolean_only = await refused(client, "search_documents", {"query": "x", "max_results": 5, "fuzzy": True})
+    assert boolean_only.startswith("INVALID_PARAMS: max_results, fuzzy belong to the boolean search")
+    assert "scope" in boolean_only and "options" in boolean_only
 
 
 async def test_get_file_details_whole_text_and_one_chunk(client):
