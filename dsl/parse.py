@@ -33,8 +33,9 @@ continue over several lines::
 - ``rule NAME [when CONDITION]`` followed by its ``do`` lines; a rule without ``when`` matches every entry.
 - ``do TYPE [VALUE...] [key=value...] [(OUTCOME, OUTCOME...)] [when CONDITION]``: the values fill, in order,
   selection_set: selectionSetName, operation (add | remove); classifier: classifierOperation; embed: collection;
-  map: strategy; label: its classes. ``chained`` takes its outcomes in parentheses (each ``TYPE ...`` without
-  ``do``).
+  map: strategy; label: its classes (a class with a description is ``NAME="what it means"``, e.g.
+  ``do label invoice receipt="proof of a payment" threshold=0.4``). ``chained`` takes its outcomes in parentheses
+  (each ``TYPE ...`` without ``do``).
 - ``prefer key=value...``: preferences. Option values are bare words (``true``, ``false``, ``null``, numbers and
   other words), quoted text, lists ``[a, b]`` and maps ``{key=value, ...}``.
 

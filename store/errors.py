@@ -65,11 +65,13 @@ class DocumentError(AssayError):
     """A refusal of the document tools under one of reference 001's codes, with the reference's ``details``
     (``{"path": ...}``): DOCUMENT_NOT_FOUND, COLLECTION_NOT_FOUND, NOT_A_DIRECTORY, PATH_TRAVERSAL_DETECTED,
     SYMLINK_NOT_ALLOWED, SEARCH_TIMEOUT, INVALID_QUERY, SCOPE_NOT_FOUND, UNSUPPORTED_FORMAT, PAGE_OUT_OF_RANGE,
-    FILTER_FAILED, METADATA_EXTRACTION_FAILED."""
+    FILTER_FAILED, METADATA_EXTRACTION_FAILED; and the semantic index's (reference 002): INVALID_PATH,
+    INDEX_NOT_FOUND, GPU_NOT_AVAILABLE, with MODEL_MISMATCH (a collection never mixes models)."""
 
     CODES = ("DOCUMENT_NOT_FOUND", "COLLECTION_NOT_FOUND", "NOT_A_DIRECTORY", "PATH_TRAVERSAL_DETECTED",
              "SYMLINK_NOT_ALLOWED", "SEARCH_TIMEOUT", "INVALID_QUERY", "SCOPE_NOT_FOUND", "UNSUPPORTED_FORMAT",
-             "PAGE_OUT_OF_RANGE", "FILTER_FAILED", "METADATA_EXTRACTION_FAILED")
+             "PAGE_OUT_OF_RANGE", "FILTER_FAILED", "METADATA_EXTRACTION_FAILED",
+             "INVALID_PATH", "INDEX_NOT_FOUND", "GPU_NOT_AVAILABLE", "MODEL_MISMATCH")
 
     def __init__(self, code: str, message: str, *, field: str | None = None,
                  details: dict[str, Any] | None = None) -> None:

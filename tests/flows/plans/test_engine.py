@@ -216,14 +216,17 @@ def test_chained_outcomes_stop_on_error_per_entry(service, engine, tree, fake_cl
     assert members(engine, "thumbnailed") == ["beach.jpg", "photo.jpg"]
 
 
-def test_check_plan_refuses_what_this_installation_cannot_run(tree):
+def test_check_plan_refuses_what_this_installation_cannot_run(tree, monkeypatch):
+    import dsl.fields
+
+    monkeypatch.setattr(dsl.fields, "INSTALLED_PRODUCERS", dsl.fields.INSTALLED_PRODUCERS - {"labels"})
     p = plan(tree / ".." / "..", rules=[
-        {"name": "r", "when": "label = receipt", "outcomes": [{"type": "embed", "collection": "papers"}]}])
+        {"name": "r", "when": "label = receipt", "outcomes": [{"type": "map"}]}])
     problems = check_plan(p, roots=Roots.of([str(tree)]))
     text = "\n".join(pr.render() for pr in problems)
     assert "sources[0].config.paths[0]" in text and "outside the allowed roots" in text
     assert "rules[0].when: field 'label' is filled by the zero-shot labelling module" in text
-    assert "rules[0].outcomes[0]: outcome type 'embed' is not installed" in text
+    assert "rules[0].outcomes[0]: outcome type 'map' is not installed" in text
 
 
 def test_check_plan_accepts_the_classifier_and_its_fields_once_installed(tree, monkeypatch):
