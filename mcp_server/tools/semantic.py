@@ -192,6 +192,8 @@ def _stats(result: dict[str, Any], collection: str) -> IndexStats:
 
 
 def _service():
+    """flows.semantic.service, imported on the first call (the semantic modules are not needed to start the
+    server)."""
     from flows.semantic import service
 
     return service
