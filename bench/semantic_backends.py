@@ -323,7 +323,7 @@ def table(rows: list[Row]) -> str:
             lines.append(f"| {r.backend} | unavailable: {r.unavailable} | | | | | | |")
             continue
         lines.append(f"| {r.backend} | {r.batch_size} | {r.chunks_per_s:.1f} | {r.ratio:.2f}x | {r.recall10:.3f} | "
-                     f"{r.mrr:.3f} | {r.cos_vs_torch:.4f} | {r.load_s:.1f}{' (built)' if r.built else ''} |")
+                     f"{r.mrr:.3f} | {r.cos_vs_torch:.5f} | {r.load_s:.1f}{' (built)' if r.built else ''} |")
     return "\n".join(lines)
 
 

@@ -289,8 +289,16 @@ def exported_file(model: str, backend: str, st: Any) -> Path:
 
         def convert(tmp: Path) -> None:
             import openvino as ov
+            import torch
 
             ov.save_model(ov.convert_model(str(source)), str(tmp / "openvino_model.xml"), compress_to_fp16=False)
+            feats = _sample_features(st)
+            with torch.no_grad():
+                expected = st[0].auto_model.eval()(**{k: v for k, v in feats.items()
+                                                      if k in ("input_ids", "attention_mask", "token_type_ids")}
+                                                   ).last_hidden_state.numpy()
+            got = _OpenVinoRunner(tmp / "openvino_model.xml", exact=True)(feats)
+            _check_export(expected, got, feats["attention_mask"].numpy().astype(bool), "openvino")
 
         _build_atomically(target, convert)
     else:  # pragma: no cover - check_backend refuses it first
@@ -315,14 +323,18 @@ class _OrtRunner:
 
 
 class _OpenVinoRunner:
-    """Token embeddings from an OpenVINO IR file (CPU, ``threads()`` inference threads)."""
+    """Token embeddings from an OpenVINO IR file (CPU, ``threads()`` inference threads). OpenVINO's default
+    inference precision is kept: bfloat16 on CPUs with BF16 support (as here: AMD EPYC), float32 elsewhere; the
+    benchmark measured its vectors' cosine to torch's at 0.9999+ with the same recall and MRR."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, exact: bool = False) -> None:
         import openvino as ov
 
         core = ov.Core()
-        core.set_property("CPU", {"INFERENCE_NUM_THREADS": threads()})
-        self.compiled = core.compile_model(str(path), "CPU")
+        config: dict[str, Any] = {"INFERENCE_NUM_THREADS": threads()}
+        if exact:  # float32 throughout (the export check); by default OpenVINO picks bf16 where the CPU has it
+            config["INFERENCE_PRECISION_HINT"] = "f32"
+        self.compiled = core.compile_model(str(path), "CPU", config)
         self.names = [next(iter(i.get_names())) for i in self.compiled.inputs]
         self.output = self.compiled.output(0)
 
