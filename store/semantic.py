@@ -53,14 +53,6 @@ _WORD = re.compile(r"[^\W_]+")  # unicode letters and digits
 _RETRIES = 3  # a write that lost a race with an entry's deletion (foreign key) is retried without that entry
 
 
-class SemanticError(DocumentError):
-    """DocumentError with the semantic index's codes of reference 002 (INDEX_NOT_FOUND, MODEL_MISMATCH) besides
-    reference 001's: the tools turn it into a tool error starting with the code like any DocumentError."""
-
-    CODES = DocumentError.CODES + tuple(c for c in ("INDEX_NOT_FOUND", "MODEL_MISMATCH", "GPU_NOT_AVAILABLE")
-                                        if c not in DocumentError.CODES)
-
-
 @dataclass
 class EntryChunks:
     """What to store for one entry in a collection: its work key, status (ok | empty | error), the error text, its
@@ -166,7 +158,7 @@ def ensure_collection(engine: Engine, name: str, *, model: str, backend: str, di
             return ensure_collection(engine, name, model=model, backend=backend, dim=dim, chunk_size=chunk_size,
                                      overlap=overlap)
     if existing["model"] != model or existing["backend"] != backend or int(existing["dim"]) != int(dim):
-        raise SemanticError(
+        raise DocumentError(
             "MODEL_MISMATCH",
             f"collection {name!r} holds vectors of model {existing['model']} (backend {existing['backend']}, "
             f"dimension {existing['dim']}); this request asked for {model} (backend {backend}, dimension {dim}); "
@@ -193,7 +185,7 @@ def require_collection(engine: Engine, name: str) -> dict[str, Any]:
         hint = f"the collections are: {', '.join(names)}"
     else:
         hint = "no collection exists yet; index_files (or a plan with an embed outcome) builds one"
-    raise SemanticError("INDEX_NOT_FOUND", f"there is no semantic index (collection) {name!r}; {hint}",
+    raise DocumentError("INDEX_NOT_FOUND", f"there is no semantic index (collection) {name!r}; {hint}",
                         field="collection", details={"collection": name, "collections": names})
 
 
@@ -281,7 +273,7 @@ def _bump(conn: Connection, collection_id: int) -> int:
                            .values(version=C.c.version + 1, updated_at=time.time())
                            .returning(C.c.version)).scalar()
     if version is None:
-        raise SemanticError("INDEX_NOT_FOUND", f"collection id {collection_id} no longer exists (it was dropped)",
+        raise DocumentError("INDEX_NOT_FOUND", f"collection id {collection_id} no longer exists (it was dropped)",
                             field="collection")
     return int(version)
 

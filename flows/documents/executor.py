@@ -14,7 +14,7 @@ The flow of one batch (``extract_rows``, shared by plan runs and anything else t
    writes run on a thread of their own (``_ChunkWriter``), so the pool keeps extracting while SQLite indexes.
 4. A document that could not be read (encrypted, truncated, binary with a text extension, too large, timed out) is
    written too (``documents.status = error`` with its reason, searches count it as failed) and reported as an
-   outcome error of its entry ("FILTER_FAILED: encrypted PDF"), so the execution ends ``partial`` and plan-status
+   outcome error of its entry ("FILTER_FAILED: encrypted PDF"), so the execution ends ``partial`` and plan-get
    names it; the batch goes on. Each written document also gets an outcome record (applied / error with the
    reason) under the execution, as the classifier's work does.
 """

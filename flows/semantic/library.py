@@ -25,7 +25,6 @@ from flows.documents import library as doc_library
 from flows.documents.paths import DocumentPaths
 from flows.semantic.model import DEFAULT_COLLECTION, Hit
 from store.errors import DocumentError, InvalidInput
-from store.semantic import SemanticError
 from store.models import Chunk, Collection, CollectionEntry, Entry
 
 logger = logging.getLogger(__name__)
@@ -36,12 +35,6 @@ K = Chunk.__table__
 E = Entry.__table__
 
 MAX_CONTEXT_LINES = 50
-
-
-class SemanticPathError(SemanticError):
-    """SemanticError that also knows reference 002's INVALID_PATH (a path naming no file or folder)."""
-
-    CODES = SemanticError.CODES + ("INVALID_PATH",)
 
 
 # the path errors of the document tools that mean "no such file" become reference 002's INVALID_PATH
@@ -56,7 +49,7 @@ def locate(engine: Engine, paths: DocumentPaths, file_path: str, *, field: str =
         return doc_library.locate(engine, paths, file_path)
     except DocumentError as exc:
         if exc.code in _NOT_FOUND:
-            raise SemanticPathError("INVALID_PATH", str(exc).removeprefix(f"{exc.code}: "), field=field,
+            raise DocumentError("INVALID_PATH", str(exc).removeprefix(f"{exc.code}: "), field=field,
                                 details={"path": file_path}) from None
         if exc.field == "path":
             exc.field = field
@@ -93,7 +86,7 @@ def _choose(collections: list[dict[str, Any]], wanted: str | None, shown: str) -
         found = next((c for c in collections if c["name"] == wanted), None)
         if found is None:
             held = ", ".join(c["name"] for c in collections) or "none"
-            raise SemanticError("INDEX_NOT_FOUND", f"{shown} is not indexed in collection {wanted!r} (collections "
+            raise DocumentError("INDEX_NOT_FOUND", f"{shown} is not indexed in collection {wanted!r} (collections "
                                 f"holding it: {held}); index_files or update_index adds it", field="collection",
                                 details={"path": shown, "collection": wanted})
         return found
@@ -174,7 +167,7 @@ def get_file_details(engine: Engine, paths: DocumentPaths, file_path: str, *, ch
             notes.append(text["note"])
     else:
         if chosen is None:
-            raise SemanticError("INDEX_NOT_FOUND", f"{located.shown} is in no collection of the semantic index, so "
+            raise DocumentError("INDEX_NOT_FOUND", f"{located.shown} is in no collection of the semantic index, so "
                                 "it has no chunks; index_files (its folder) or update_index (this file) adds it, "
                                 "or call get_file_details without chunkIndex for its text", field="chunkIndex",
                                 details={"path": located.shown})

@@ -130,7 +130,7 @@ def resolve_collection(engine: Engine, name: str | None) -> dict:
     else:
         message = f"no collection was named and there is no {DEFAULT_COLLECTION!r} collection; name one of: " \
                   f"{', '.join(names)}"
-    raise store_semantic.SemanticError("INDEX_NOT_FOUND", message, field="collection",
+    raise DocumentError("INDEX_NOT_FOUND", message, field="collection",
                                        details={"collections": names})
 
 

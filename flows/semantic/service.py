@@ -3,7 +3,7 @@
 ``index_files(folder)`` builds (or brings up to date) one plan per collection, ``index-files-<collection>``: a
 ``filesystem.index`` source on the folder and one rule "embed" whose condition lists the extensions asked for
 (``extension in [...]``) with the outcome ``embed`` into the collection. It is a plan like any other: plan-list shows
-it, its executions are Prefect flow runs with progress, plan-status follows them and plan-cancel stops them. The folder
+it, its executions are Prefect flow runs with progress, plan-get follows them and index-cancel stops them. The folder
 is indexed into the entries store first (incrementally), so that ``maxFiles`` can be applied: when more files match
 than ``maxFiles``, only the first ``maxFiles`` by path are embedded (the execution is restricted to them) and the
 answer says how many were left out. The embedding itself is the executor's (``flows.semantic.executor``): unchanged
@@ -49,9 +49,7 @@ NOTHING_MATCHED = ("nothing matched", "the sources yielded no entries")  # flows
 
 class InvalidPath(DocumentError):
     """Reference 002's INVALID_PATH (a folder or file a caller named is missing, not a folder, or outside the
-    roots), beside reference 001's codes."""
-
-    CODES = DocumentError.CODES + tuple(c for c in ("INVALID_PATH",) if c not in DocumentError.CODES)
+    roots)."""
 
     def __init__(self, message: str, *, field: str | None = "folderPath", details: dict | None = None) -> None:
         super().__init__("INVALID_PATH", message, field=field, details=details)
@@ -263,7 +261,7 @@ def index_files(plans, folder_path: str, *, chunk_size: int = 1000, overlap: int
     """Index the documents under ``folder_path`` into ``collection`` (see the module docstring). With ``wait``
     returns when the execution ended, with its statistics; without, once the folder is indexed in the entries store
     (an incremental walk, needed to apply maxFiles) with ``status: running`` and the execution id, while the
-    extraction and embedding run in the background (plan-status follows it, ``plans.cancel(execution_id)`` stops
+    extraction and embedding run in the background (plan-get follows it, ``plans.cancel(execution_id)`` stops
     it). ``on_progress(dict)`` gets the walk's and then the execution's progress."""
     from flows.semantic import encoder as enc
     from store import semantic as store_sem
@@ -303,8 +301,8 @@ def index_files(plans, folder_path: str, *, chunk_size: int = 1000, overlap: int
         base["note"] = note
     if not wait:
         return {**base, "status": "running",
-                "message": f"indexing runs as execution {row['execution_id']} of plan {plan.name}: plan-status "
-                           "follows it, plan-cancel stops it"}
+                "message": f"indexing runs as execution {row['execution_id']} of plan {plan.name}: plan-get "
+                           "follows it, index-cancel stops it"}
     return {**base, **execution_stats(engine, row, coll["id"], to_do=min(matched, max_files)),
             "elapsed_ms": int((time.perf_counter() - started) * 1000),
             **({"note": note} if note else {})}

@@ -174,11 +174,10 @@ def _folder(app, folder_path: str, field: str = "folderPath") -> str:
     try:
         target = _paths(app).resolve(folder_path, field=field, not_found="COLLECTION_NOT_FOUND")
     except DocumentError as exc:
-        raise library.SemanticPathError("INVALID_PATH", exc.message, field=field,
-                                        details={"path": folder_path}) from None
+        raise DocumentError("INVALID_PATH", exc.message, field=field, details={"path": folder_path}) from None
     if not os.path.isdir(target):
         what = "is a file, not a folder" if os.path.exists(target) else "does not exist"
-        raise library.SemanticPathError("INVALID_PATH", f"{field} {folder_path!r} {what}; give a folder inside the "
+        raise DocumentError("INVALID_PATH", f"{field} {folder_path!r} {what}; give a folder inside the "
                                         f"roots ({', '.join(app.roots.paths)}); list_collections browses them",
                                         field=field, details={"path": folder_path})
     return target
@@ -223,8 +222,6 @@ def register(mcp: MCPServer, app) -> None:
             result = await anyio.to_thread.run_sync(lambda: _service().index_files(
                 app.plans, folder, chunk_size=opts.chunkSize, overlap=opts.overlap, max_files=opts.maxFiles,
                 file_types=opts.fileTypes, collection=collection, wait=False))
-            result["message"] = (f"indexing runs as execution {result.get('execution_id')} of plan "
-                                 f"{result.get('plan')}: plan-get shows it, index-cancel stops it")
             return _stats(result, collection)
         progress = McpProgress(ctx)
 
