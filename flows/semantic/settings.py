@@ -2,8 +2,9 @@
 
 ==============================  ==========  ========================================================================
 ASSAY_EMBED_MODEL               all-MiniLM-L6-v2  the sentence-transformers model: the packaged one by name, or a path
-ASSAY_EMBED_BACKEND             (measured)  torch | onnx | onnx-int8 | openvino (default: flows.semantic.encoder.DEFAULT_BACKEND)
-ASSAY_EMBED_BATCH               32          chunks per encode call
+ASSAY_EMBED_BACKEND             openvino    torch | onnx | onnx-int8 | openvino (default: flows.semantic.encoder.DEFAULT_BACKEND,
+                                            the fastest within 1% of torch's quality: bench/semantic_backends.py)
+ASSAY_EMBED_BATCH               64          chunks per encode call (the benchmark's best batch size)
 ASSAY_EMBED_DEVICE              cpu         cpu, or cuda / mps (GPU_NOT_AVAILABLE when asked for and absent)
 ASSAY_SEARCH_EF                 128         hnswlib ef at query time (recall vs speed)
 ASSAY_EMBED_THREADS             (cores)     threads the model runs on (torch / onnxruntime / OpenVINO); default
@@ -25,7 +26,7 @@ from flows.semantic.model import BACKENDS, DEFAULT_MODEL
 class SemanticSettings:
     model: str = DEFAULT_MODEL
     backend: str | None = None  # None: the measured default (flows.semantic.encoder.DEFAULT_BACKEND)
-    batch_size: int = 32
+    batch_size: int = 64
     device: str = "cpu"
     search_ef: int = 128
     threads: int = 0  # 0: OMP_NUM_THREADS if set, else os.cpu_count() (flows.semantic.encoder.threads)
