@@ -59,15 +59,6 @@ is the default; onnx-int8 is 0.4% behind on recall@10 (within 1% too) but slower
 GPU_DEVICES = ("cuda", "mps")
 
 
-class GpuNotAvailable(DocumentError):
-    """Reference 002's GPU_NOT_AVAILABLE: a GPU device was asked for and this machine has none."""
-
-    CODES = DocumentError.CODES + ("GPU_NOT_AVAILABLE",)
-
-    def __init__(self, message: str, *, field: str | None = "device") -> None:
-        super().__init__("GPU_NOT_AVAILABLE", message, field=field)
-
-
 def _offline() -> None:
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
@@ -117,8 +108,8 @@ def check_device(device: str | None) -> str:
     present = torch.cuda.is_available() if base == "cuda" else bool(
         getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
     if not present:
-        raise GpuNotAvailable(f"device {device!r} was asked for but this machine has no {base.upper()} GPU; "
-                              f"use device cpu")
+        raise DocumentError("GPU_NOT_AVAILABLE", f"device {device!r} was asked for but this machine has no "
+                            f"{base.upper()} GPU; use device cpu", field="device")
     return device
 
 
