@@ -212,7 +212,7 @@ def write_documents(folder: Path, docs: int) -> list[Path]:
     return paths
 
 
-# --- the embedding cache -----------------------------------------------------------------------------------------------
+# --- the embedding cache ---------------------------------------------------------------------------------------------
 
 class EmbeddingCache:
     """Embeddings of the first ``docs`` documents' chunks under ``work/<key>/``, a ``BLOCK``-chunk .npy file at a time

@@ -15,7 +15,8 @@ REPO = Path(__file__).resolve().parent.parent
 EXPECTED_ROWS = [
     "Prefect start, one-time", "first plan runs, one-time", "extraction plan run (extract_text, 3 documents",
     "embedding: plan run (embed, Prefect flow), ", "raw encode by batch size",
-    "index_files end to end (3 files", "store load: 100 chunks (100 with their own real embeddings)", "hnswlib index build over 100 vectors",
+    "index_files end to end (3 files", "index_files as chunks/s (",
+    "store load: 100 chunks (100 with their own real embeddings)", "hnswlib index build over 100 vectors",
     "index file size; whole store file", "recall@10 of the index vs brute-force cosine (100 vectors)",
     "index query alone, p50", "first call over MCP stdio, one-time",
     "search_documents (semantic shape) p50 / p95 over MCP stdio, 5 queries, 100 chunks",
@@ -40,7 +41,7 @@ def test_semantic_benchmark_prints_every_row(tmp_path):
     data = json.loads(figures.read_text())
     assert data["embed"]["chunks"] > 0 and data["embed"]["raw"]["chunks"] == data["embed"]["chunks"]
     assert data["embed"]["plan"]["applied"] == 3
-    assert data["index_files"]["files"] == 3
+    assert data["index_files"]["files"] == 3 and data["index_files"]["chunks"] == data["embed"]["chunks"]
     assert data["search"]["index_count"] == 100 and data["search"]["load"]["docs"] == 10
     assert 0.0 <= data["search"]["recall"] <= 1.0 and 0.0 <= data["synthetic"]["recall"] <= 1.0
     for tool in ("search_documents", "search"):
