@@ -44,7 +44,9 @@ def vector_dir(engine: Engine) -> Path:
 
 
 def model_cache_dir() -> Path:
-    """Where exported model backends (ONNX, OpenVINO) are cached: ``<data dir>/models``."""
-    path = data_dir() / "models"
+    """Where exported model backends (ONNX, OpenVINO) are cached: ``ASSAY_MODEL_CACHE`` when set (the test suite
+    shares one across its servers' data dirs, so each export is built once per run), else ``<data dir>/models``."""
+    env = os.environ.get("ASSAY_MODEL_CACHE", "").strip()
+    path = Path(env).expanduser() if env else data_dir() / "models"
     path.mkdir(parents=True, exist_ok=True)
     return path
