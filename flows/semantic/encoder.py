@@ -53,7 +53,9 @@ the labelled set (8 topics x 10 documents mixing their topic with others', 24 qu
 
 Two earlier runs gave the same order (openvino 2.2x and 3.9x torch). openvino (bf16 inference on this CPU) is the
 fastest and its recall@10 / MRR equal torch's: the default. onnx-int8 is 1.4% behind on recall@10 (outside the 1%
-rule). One query: openvino ~22 ms, onnx ~27 ms, torch ~35 ms on one thread but ~800 ms on two under this load
+rule). On one thread each (ASSAY_EMBED_THREADS=1, same load) openvino led by less: 13.6 vs torch 12.6 chunks/s
+(1.08x): much of its lead on two threads is that torch's threads suffer more from the oversubscribed cores; an
+idle machine should land between the two figures. One query: openvino ~22 ms, onnx ~27 ms, torch ~35 ms on one thread but ~800 ms on two under this load
 (torch's OpenMP threads stall when the cores are oversubscribed).
 """
 
@@ -203,13 +205,16 @@ def cache_dir_for(model: str, backend: str) -> Path:
     return paths.model_cache_dir() / f"{name}-{backend}"
 
 
-def _build_atomically(target: Path, build) -> None:
+def _build_atomically(target: Path, build, done: str | None = None) -> None:
     """Run ``build(tmp_dir)`` in a temporary directory beside ``target``, then rename it to ``target`` (a crash
-    leaves only a temporary directory, never a half-built cache; a concurrent builder that won keeps its result)."""
+    leaves only a temporary directory, never a half-built cache). A concurrent builder (another process sharing the
+    cache) that finished first keeps its result: ``target`` holding ``done`` is never replaced."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
         build(tmp)
+        if done and (target / done).is_file():
+            return
         if target.exists():  # left over without its file (an older layout): replace it
             shutil.rmtree(target, ignore_errors=True)
         try:
@@ -274,7 +279,7 @@ def exported_file(model: str, backend: str, st: Any) -> Path:
         return done
     started = time.perf_counter()
     if backend == "onnx":
-        _build_atomically(target, lambda tmp: _export_onnx(st, tmp / "model.onnx"))
+        _build_atomically(target, lambda tmp: _export_onnx(st, tmp / "model.onnx"), EXPORT_FILES[backend])
     elif backend == "onnx-int8":
         source = exported_file(model, "onnx", st)
 
@@ -290,7 +295,7 @@ def exported_file(model: str, backend: str, st: Any) -> Path:
             finally:
                 logging.disable(logging.NOTSET)
 
-        _build_atomically(target, quantize)
+        _build_atomically(target, quantize, EXPORT_FILES[backend])
     elif backend == "openvino":
         source = exported_file(model, "onnx", st)
 
@@ -307,7 +312,7 @@ def exported_file(model: str, backend: str, st: Any) -> Path:
             got = _OpenVinoRunner(tmp / "openvino_model.xml", exact=True)(feats)
             _check_export(expected, got, feats["attention_mask"].numpy().astype(bool), "openvino")
 
-        _build_atomically(target, convert)
+        _build_atomically(target, convert, EXPORT_FILES[backend])
     else:  # pragma: no cover - check_backend refuses it first
         raise ValueError(backend)
     log.info("exported %s for backend %s into %s in %.1f s", model, backend, target, time.perf_counter() - started)

@@ -111,6 +111,7 @@ def test_the_default_backend_comes_from_the_settings_else_the_measured_default(m
 
 
 def test_a_failed_export_leaves_no_cache_and_a_built_one_is_reused(monkeypatch, tmp_path):
+    monkeypatch.delenv("ASSAY_MODEL_CACHE", raising=False)
     monkeypatch.setattr(paths, "_data_dir", tmp_path)
     target = enc.cache_dir_for(DEFAULT_MODEL, "onnx")
     assert target.parent == tmp_path / "models"
@@ -136,7 +137,7 @@ def test_the_onnx_export_gives_the_vectors_of_torch(monkeypatch, tmp_path):
     if enc.backend_problem("onnx"):
         pytest.skip(f"onnx cannot run here: {enc.backend_problem('onnx')}")
     torch_encoder = enc.get_encoder(backend="torch")
-    monkeypatch.setattr(paths, "_data_dir", tmp_path)
+    monkeypatch.setenv("ASSAY_MODEL_CACHE", str(tmp_path / "models"))  # a fresh cache: the export is built here
     onnx = enc.load(DEFAULT_MODEL, "onnx", "cpu")
     assert (tmp_path / "models" / f"{DEFAULT_MODEL}-onnx" / "model.onnx").is_file()
     got, expected = onnx.encode(TEXTS, batch_size=2), torch_encoder.encode(TEXTS)
@@ -160,3 +161,16 @@ def test_a_default_backend_that_cannot_run_falls_back_to_torch_but_a_named_one_i
     monkeypatch.setenv("ASSAY_EMBED_BACKEND", "openvino")
     with pytest.raises(InvalidInput, match="missing"):
         enc.check_backend(None)
+
+
+def test_an_export_finished_first_by_another_process_is_kept(monkeypatch, tmp_path):
+    target = tmp_path / "models" / "m-onnx"
+
+    def build(tmp):
+        (tmp / "model.onnx").write_bytes(b"ours")
+        target.mkdir(parents=True)  # meanwhile another process renamed its finished export into place
+        (target / "model.onnx").write_bytes(b"theirs")
+
+    enc._build_atomically(target, build, "model.onnx")
+    assert (target / "model.onnx").read_bytes() == b"theirs"
+    assert [p.name for p in target.parent.iterdir()] == ["m-onnx"]  # our temporary directory is gone
