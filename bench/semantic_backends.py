@@ -10,10 +10,10 @@ speed on 1,000-character chunks and for retrieval quality on a small labelled se
   then weighs on all alike); the best rate of the best batch size is the backend's figure, with its ratio to
   torch's.
 - Quality: 8 topics x 10 generated documents (~1,000 characters: half the topic's sentences, a quarter sentences any
-  topic could hold, a quarter other topics' sentences) and 24 questions worded apart from the documents, each with its topic. A document is relevant
-  to a question of its topic; recall@10 = relevant documents in the top 10 / 10, MRR = 1 / rank of the first
-  relevant one, both averaged over the questions (exact cosine ranking, no ANN). ``cos vs torch`` is the mean cosine
-  between each backend's vector of a document or question and torch's.
+  topic could hold, a quarter other topics' sentences) and 24 questions worded apart from the documents, each with its
+  topic. A document is relevant to a question of its topic; recall@10 = relevant documents in the top 10 / 10, MRR = 1
+  / rank of the first relevant one, both averaged over the questions (exact cosine ranking, no ANN). ``cos vs torch``
+  is the mean cosine between each backend's vector of a document or question and torch's.
 - load/export: the first ``get_encoder`` of the backend, which builds its export when it is not cached yet (the
   "built" column says so); exports are cached under the data dir's ``models/``.
 - A backend that cannot run here is printed as ``unavailable: <why>``.

@@ -16,11 +16,11 @@ Edges are stripped: a chunk never starts or ends with whitespace, so ``text[chun
 exactly and ``chunk.text == chunk.text.strip()``; the whitespace dropped between chunks is the only text no chunk
 covers, and whitespace-only text gives no chunk at all.
 
-The next chunk starts about ``overlap`` characters before the previous one's end, moved forward to the next word
-start (so it does not begin mid-word) but always after the previous chunk's start, so the loop always advances even
-when ``overlap`` is close to ``chunk_size``, and each chunk reaches at least one non-space character the previous
-one did not have (no chunk is contained in the one before). Where no word boundary lies between that point and the previous end
-(the tail of a hard-cut long word), the next chunk starts there, mid-word, keeping the overlap.
+The next chunk starts about ``overlap`` characters before the previous one's end, moved forward to the next word start
+(so it does not begin mid-word) but always after the previous chunk's start, so the loop always advances even when
+``overlap`` is close to ``chunk_size``, and each chunk reaches at least one non-space character the previous one did
+not have (no chunk is contained in the one before). Where no word boundary lies between that point and the previous
+end (the tail of a hard-cut long word), the next chunk starts there, mid-word, keeping the overlap.
 
 Streaming: pages are read one at a time as the window needs them; the buffer holds the unconsumed text (at most the
 current page plus a window), line numbers are counted incrementally, so the work is linear in the text's length.

@@ -4,11 +4,12 @@
   sentence-transformers model; it is loaded from disk with ``HF_HUB_OFFLINE=1`` / ``TRANSFORMERS_OFFLINE=1`` set
   first, so nothing is ever downloaded.
 - Backends: ``torch`` (sentence-transformers as is); ``onnx`` and ``onnx-int8`` (dynamic int8 quantisation of the
-  weights) through onnxruntime; ``openvino`` through the OpenVINO runtime. For these the transformer is exported
-  (see "exported backends" below: not through optimum, which does not install beside transformers 5.23) offline
-  from the model's files the first time it is asked for, checked against torch, and cached under ``paths.model_cache_dir()/<model>-<backend>/`` (built in a temporary
-  directory beside it, then renamed: a crash leaves no half-built cache). A backend whose libraries are missing is
-  refused with InvalidInput saying why and which backends work here.
+  weights) through onnxruntime; ``openvino`` through the OpenVINO runtime. For these the transformer is exported (see
+  "exported backends" below: not through optimum, which does not install beside transformers 5.23) offline from the
+  model's files the first time it is asked for, checked against torch, and cached under
+  ``paths.model_cache_dir()/<model>-<backend>/`` (built in a temporary directory beside it, then renamed: a crash
+  leaves no half-built cache). A backend whose libraries are missing is refused with InvalidInput saying why and which
+  backends work here.
 - Threads: the model uses every core (``torch.set_num_threads(os.cpu_count())``, and as many onnxruntime / OpenVINO
   threads) unless ``ASSAY_EMBED_THREADS`` or ``OMP_NUM_THREADS`` says otherwise: embedding is the heavy part of
   indexing and the machine has few cores.
@@ -54,9 +55,9 @@ the labelled set (8 topics x 10 documents mixing their topic with others', 24 qu
 Two earlier runs gave the same order (openvino 2.2x and 3.9x torch). openvino (bf16 inference on this CPU) is the
 fastest and its recall@10 / MRR equal torch's: the default. onnx-int8 is 1.4% behind on recall@10 (outside the 1%
 rule). On one thread each (ASSAY_EMBED_THREADS=1, same load) openvino led by less: 13.6 vs torch 12.6 chunks/s
-(1.08x): much of its lead on two threads is that torch's threads suffer more from the oversubscribed cores; an
-idle machine should land between the two figures. One query: openvino ~22 ms, onnx ~27 ms, torch ~35 ms on one thread but ~800 ms on two under this load
-(torch's OpenMP threads stall when the cores are oversubscribed).
+(1.08x): much of its lead on two threads is that torch's threads suffer more from the oversubscribed cores; an idle
+machine should land between the two figures. One query: openvino ~22 ms, onnx ~27 ms, torch ~35 ms on one thread but
+~800 ms on two under this load (torch's OpenMP threads stall when the cores are oversubscribed).
 """
 
 GPU_DEVICES = ("cuda", "mps")
