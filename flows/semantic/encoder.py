@@ -64,8 +64,13 @@ GPU_DEVICES = ("cuda", "mps")
 
 
 def _offline() -> None:
+    """The hub offline for this process: models load from their directories, nothing is ever downloaded (set at
+    import too, as some libraries read these variables when they are first imported)."""
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
+
+_offline()
 
 
 def packaged_models() -> dict[str, Path]:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 
 import numpy as np
@@ -45,6 +46,7 @@ def test_the_encoder_is_loaded_once_per_process(real_encoder):
     assert enc.get_encoder() is real_encoder
     assert enc.get_encoder(DEFAULT_MODEL, real_encoder.backend, "cpu") is real_encoder
     assert real_encoder.model == DEFAULT_MODEL and real_encoder.backend in BACKENDS
+    assert os.environ["HF_HUB_OFFLINE"] == "1" and os.environ["TRANSFORMERS_OFFLINE"] == "1"  # never downloads
 
 
 def test_concurrent_first_calls_load_once(monkeypatch):
