@@ -60,16 +60,28 @@ WRITE_CHUNKS = 512  # ... and about this many chunks (one long document makes a 
 READ_AHEAD = 256  # chunks the reader may have ready ahead of the encoder
 
 
-def params_for(outcome: OutcomeBase | None) -> EmbedParams:
-    """The embed parameters of ``outcome`` (an EmbedOutcome, or None for the defaults) with the model and backend the
-    server's settings give when the outcome names none."""
+def model_and_backend(engine: Engine | None, collection: str, model: str | None,
+                      backend: str | None) -> tuple[str, str]:
+    """The model and backend to embed into ``collection`` with. The model: the one asked for, else the server's
+    (ASSAY_EMBED_MODEL; a collection holding another is refused with MODEL_MISMATCH, so changing the setting never
+    mixes models). The backend: the one asked for; else the collection's, when it exists (the backends' vectors
+    agree, so a new default never refuses a collection built with the old one); else the measured default
+    (``encoder.check_backend``: torch where the default cannot run)."""
     from flows.semantic import encoder as enc
+    from store import semantic as store_sem
 
-    settings = sem_settings.current()
-    model = getattr(outcome, "model", None) or settings.model
-    backend = getattr(outcome, "backend", None) or settings.backend or enc.DEFAULT_BACKEND
-    return EmbedParams(collection=getattr(outcome, "collection", None) or DEFAULT_COLLECTION,
-                       chunk_size=int(getattr(outcome, "chunk_size", 1000)),
+    model = model or sem_settings.current().model
+    existing = store_sem.get_collection(engine, collection) if engine is not None and not backend else None
+    return model, existing["backend"] if existing is not None else enc.check_backend(backend)
+
+
+def params_for(outcome: OutcomeBase | None, engine: Engine | None = None) -> EmbedParams:
+    """The embed parameters of ``outcome`` (an EmbedOutcome, or None for the defaults); the model and backend as
+    :func:`model_and_backend` chooses them."""
+    collection = getattr(outcome, "collection", None) or DEFAULT_COLLECTION
+    model, backend = model_and_backend(engine, collection, getattr(outcome, "model", None),
+                                       getattr(outcome, "backend", None))
+    return EmbedParams(collection=collection, chunk_size=int(getattr(outcome, "chunk_size", 1000)),
                        overlap=int(getattr(outcome, "overlap", 200)), model=model, backend=backend)
 
 
@@ -435,7 +447,7 @@ class EmbedExecutor(OutsideTransactionExecutor):
             self._touched.setdefault(id(engine), (engine, {}))[1][collection["id"]] = collection
 
     def work(self, engine: Engine, outcome: OutcomeBase, rows: Sequence[Any], ctx: RunContext) -> BatchResult:
-        return embed_rows(engine, rows, params=params_for(outcome), rule=ctx.rule or OUTCOME_TYPE,
+        return embed_rows(engine, rows, params=params_for(outcome, engine), rule=ctx.rule or OUTCOME_TYPE,
                           execution_id=ctx.execution_id, should_cancel=ctx.should_cancel, on_item=ctx.on_item,
                           run=self.run, touched=lambda c: self._touch(engine, c))
 

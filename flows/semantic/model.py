@@ -41,7 +41,7 @@ class EmbedParams:
     chunk_size: int = 1000
     overlap: int = 200
     model: str = DEFAULT_MODEL
-    backend: str = "torch"
+    backend: str = "torch"  # always resolved by executor.model_and_backend; this default only serves tests
 
     def key(self) -> str:
         return f"{self.model}|{self.backend}|{self.chunk_size}|{self.overlap}"

@@ -30,7 +30,6 @@ from sqlalchemy import and_, func, select
 from dsl.model import Plan
 from flows.documents.formats import EXTENSIONS
 from flows.roots import Roots
-from flows.semantic import settings as sem_settings
 from flows.semantic.model import DEFAULT_COLLECTION
 from store.entries import T
 from store.errors import DocumentError, FileOperationError, InvalidInput, PathNotAllowed
@@ -263,7 +262,6 @@ def index_files(plans, folder_path: str, *, chunk_size: int = 1000, overlap: int
     (an incremental walk, needed to apply maxFiles) with ``status: running`` and the execution id, while the
     extraction and embedding run in the background (plan-get follows it, ``plans.cancel(execution_id)`` stops
     it). ``on_progress(dict)`` gets the walk's and then the execution's progress."""
-    from flows.semantic import encoder as enc
     from store import semantic as store_sem
 
     started = time.perf_counter()
@@ -272,8 +270,9 @@ def index_files(plans, folder_path: str, *, chunk_size: int = 1000, overlap: int
     collection = check_collection_name(collection)
     extensions = file_extensions(file_types)
     folder = resolve_folder(plans.roots, folder_path)
-    settings = sem_settings.current()
-    model, backend = settings.model, settings.backend or enc.DEFAULT_BACKEND
+    from flows.semantic.executor import model_and_backend
+
+    model, backend = model_and_backend(engine, collection, None, None)
     coll = _ensure_collection(engine, collection, model=model, backend=backend, chunk_size=chunk_size,
                               overlap=overlap)
     plan = index_plan(collection, folder, extensions, chunk_size=chunk_size, overlap=overlap)

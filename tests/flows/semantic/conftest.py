@@ -10,16 +10,17 @@ from tests.flows.semantic.fakes import FakeEncoder
 
 @pytest.fixture
 def fake_encoder(monkeypatch) -> FakeEncoder:
-    """Every ``flows.semantic.encoder.get_encoder(...)`` call of the test returns one FakeEncoder (whatever model or
-    backend is asked for; its ``model`` is the name asked for, so model mismatches are still seen)."""
+    """Every ``flows.semantic.encoder.get_encoder(...)`` call of the test returns the FakeEncoder of the model asked
+    for (one per model name, whatever the backend, so the fixture's value sees every text encoded with the default
+    model; its ``model`` is the name asked for, so model mismatches are still seen)."""
     import flows.semantic.encoder as encoder_module
 
-    fakes: dict[tuple, FakeEncoder] = {}
+    fakes: dict[str, FakeEncoder] = {}
 
     def get_encoder(model=None, backend=None, device=None):
-        key = (model or "all-MiniLM-L6-v2", backend or "torch")
+        key = model or "all-MiniLM-L6-v2"
         if key not in fakes:
-            fakes[key] = FakeEncoder(model=key[0], backend=key[1])
+            fakes[key] = FakeEncoder(model=key, backend=backend or "torch")
         return fakes[key]
 
     monkeypatch.setattr(encoder_module, "get_encoder", get_encoder, raising=False)
