@@ -59,6 +59,18 @@ SETTINGS: list[tuple[str, str, str, str, str]] = [
     ("", "ASSAY_DOCUMENTS_PLAN", "", "on",
      "off: do not install the built-in \"documents\" plan (text of every document under the roots, kept current) "
      "at server start"),
+    # the semantic index's settings (flows/semantic/settings.py, paths.py), read from the environment only
+    ("", "ASSAY_EMBED_MODEL", "", "all-MiniLM-L6-v2",
+     "the sentence-transformers model: the packaged one by name, or a model directory (never downloaded)"),
+    ("", "ASSAY_EMBED_BACKEND", "", "openvino",
+     "torch, onnx, onnx-int8 or openvino: the fastest within 1% of torch's retrieval quality by default "
+     "(bench/semantic_backends.py); recorded per collection"),
+    ("", "ASSAY_EMBED_BATCH", "", "64", "chunks per encode call"),
+    ("", "ASSAY_EMBED_DEVICE", "", "cpu", "cpu, or cuda / mps (GPU_NOT_AVAILABLE when asked for and absent)"),
+    ("", "ASSAY_EMBED_THREADS", "", "every core", "threads the model runs on (else OMP_NUM_THREADS when set)"),
+    ("", "ASSAY_SEARCH_EF", "", "128", "hnswlib ef at query time (higher: better recall, slower)"),
+    ("", "ASSAY_MODEL_CACHE", "", "data dir/models",
+     "where the ONNX / OpenVINO exports of the model are built once and kept"),
     ("--config", "", "", "", "YAML file holding the settings above under their YAML keys"),
 ]
 

@@ -28,7 +28,7 @@ def test_readme_reference_tables_match_the_server(section):
         f"README.md's {section} table is stale: run `.venv/bin/python -m mcp_server.docs --write README.md`")
 
 
-def test_every_setting_in_the_readme_is_accepted_where_it_says(tmp_path):
+def test_every_setting_in_the_readme_is_accepted_where_it_says(tmp_path, monkeypatch):
     serve = build_parser()._subparsers._group_actions[0].choices["serve"]
     flags = {opt for action in serve._actions for opt in action.option_strings}
     for flag, env, key, _default, _meaning in docs.SETTINGS:
@@ -48,9 +48,19 @@ def test_every_setting_in_the_readme_is_accepted_where_it_says(tmp_path):
     documents = {"ASSAY_DOCUMENT_MAX_BYTES": "1000", "ASSAY_DOCUMENT_TIMEOUT": "5", "ASSAY_OCR": "off",
                  "ASSAY_OCR_LANGUAGE": "deu", "ASSAY_MAX_DOCUMENT_READ_CHARS": "500", "ASSAY_SEARCH_TIMEOUT": "3",
                  "ASSAY_ALLOW_SYMLINKS": "on", "ASSAY_DOCUMENTS_PLAN": "off"}
+    from flows.semantic import paths
+    from flows.semantic.settings import SemanticSettings
+
+    semantic = {"ASSAY_EMBED_MODEL": "/models/other", "ASSAY_EMBED_BACKEND": "torch", "ASSAY_EMBED_BATCH": "8",
+                "ASSAY_EMBED_DEVICE": "cuda", "ASSAY_EMBED_THREADS": "1", "ASSAY_SEARCH_EF": "64"}
     for _flag, env, _key, _default, _meaning in docs.SETTINGS:
         if env in documents:  # the documents capability reads these itself
             assert DocumentSettings.from_env({env: documents[env]}) != DocumentSettings(), f"{env} has no effect"
+        elif env in semantic:  # and the semantic index these
+            assert SemanticSettings.from_env({env: semantic[env]}) != SemanticSettings(), f"{env} has no effect"
+        elif env == "ASSAY_MODEL_CACHE":
+            monkeypatch.setenv(env, str(tmp_path / "models"))
+            assert paths.model_cache_dir() == tmp_path / "models"
         elif env:
             value = {"ASSAY_ROOTS": str(tmp_path), "ASSAY_DATA_DIR": str(tmp_path / "d"),
                      "ASSAY_DATABASE_URL": "sqlite:////tmp/x.db", "CORS_ORIGINS": "http://a.example",
