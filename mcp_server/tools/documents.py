@@ -298,13 +298,11 @@ def register(mcp: MCPServer, app) -> None:
         scope: Annotated[Scope | None, Field(description="Boolean search: {\"type\": \"global\"}, or collection / "
                                                          "document with a path. Omit it for the semantic search")]
         = None,
-        context_lines: Annotated[int | None, Field(ge=0, le=50, description="Boolean search: lines of context "
-                                                                           "before and after each match (0-50, "
-                                                                           "default 5)")] = None,
-        max_results: Annotated[int | None, Field(ge=1, le=500, description="Boolean search: max results (1-500, "
-                                                                           "default 20)")] = None,
-        fuzzy: Annotated[bool | None, Field(description="Boolean search: tolerate small typos in the terms "
-                                                        "(slower; default false)")] = None,
+        context_lines: Annotated[int, Field(ge=0, le=50, description="Boolean search: lines of context before "
+                                                                     "and after each match (0-50)")] = 5,
+        max_results: Annotated[int, Field(ge=1, le=500, description="Boolean search: max results (1-500)")] = 20,
+        fuzzy: Annotated[bool, Field(description="Boolean search: tolerate small typos in the terms (slower)")]
+        = False,
         options: Annotated[SemanticOptions | None, Field(
             description="Semantic search (reference 002; no scope): {limit=10, minScore=0.7, "
                         "includeMetadata=true}")] = None,
@@ -325,12 +323,14 @@ def register(mcp: MCPServer, app) -> None:
                 raise InvalidInput("options belongs to the semantic search (no scope); the boolean search takes "
                                    "context_lines, max_results and fuzzy", field="options")
             result = await anyio.to_thread.run_sync(
-                lambda: boolean_search(app, query, scope, context_lines=5 if context_lines is None else context_lines,
-                                       max_results=max_results or 20, fuzzy=bool(fuzzy)))
+                lambda: boolean_search(app, query, scope, context_lines=context_lines, max_results=max_results,
+                                       fuzzy=fuzzy))
             result = {"search_type": "boolean", **result}
         else:
-            given = [name for name, value in (("context_lines", context_lines), ("max_results", max_results),
-                                              ("fuzzy", fuzzy)) if value is not None]
+            # the boolean search's own parameters, set to anything but their defaults, would be ignored: refused
+            given = [name for name, value, default in (("context_lines", context_lines, 5),
+                                                       ("max_results", max_results, 20), ("fuzzy", fuzzy, False))
+                     if value != default]
             if given:
                 raise InvalidInput(f"{', '.join(given)} belong{'s' * (len(given) == 1)} to the boolean search, which "
                                    "needs scope (e.g. {\"type\": \"global\"}); without scope the semantic search "
