@@ -220,3 +220,8 @@ def test_chunk_rows_of_missing_ids_are_absent(store):
     with store.connect() as conn:
         assert conn.execute(select(func.count()).select_from(Chunk.__table__).where(
             Chunk.__table__.c.id == 10**9)).scalar() == 0
+
+
+def test_keyword_queries_leave_out_english_function_words_unless_nothing_else_is_left():
+    assert sem.query_words("What is the capital of France?") == ["capital", "france"]
+    assert sem.query_words("to be or not to be") == ["to", "be", "or", "not"]
