@@ -243,7 +243,7 @@ class Stores:
 
     def fresh(self, label: str):
         """(engine, service, data dir) for a new store holding the indexed corpus and an empty cache."""
-        import flows.classify
+        import flows.capabilities
         from flows.index.flow import run_index_job
         from flows.plans.service import PlanService
         from flows.roots import Roots
@@ -253,7 +253,7 @@ class Stores:
         self.made += 1
         data = self.scratch / f"{self.made:02d}-{label}"
         data.mkdir(parents=True)
-        flows.classify.configure(data)
+        flows.capabilities.configure(data)
         engine = make_engine(f"sqlite:///{data / 'assay.db'}")
         roots = [self.corpus.root] + ([self.corpus.long_video.parent] if self.corpus.long_video else [])
         for root in roots:

@@ -10,6 +10,7 @@ at server start by its ``start_plans`` hook (the documents capability's "documen
 from __future__ import annotations
 
 import importlib
+import os
 import threading
 from pathlib import Path
 
@@ -38,10 +39,23 @@ def load_capabilities() -> None:
             _loaded = True
 
 
+_data_dir: Path | None = None
+
+
+def data_dir() -> Path:
+    """The data dir this process was configured with (:func:`configure`); else ASSAY_DATA_DIR; else ~/.assay (the
+    server's own default). The classifier keeps its artifact cache there, the semantic index its model exports."""
+    if _data_dir is not None:
+        return _data_dir
+    env = os.environ.get("ASSAY_DATA_DIR")
+    return Path(env).expanduser() if env else Path.home() / ".assay"
+
+
 def configure(data_dir: str | Path) -> None:
-    """Tell every installed capability that wants it where the data dir is (the classifier keeps its artifact
-    cache there; the semantic index will keep its vectors there): calls ``configure(data_dir)`` on each installed
-    package that has one."""
+    """Set the data dir (:func:`data_dir`) and tell every installed capability that wants more: calls
+    ``configure(data_dir)`` on each installed package that has one."""
+    global _data_dir
+    _data_dir = Path(data_dir)
     load_capabilities()
     for name in INSTALLED:
         module = importlib.import_module(name)

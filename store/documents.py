@@ -21,7 +21,7 @@ from sqlalchemy import and_, delete, false, func, insert, or_, select
 from sqlalchemy import text as sql_text
 from sqlalchemy.engine import Connection, Engine
 
-from store.entries import subtree_clause
+from store.entries import existing_ids, subtree_clause
 from store.fold import fold
 from store.models import Document, DocumentSegment, Entry
 
@@ -116,14 +116,6 @@ def _document_row(item: DocumentWrite, *, lines: int, chars: int) -> dict[str, A
 # --- writes -------------------------------------------------------------------------------------------------------
 
 
-def _existing(conn: Connection, entry_ids: Sequence[int]) -> set[int]:
-    found: set[int] = set()
-    ids = list(entry_ids)
-    for i in range(0, len(ids), _CHUNK):
-        found.update(conn.execute(select(E.c.id).where(E.c.id.in_(ids[i:i + _CHUNK]))).scalars())
-    return found
-
-
 def _delete_rows(conn: Connection, entry_ids: Sequence[int]) -> None:
     """Delete the documents rows first (the document leaves searches at once), then the segments (one DELETE per
     chunk: on SQLite each row's trigger takes its text out of the full-text index)."""
@@ -166,7 +158,7 @@ def write_extracted_many(engine: Engine, items: Iterable[DocumentWrite], *,
         if not batch:
             return
         with engine.begin() as conn:
-            live = _existing(conn, list({item.entry_id for item, _, _, _ in batch}))
+            live = existing_ids(conn, list({item.entry_id for item, _, _, _ in batch}))
             _delete_rows(conn, [item.entry_id for item, _, _, first in batch if first and item.entry_id in live])
             rows = [{"entry_id": s.entry_id, "seq": s.seq, "page": s.page, "line_start": s.line_start,
                      "line_count": s.line_count, "ocr": s.ocr, "text": s.text,

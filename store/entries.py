@@ -229,6 +229,16 @@ def move_subtree(conn: Connection, *, old: str, new: str) -> int:
     return (res.rowcount or 0) + 1
 
 
+def existing_ids(conn: Connection, entry_ids: Sequence[int], *, chunk: int = 500) -> set[int]:
+    """Which of ``entry_ids`` still name entries (asked ``chunk`` ids at a time): writers drop the results of entries
+    deleted while their work ran, rather than fail on the foreign key."""
+    found: set[int] = set()
+    ids = list(entry_ids)
+    for i in range(0, len(ids), chunk):
+        found.update(conn.execute(select(T.c.id).where(T.c.id.in_(ids[i:i + chunk]))).scalars())
+    return found
+
+
 def get_entry(conn: Connection | Engine, *, path: str) -> RowMapping | None:
     stmt = select(T).where(T.c.path == path)
     if isinstance(conn, Engine):

@@ -33,6 +33,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
+from store.entries import existing_ids
 from store.errors import DocumentError, InvalidInput
 from store.models import Chunk, Collection, CollectionEntry, Embedding, Entry
 
@@ -235,14 +236,6 @@ def drop_collection(engine: Engine, collection_id: int) -> None:
 # --- entries ------------------------------------------------------------------------------------------------------
 
 
-def _existing(conn: Connection, entry_ids: Sequence[int]) -> set[int]:
-    found: set[int] = set()
-    ids = list(entry_ids)
-    for i in range(0, len(ids), _CHUNK):
-        found.update(conn.execute(select(E.c.id).where(E.c.id.in_(ids[i:i + _CHUNK]))).scalars())
-    return found
-
-
 def entry_keys(engine: Engine, collection_id: int, entry_ids: Iterable[int]) -> dict[int, str]:
     """The work key each of ``entry_ids`` was embedded with in the collection (entries never embedded are absent)."""
     ids = list(entry_ids)
@@ -332,7 +325,7 @@ def _replace(engine: Engine, collection_id: int, items: dict[int, EntryChunks],
              vectors: dict[int, np.ndarray | None], dim: int) -> Replaced:
     with engine.begin() as conn:
         version = _bump(conn, collection_id)
-        live = _existing(conn, list(items))
+        live = existing_ids(conn, list(items))
         gone = set(items) - live
         if gone:
             log.info("%d entries not embedded into collection %d: they were removed meanwhile", len(gone),

@@ -3,32 +3,15 @@
 The first capability built in its own subpackage on the registries (``flows.capabilities``): importing it registers
 the ``classifier`` outcome executor (``flows.classify.executor``) and the condition fields it fills
 (``flows.classify.fields``), and marks the "metadata" producer installed so conditions on ``width``, ``duration`` or
-``exif.Model`` validate. ``configure(data_dir)`` tells it where the artifact cache lives (``<data dir>/cache``). In the pool's worker
-processes nothing is registered: they only run ``flows.classify.worker``.
+``exif.Model`` validate. Its artifact cache lives in ``<data dir>/cache`` (``data_dir``: the one
+``flows.capabilities.configure`` was told). In the pool's worker processes nothing is registered: they only run
+``flows.classify.worker``.
 """
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
+from flows.capabilities import data_dir  # noqa: F401  (re-exported: the classifier's modules read it from here)
 from flows.workers import in_worker_process
-
-_data_dir: Path | None = None
-
-
-def configure(data_dir: str | Path) -> None:
-    """Where the cache of generated artifacts lives (called by ``flows.capabilities.configure``)."""
-    global _data_dir
-    _data_dir = Path(data_dir)
-
-
-def data_dir() -> Path:
-    """The configured data dir; else ASSAY_DATA_DIR; else ~/.assay (the server's own default)."""
-    if _data_dir is not None:
-        return _data_dir
-    env = os.environ.get("ASSAY_DATA_DIR")
-    return Path(env) if env else Path.home() / ".assay"
 
 
 def start_background(engine) -> None:

@@ -28,7 +28,6 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Any, Callable, ClassVar, Iterable, Iterator, Sequence
 
-from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from dsl.outcomes import OutcomeBase
@@ -37,7 +36,7 @@ from flows.documents.formats import format_of
 from flows.documents.model import METADATA_EXTRACTION_FAILED, ExtractOptions, Extracted
 from flows.outcomes import BatchResult, OutsideTransactionExecutor, RunContext
 from store import plans as store_plans
-from store.entries import T as E
+from store.entries import existing_ids
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +125,7 @@ def write_chunk(engine: Engine, chunk: list[tuple[_Task, Extracted]], *, rule: s
 
     with engine.connect() as conn:
         ids = [t.entry_id for t, _ in chunk]
-        alive = set(conn.execute(select(E.c.id).where(E.c.id.in_(ids))).scalars())
+        alive = existing_ids(conn, ids)
     kept = [(t, x) for t, x in chunk if t.entry_id in alive]
     if not kept:
         return 0
@@ -137,7 +136,7 @@ def write_chunk(engine: Engine, chunk: list[tuple[_Task, Extracted]], *, rule: s
                 "detail": None if x.ok else _reason(x)} for t, x in kept]
     with engine.begin() as conn:
         # an entry deleted between the write and now takes its document with it; its record would break the FK
-        alive = set(conn.execute(select(E.c.id).where(E.c.id.in_([r["entry_id"] for r in records]))).scalars())
+        alive = existing_ids(conn, [r["entry_id"] for r in records])
         store_plans.record_outcomes(conn, [r for r in records if r["entry_id"] in alive])
     return len(kept)
 

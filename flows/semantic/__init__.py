@@ -15,16 +15,7 @@ documents capability (an entry not extracted yet is extracted first). Modules:
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from flows.workers import in_worker_process
-
-
-def configure(data_dir: str | Path) -> None:
-    """Where exported model backends are cached (the hnswlib files live beside the database: ``paths``)."""
-    from flows.semantic import paths
-
-    paths.configure(data_dir)
 
 
 def _register() -> None:

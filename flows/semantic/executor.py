@@ -49,7 +49,7 @@ from flows.outcomes import EXECUTORS, BatchResult, OutsideTransactionExecutor, R
 from flows.semantic import settings as sem_settings
 from flows.semantic.model import DEFAULT_COLLECTION, ChunkSpan, EmbedParams, entry_work_key
 from store import plans as store_plans
-from store.entries import T as E
+from store.entries import T as E, existing_ids
 from store.errors import AssayError
 
 log = logging.getLogger(__name__)
@@ -394,7 +394,7 @@ class _Writer:
 
         engine, collection = self._engine, self._collection
         with engine.connect() as conn:
-            alive = set(conn.execute(select(E.c.id).where(E.c.id.in_([t.entry_id for t in group]))).scalars())
+            alive = existing_ids(conn, [t.entry_id for t in group])
         group = [t for t in group if t.entry_id in alive]  # deleted while being embedded: nothing to write
         if not group:
             return
@@ -414,7 +414,7 @@ class _Writer:
                    for t in group]
         with engine.begin() as conn:
             # an entry deleted since takes its chunks with it; its record would break the FK
-            alive = set(conn.execute(select(E.c.id).where(E.c.id.in_([r["entry_id"] for r in records]))).scalars())
+            alive = existing_ids(conn, [r["entry_id"] for r in records])
             store_plans.record_outcomes(conn, [r for r in records if r["entry_id"] in alive])
         for task in group:
             task.chunks, task.vectors = [], []  # written: the memory goes

@@ -57,7 +57,7 @@ from flows.documents.model import PAGED_FORMATS
 from flows.outcomes import EXECUTORS, BatchResult, OutsideTransactionExecutor, RunContext, register_executor
 from flows.semantic import settings as sem_settings
 from store import sets as store_sets
-from store.entries import T as E
+from store.entries import existing_ids
 from store.errors import AssayError
 from store.models import EntryLabel, MetadataValue, now
 
@@ -167,7 +167,7 @@ def write_labels(engine: Engine, outcome: LabelOutcome, model: str, items: Seque
     names = outcome.class_names()
     stamp = now()
     with engine.begin() as conn:
-        alive = set(conn.execute(select(E.c.id).where(E.c.id.in_([i.entry_id for i in items]))).scalars())
+        alive = existing_ids(conn, [i.entry_id for i in items])
         items = [i for i in items if i.entry_id in alive]
         if not items:
             return

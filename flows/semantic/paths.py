@@ -13,20 +13,7 @@ from pathlib import Path
 
 from sqlalchemy.engine import Engine
 
-_data_dir: Path | None = None
-
-
-def configure(data_dir: str | Path) -> None:
-    global _data_dir
-    _data_dir = Path(data_dir)
-
-
-def data_dir() -> Path:
-    """The configured data dir; else ASSAY_DATA_DIR; else ~/.assay (the server's own default)."""
-    if _data_dir is not None:
-        return _data_dir
-    env = os.environ.get("ASSAY_DATA_DIR")
-    return Path(env).expanduser() if env else Path.home() / ".assay"
+from flows.capabilities import data_dir
 
 
 def vector_dir(engine: Engine) -> Path:

@@ -141,25 +141,22 @@ def test_a_store_made_before_scan_error_existed_gains_the_column_and_keeps_its_e
     reopened.dispose()
 
 
-def test_artifact_cache_orphans_and_missing_files_are_reported_with_warnings(engine, indexed, data_dir):
+def test_artifact_cache_orphans_and_missing_files_are_reported_with_warnings(engine, indexed, data_dir,
+                                                                             monkeypatch):
     from flows.classify import cache
     from mcp_server.tools.database import cache_report
-    import flows.classify as classify_pkg
     from store.models import Artifact
 
-    classify_pkg.configure(data_dir)
-    try:
-        kept = cache.put(data_dir, b"thumbnail")
-        orphan = cache.put(data_dir, b"left behind")
-        with engine.begin() as conn:
-            entry = conn.execute(text("SELECT id FROM entries WHERE kind = 'file' LIMIT 1")).scalar_one()
-            conn.execute(insert(Artifact.__table__), [
-                {"entry_id": entry, "type": "thumbnail", "cache_path": kept, "value_json": "{}"},
-                {"entry_id": entry, "type": "video-timeline", "cache_path": "cache/00/00/" + "0" * 32 + ".jpg",
-                 "value_json": "{}"}])
-        report = diagnostics.diagnose(engine, artifact_cache=cache_report(engine))
-    finally:
-        classify_pkg._data_dir = None
+    monkeypatch.setattr("flows.capabilities._data_dir", data_dir)
+    kept = cache.put(data_dir, b"thumbnail")
+    orphan = cache.put(data_dir, b"left behind")
+    with engine.begin() as conn:
+        entry = conn.execute(text("SELECT id FROM entries WHERE kind = 'file' LIMIT 1")).scalar_one()
+        conn.execute(insert(Artifact.__table__), [
+            {"entry_id": entry, "type": "thumbnail", "cache_path": kept, "value_json": "{}"},
+            {"entry_id": entry, "type": "video-timeline", "cache_path": "cache/00/00/" + "0" * 32 + ".jpg",
+             "value_json": "{}"}])
+    report = diagnostics.diagnose(engine, artifact_cache=cache_report(engine))
     assert report["artifact_cache"]["orphan_files"] == 1 and report["artifact_cache"]["orphan_samples"] == [orphan]
     assert report["artifact_cache"]["orphan_bytes"] == len(b"left behind")
     assert report["artifact_cache"]["missing_files"] == 1

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-import flows.classify as classify_pkg
 from flows.classify import cache
 from flows.classify import executor as cx
 from flows.classify.model import ArtifactOut, FileResult, FileTask
@@ -54,5 +53,5 @@ def fake(monkeypatch, data_dir):
     classifier = FakeClassifier()
     monkeypatch.setattr(cx.DEFAULT_RUN, "classify", classifier)
     monkeypatch.setattr(cx.DEFAULT_RUN, "pool_mode", "thread")
-    monkeypatch.setattr(classify_pkg, "_data_dir", data_dir)
+    monkeypatch.setattr("flows.capabilities._data_dir", data_dir)
     return classifier

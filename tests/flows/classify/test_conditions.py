@@ -288,7 +288,7 @@ def test_a_plan_classifies_photos_and_a_later_rule_selects_the_wide_ones_in_one_
     data_dir.mkdir()
     monkeypatch.setattr(cx.DEFAULT_RUN, "classify", None)  # the real worker (flows.classify.worker)
     monkeypatch.setattr(cx.DEFAULT_RUN, "pool_mode", "thread")
-    monkeypatch.setattr(flows.classify, "_data_dir", data_dir)
+    monkeypatch.setattr("flows.capabilities._data_dir", data_dir)
     root = tmp_path / "photos"
     for name, size in {"narrow.jpg": (320, 240), "wide.jpg": (640, 480), "wider.jpg": (1024, 512)}.items():
         media.jpeg(root / name, size)

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-import flows.classify as classify_pkg
 from dsl.model import Plan
 from flows.classify import executor as cx
 from flows.classify.sweep import sweep_cache
@@ -259,7 +258,7 @@ needs_worker = pytest.mark.skipif(not Path(cx.__file__).with_name("worker.py").e
 def real(monkeypatch, data_dir):
     monkeypatch.setattr(cx.DEFAULT_RUN, "classify", None)
     monkeypatch.setattr(cx.DEFAULT_RUN, "pool_mode", "thread")
-    monkeypatch.setattr(classify_pkg, "_data_dir", data_dir)
+    monkeypatch.setattr("flows.capabilities._data_dir", data_dir)
 
 
 @needs_worker
