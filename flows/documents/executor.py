@@ -11,7 +11,7 @@ The flow of one batch (``extract_rows``, shared by plan runs and anything else t
 3. The rest go to the extraction pool (``flows.documents.worker.run_extractions``) with no transaction open; results
    come back as files finish and are written in chunks (``store.documents.write_extracted_many``), bounded by a
    number of documents and of characters, so neither the batch nor many large documents are held at once. The
-   writes run on a thread of their own (``_ChunkWriter``), so the pool keeps extracting while SQLite indexes.
+   writes run on a thread of their own (``flows.workers.WriterThread``), so the pool keeps extracting while SQLite indexes.
 4. A document that could not be read (encrypted, truncated, binary with a text extension, too large, timed out) is
    written too (``documents.status = error`` with its reason, searches count it as failed) and reported as an
    outcome error of its entry ("FILTER_FAILED: encrypted PDF"), so the execution ends ``partial`` and plan-get
@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import queue
-import threading
 from dataclasses import dataclass, replace
 from typing import Any, Callable, ClassVar, Iterable, Iterator, Sequence
 
@@ -35,6 +33,7 @@ from flows.documents import settings as doc_settings
 from flows.documents.formats import format_of
 from flows.documents.model import METADATA_EXTRACTION_FAILED, ExtractOptions, Extracted
 from flows.outcomes import BatchResult, OutsideTransactionExecutor, RunContext
+from flows.workers import WriterThread
 from store import plans as store_plans
 from store.entries import existing_ids
 
@@ -165,7 +164,13 @@ def extract_rows(engine: Engine, rows: Sequence[Any], *, options: ExtractOptions
     if not todo:
         return result
 
-    writer = _ChunkWriter(engine, rule=rule, execution_id=execution_id, on_write=run.on_write)
+    def write(chunk: list[tuple[_Task, Extracted]]) -> None:
+        written = write_chunk(engine, chunk, rule=rule, execution_id=execution_id)
+        if run.on_write is not None:
+            run.on_write(written)
+
+    # the writes run on a thread of their own, so the pool keeps extracting while SQLite indexes
+    writer = WriterThread(write, name="assay-extract-writer")
     chunk: list[tuple[_Task, Extracted]] = []
     chunk_chars = 0
     extract = run.extract or _default_extract
@@ -191,48 +196,6 @@ def extract_rows(engine: Engine, rows: Sequence[Any], *, options: ExtractOptions
         finally:
             writer.close()  # waits for the writes; raises what a write raised
     return result
-
-
-class _ChunkWriter:
-    """Writes chunks on a thread of its own while the caller keeps draining the extraction pool: SQLite's inserts
-    (the trigram tokenizer above all) run with the GIL released, so the workers' next files, the results coming
-    back and the writes overlap instead of taking turns. At most two chunks wait (memory stays bounded; a caller
-    that outpaces the writes waits). The first write that fails stops the writer; ``close`` raises it."""
-
-    _DONE = object()
-
-    def __init__(self, engine: Engine, *, rule: str, execution_id: int | None,
-                 on_write: Callable[[int], None] | None) -> None:
-        self._engine, self._rule, self._execution_id, self._on_write = engine, rule, execution_id, on_write
-        self._queue: queue.Queue = queue.Queue(maxsize=2)
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._work, name="assay-extract-writer", daemon=True)
-        self._thread.start()
-
-    def _work(self) -> None:
-        while True:
-            chunk = self._queue.get()
-            if chunk is self._DONE:
-                return
-            if self._error is not None:
-                continue  # drain: the caller learns of the failure at close
-            try:
-                written = write_chunk(self._engine, chunk, rule=self._rule, execution_id=self._execution_id)
-                if self._on_write is not None:
-                    self._on_write(written)
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread by close()
-                self._error = exc
-
-    def put(self, chunk: list[tuple[_Task, Extracted]]) -> None:
-        if self._error is not None:
-            raise self._error
-        self._queue.put(chunk)
-
-    def close(self) -> None:
-        self._queue.put(self._DONE)
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
 
 
 def _account(result: BatchResult, task: _Task, extracted: Extracted) -> None:

@@ -47,6 +47,7 @@ from flows.documents.formats import format_of
 from flows.documents.model import PAGED_FORMATS
 from flows.outcomes import EXECUTORS, BatchResult, OutsideTransactionExecutor, RunContext, register_executor
 from flows.semantic import settings as sem_settings
+from flows.workers import WriterThread
 from flows.semantic.model import DEFAULT_COLLECTION, ChunkSpan, EmbedParams, entry_work_key
 from store import plans as store_plans
 from store.entries import T as E, existing_ids
@@ -332,30 +333,23 @@ def _pipeline(engine: Engine, encoder, tasks: list[_Task], *, params: EmbedParam
 
 
 class _Writer:
-    """Writes finished entries on a thread of its own while the caller keeps encoding: a write (a few entries or a
-    few hundred chunks, ``store.semantic.replace_entries``: one short transaction) then its application to the live
-    vector index, then the entries' outcome records. At most two writes wait (a caller that outpaces the store
-    waits). The first write that fails stops the writer; ``close`` raises it."""
-
-    _DONE = object()
+    """Gathers finished entries into writes (a few entries or a few hundred chunks) done on a thread of their own
+    (``flows.workers.WriterThread``) while the caller keeps encoding: ``store.semantic.replace_entries`` (one short
+    transaction), then the write's application to the live vector index, then the entries' outcome records. At most
+    two writes wait. The first write that fails stops the writer; ``put`` or ``close`` raises it."""
 
     def __init__(self, engine: Engine, collection: dict, *, rule: str, execution_id: int | None, run: EmbedRun,
                  on_item: Callable[[str], None] | None, touched: Callable[[dict], None] | None) -> None:
         self._engine, self._collection = engine, collection
         self._rule, self._execution_id, self._run = rule, execution_id, run
         self._on_item, self._touched = on_item, touched
-        self._queue: queue.Queue = queue.Queue(maxsize=2)
         self._group: list[_Task] = []
         self._group_chunks = 0
-        self._error: BaseException | None = None
         self.written: list[_Task] = []
-        self._thread = threading.Thread(target=self._work, name="assay-embed-writer", daemon=True)
-        self._thread.start()
+        self._thread = WriterThread(self._write, name="assay-embed-writer")
 
     def put(self, task: _Task) -> None:
         """Queue one finished entry; a write goes out once enough are gathered."""
-        if self._error is not None:
-            raise self._error
         self._group.append(task)
         self._group_chunks += len(task.chunks)
         if len(self._group) >= self._run.write_entries or self._group_chunks >= self._run.write_chunks:
@@ -363,30 +357,15 @@ class _Writer:
 
     def _send(self) -> None:
         if self._group:
-            self._queue.put(self._group)
-            self._group, self._group_chunks = [], 0
+            group, self._group, self._group_chunks = self._group, [], 0
+            self._thread.put(group)
 
     def close(self) -> None:
         try:
-            if self._error is None:
+            if not self._thread.failed:
                 self._send()
         finally:
-            self._queue.put(self._DONE)
-            self._thread.join()
-        if self._error is not None:
-            raise self._error
-
-    def _work(self) -> None:
-        while True:
-            group = self._queue.get()
-            if group is self._DONE:
-                return
-            if self._error is not None:
-                continue  # drain: the caller learns of the failure at close
-            try:
-                self._write(group)
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread by close()
-                self._error = exc
+            self._thread.close()
 
     def _write(self, group: list[_Task]) -> None:
         from flows.semantic import vectors
