@@ -428,6 +428,9 @@ def load(model: str, backend: str, device: str) -> Encoder:
     _offline()
     _set_threads()
     from sentence_transformers import SentenceTransformer
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()  # its "Loading weights" bar would fill the server's log
 
     path = resolve_model(model)
     started = time.perf_counter()
