@@ -96,12 +96,12 @@ async def test_create_refuses_an_unknown_condition_key_naming_it_and_its_place(c
 
 async def test_create_refuses_sources_outside_the_roots_and_uninstalled_outcomes(client, tree):
     bad = {"name": "x", "sources": [{"name": "etc", "type": "filesystem.index", "config": {"path": "/etc"}}],
-           "outcomes": [{"type": "embed", "collection": "papers"}]}
+           "outcomes": [{"type": "map"}]}
     with pytest.raises(ToolFailed) as err:
         await call(client, "plan-create", bad)
     assert "2 problems" in str(err.value)
     assert "sources[0].config.paths[0]" in str(err.value) and "outside the allowed roots" in str(err.value)
-    assert "outcomes[0]: outcome type 'embed' is not installed" in str(err.value)
+    assert "outcomes[0]: outcome type 'map' is not installed" in str(err.value)
 
 
 async def test_create_twice_is_refused(client, tree):
@@ -210,10 +210,10 @@ async def test_update_refuses_text_with_fields_and_conditions_without_a_main_rul
 
 
 async def test_problems_found_after_parsing_dsl_text_carry_their_line(client, tree):
-    text = f"plan p\nsource home index {tree}\nrule r when size > 1MB\n  do embed papers\n"
+    text = f"plan p\nsource home index {tree}\nrule r when size > 1MB\n  do map\n"
     res = await call(client, "plan-validate", {"text": text})
     assert res["valid"] is False
-    assert res["problems"][0]["line"] == 4 and "'embed' is not installed" in res["problems"][0]["message"]
+    assert res["problems"][0]["line"] == 4 and "'map' is not installed" in res["problems"][0]["message"]
     with pytest.raises(ToolFailed, match="line 4, column"):
         await call(client, "plan-create", {"text": text})
 
