@@ -30,7 +30,8 @@ EXPECTED_ROWS = [
 
 def test_semantic_benchmark_prints_every_row(tmp_path):
     out, figures = tmp_path / "semantic.md", tmp_path / "semantic.json"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "ASSAY_"))}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PREFECT_", "ASSAY_")) or k == "ASSAY_MODEL_CACHE"}  # the suite's model exports
     proc = subprocess.run([sys.executable, "-m", "bench.semantic", "--quick", "--work", str(tmp_path),
                            "--out", str(out), "--json", str(figures)],
                           capture_output=True, text=True, timeout=900, cwd=REPO, env=env)
