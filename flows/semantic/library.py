@@ -23,7 +23,7 @@ from sqlalchemy.engine import Engine
 
 from flows.documents import library as doc_library
 from flows.documents.paths import DocumentPaths
-from flows.semantic.model import DEFAULT_COLLECTION, Hit
+from flows.semantic.model import DEFAULT_COLLECTION, Hit, citation
 from store.errors import DocumentError, InvalidInput
 from store.models import Chunk, Collection, CollectionEntry, Entry
 
@@ -103,14 +103,6 @@ def _chunk(engine: Engine, collection: str, entry_id: int, index: int) -> dict[s
     return dict(row) if row else None
 
 
-def _chunk_count(engine: Engine, collection: str, entry_id: int) -> int:
-    from sqlalchemy import func
-
-    with engine.connect() as conn:
-        return int(conn.execute(select(func.count()).select_from(K.join(C, C.c.id == K.c.collection_id))
-                                .where(C.c.name == collection, K.c.entry_id == entry_id)).scalar_one())
-
-
 def _lines(engine: Engine, entry_id: int, first: int, last: int) -> list[str]:
     """Lines ``first``..``last`` (1-based, inclusive) of the stored text of the entry; [] when the range is empty."""
     from store.documents import entry_lines
@@ -118,12 +110,6 @@ def _lines(engine: Engine, entry_id: int, first: int, last: int) -> list[str]:
     if last < first:
         return []
     return [text for _, text, _, _ in entry_lines(engine, entry_id, line_from=first, line_to=last)]
-
-
-def citation(entry_id: int, page: int | None, page_end: int | None, line_start: int, line_end: int) -> str:
-    """A chunk's address as flows.semantic.model.Hit.citation gives it (doc://ID#pages=.. / text://ID#lines=..)."""
-    return Hit(chunk_id=0, entry_id=entry_id, path="", collection="", chunk_index=0, text="", start=0, end=0,
-               line_start=line_start, line_end=line_end, page=page, page_end=page_end, score=0.0).citation()
 
 
 def get_file_details(engine: Engine, paths: DocumentPaths, file_path: str, *, chunk_index: int | None = None,
@@ -171,13 +157,12 @@ def get_file_details(engine: Engine, paths: DocumentPaths, file_path: str, *, ch
                                 "it has no chunks; index_files (its folder) or update_index (this file) adds it, "
                                 "or call get_file_details without chunkIndex for its text", field="chunkIndex",
                                 details={"path": located.shown})
-        count = _chunk_count(engine, chosen["name"], located.entry_id)
+        count = chosen["chunk_count"]
         row = _chunk(engine, chosen["name"], located.entry_id, chunk_index) if chunk_index >= 0 else None
         if row is None:
             valid = f"0-{count - 1}" if count else "none: the file has no text to chunk"
             raise InvalidInput(f"chunkIndex {chunk_index} is out of range for {located.shown} in collection "
                                f"{chosen['name']!r}; valid chunk indexes: {valid}", field="chunkIndex")
-        out["chunk_count"] = count
         before = _lines(engine, located.entry_id, max(1, row["line_start"] - context_lines), row["line_start"] - 1)
         after = _lines(engine, located.entry_id, row["line_end"] + 1, row["line_end"] + context_lines)
         out["chunk"] = {

@@ -76,10 +76,15 @@ class Hit:
     extra: dict = field(default_factory=dict)
 
     def citation(self) -> str:
-        """Where the hit is, as a reference 003 address: ``doc://<entry id>#pages=3`` (or ``=3-4``) for paged
-        documents, ``text://<entry id>#lines=10-20`` otherwise."""
-        if self.page is not None:
-            end = self.page_end or self.page
-            pages = str(self.page) if end == self.page else f"{self.page}-{end}"
-            return f"doc://{self.entry_id}#pages={pages}"
-        return f"text://{self.entry_id}#lines={self.line_start}-{self.line_end}"
+        """Where the hit is, as a reference 003 address (:func:`citation`)."""
+        return citation(self.entry_id, self.page, self.page_end, self.line_start, self.line_end)
+
+
+def citation(entry_id: int, page: int | None, page_end: int | None, line_start: int, line_end: int) -> str:
+    """A chunk's place as a reference 003 address: ``doc://<entry id>#pages=3`` (or ``=3-4``) for paged documents,
+    ``text://<entry id>#lines=10-20`` otherwise."""
+    if page is not None:
+        end = page_end or page
+        pages = str(page) if end == page else f"{page}-{end}"
+        return f"doc://{entry_id}#pages={pages}"
+    return f"text://{entry_id}#lines={line_start}-{line_end}"

@@ -23,7 +23,6 @@ import logging
 import math
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any, Sequence
 
 import numpy as np
@@ -35,7 +34,7 @@ import flows.semantic.encoder as encoder_module
 from flows.semantic.model import DEFAULT_COLLECTION, RRF_K, Hit
 from store.errors import DocumentError, InvalidInput
 from store.models import CollectionEntry
-from store.entries import T, subtree_clause
+from store.entries import T, iso, subtree_clause
 
 log = logging.getLogger(__name__)
 
@@ -382,12 +381,6 @@ def search(engine: Engine, query: str, *, collection: str | None = None, mode: s
 # --- reference 002's search_documents ---------------------------------------------------------------------------
 
 
-def _iso(mtime: float | None) -> str | None:
-    if mtime is None:
-        return None
-    return datetime.fromtimestamp(float(mtime), tz=timezone.utc).isoformat().replace("+00:00", "Z")
-
-
 def semantic_search(engine: Engine, query: str, *, limit: int = 10, min_score: float | None = 0.7,
                     include_metadata: bool = True, collection: str | None = None) -> dict[str, Any]:
     """Reference 002's ``search_documents``: the chunks most similar in meaning to ``query`` with their cosine
@@ -407,7 +400,7 @@ def semantic_search(engine: Engine, query: str, *, limit: int = 10, min_score: f
                                 "content": h.text, "score": round(float(h.score), 6)}
         if include_metadata:
             state = states.get(h.entry_id, {})
-            item["metadata"] = {"fileSize": state.get("size"), "lastModified": _iso(state.get("mtime")),
+            item["metadata"] = {"fileSize": state.get("size"), "lastModified": iso(state.get("mtime")),
                                 "chunkOffset": h.start, "page": h.page, "pageEnd": h.page_end,
                                 "lineStart": h.line_start, "lineEnd": h.line_end, "citation": h.citation()}
         results.append(item)
