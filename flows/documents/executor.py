@@ -26,6 +26,7 @@ import logging
 from dataclasses import dataclass, replace
 from typing import Any, Callable, ClassVar, Iterable, Iterator, Sequence
 
+from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from dsl.outcomes import OutcomeBase
@@ -196,6 +197,35 @@ def extract_rows(engine: Engine, rows: Sequence[Any], *, options: ExtractOptions
         finally:
             writer.close()  # waits for the writes; raises what a write raised
     return result
+
+
+def ensure_extracted(engine: Engine, rows: Sequence[Any], *, options: ExtractOptions, rule: str = OUTCOME_TYPE,
+                     execution_id: int | None = None, should_cancel: Callable[[], bool] = lambda: False
+                     ) -> tuple[set[int], dict[int, str]]:
+    """For outcomes that read entries' text (embed, label): extract those of ``rows`` whose text is missing or stale
+    (``extract_rows`` skips the current ones), then return the ids whose stored extraction is of their present
+    state (size, mtime, options) and, among those, id -> "CODE: reason" for the ones whose text could not be read
+    (now or before, for the same bytes). An id missing from both was not extracted (the batch stopped early)."""
+    from store.documents import D
+
+    current: set[int] = set()
+    failed: dict[int, str] = {}
+    if not rows:
+        return current, failed
+    extract_rows(engine, rows, options=options, rule=rule, execution_id=execution_id, should_cancel=should_cancel)
+    expected = {r["id"]: work_key(int(r["size"]), float(r["mtime"]), options) for r in rows}
+    ids = list(expected)
+    with engine.connect() as conn:
+        for i in range(0, len(ids), 500):
+            for entry_id, key, status, code, error in conn.execute(
+                    select(D.c.entry_id, D.c.work_key, D.c.status, D.c.error_code, D.c.error)
+                    .where(D.c.entry_id.in_(ids[i:i + 500]))):
+                if key != expected[entry_id]:
+                    continue
+                current.add(entry_id)
+                if status == "error":
+                    failed[entry_id] = f"{code or 'FILTER_FAILED'}: {error or 'no reason given'}"
+    return current, failed
 
 
 def _account(result: BatchResult, task: _Task, extracted: Extracted) -> None:

@@ -38,7 +38,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
-from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from dsl.outcomes import OutcomeBase
@@ -50,7 +49,7 @@ from flows.semantic import settings as sem_settings
 from flows.workers import WriterThread
 from flows.semantic.model import DEFAULT_COLLECTION, ChunkSpan, EmbedParams, entry_work_key
 from store import plans as store_plans
-from store.entries import T as E, existing_ids
+from store.entries import existing_ids
 from store.errors import AssayError
 
 log = logging.getLogger(__name__)
@@ -168,8 +167,10 @@ def embed_rows(engine: Engine, rows: Sequence[Any], *, params: EmbedParams, rule
     if not todo:
         return result
 
-    current, failed = _ensure_text(engine, todo, options=options, rule=rule, execution_id=execution_id,
-                                   should_cancel=should_cancel)
+    todo_ids = {t.entry_id for t in todo}
+    # a plan that embeds without extracting first works alone: text missing or stale is extracted now
+    current, failed = doc_exec.ensure_extracted(engine, [r for r in rows if r["id"] in todo_ids], options=options,
+                                                rule=rule, execution_id=execution_id, should_cancel=should_cancel)
     todo = [t for t in todo if t.entry_id in current]  # text not current (extraction stopped early): next time
     for task in todo:
         if task.entry_id in failed:
@@ -191,37 +192,6 @@ def embed_rows(engine: Engine, rows: Sequence[Any], *, params: EmbedParams, rule
         else:
             result.applied += 1
     return result
-
-
-def _ensure_text(engine: Engine, tasks: list[_Task], *, options, rule: str, execution_id: int | None,
-                 should_cancel: Callable[[], bool]) -> tuple[set[int], dict[int, str]]:
-    """Extract the entries whose text is missing or stale (a plan that embeds without extracting first works
-    alone). Returns the ids whose extraction is current now, and entry id -> "CODE: reason" for those among them
-    whose text could not be read (now or before, for the same bytes)."""
-    from store.documents import D, current_work_keys
-
-    expected = {t.entry_id: doc_exec.work_key(t.size, t.mtime, options) for t in tasks}
-    keys = current_work_keys(engine, expected)
-    stale = [entry_id for entry_id, key in expected.items() if keys.get(entry_id) != key]
-    if stale:
-        with engine.connect() as conn:
-            rows = conn.execute(select(E).where(E.c.id.in_(stale))).mappings().all()
-        doc_exec.extract_rows(engine, rows, options=options, rule=rule, execution_id=execution_id,
-                              should_cancel=should_cancel)
-    current: set[int] = set()
-    failed: dict[int, str] = {}
-    ids = list(expected)
-    with engine.connect() as conn:
-        for i in range(0, len(ids), 500):
-            for entry_id, key, status, code, error in conn.execute(
-                    select(D.c.entry_id, D.c.work_key, D.c.status, D.c.error_code, D.c.error)
-                    .where(D.c.entry_id.in_(ids[i:i + 500]))):
-                if key != expected[entry_id]:
-                    continue  # not extracted in this state (the extraction stopped early)
-                current.add(entry_id)
-                if status == "error":
-                    failed[entry_id] = f"{code or 'FILTER_FAILED'}: {error or 'no reason given'}"
-    return current, failed
 
 
 _END = object()

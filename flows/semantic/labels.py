@@ -234,28 +234,6 @@ def current_keys(engine: Engine, entry_ids: Sequence[int], names: Sequence[str])
 # --- one batch --------------------------------------------------------------------------------------------------
 
 
-def _text_failures(engine: Engine, rows: Sequence[Any], *, options, rule: str, execution_id: int | None,
-                   should_cancel: Callable[[], bool]) -> dict[int, str]:
-    """Extract the entries among ``rows`` whose text is missing or stale (``extract_rows`` skips current ones), then
-    entry id -> "CODE: reason" for those whose text could not be read."""
-    from store.documents import D
-
-    if not rows:
-        return {}
-    doc_exec.extract_rows(engine, rows, options=options, rule=rule, execution_id=execution_id,
-                          should_cancel=should_cancel)
-    failed: dict[int, str] = {}
-    ids = [r["id"] for r in rows]
-    with engine.connect() as conn:
-        for i in range(0, len(ids), 500):
-            for entry_id, status, code, error in conn.execute(
-                    select(D.c.entry_id, D.c.status, D.c.error_code, D.c.error)
-                    .where(D.c.entry_id.in_(ids[i:i + 500]))):
-                if status == "error":
-                    failed[entry_id] = f"{code or 'FILTER_FAILED'}: {error or 'no reason given'}"
-    return failed
-
-
 def label_rows(engine: Engine, outcome: LabelOutcome, rows: Sequence[Any], *, rule: str = OUTCOME_TYPE,
                execution_id: int | None = None, should_cancel: Callable[[], bool] = lambda: False,
                on_item: Callable[[str], None] | None = None) -> BatchResult:
@@ -303,8 +281,8 @@ def label_rows(engine: Engine, outcome: LabelOutcome, rows: Sequence[Any], *, ru
         vectors[row["id"]] = stored_vector(engine, collection, row["id"])
         if vectors[row["id"]] is None:
             need_text.append(row)
-    failed = _text_failures(engine, need_text, options=options, rule=rule, execution_id=execution_id,
-                            should_cancel=should_cancel)
+    _current, failed = doc_exec.ensure_extracted(engine, need_text, options=options, rule=rule,
+                                                 execution_id=execution_id, should_cancel=should_cancel)
 
     pending: list[Scored] = []
     for row, key in todo:
