@@ -44,6 +44,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from bench.common import publish, render, secs  # noqa: E402
 from bench.media import Corpus, ensure_corpus  # noqa: E402
 
 log = logging.getLogger("bench.classify")
@@ -415,10 +416,6 @@ def job_timeline(engine, video: Path) -> float:
 
 # --- the table -------------------------------------------------------------------------------------------------------
 
-def secs(x: float) -> str:
-    return f"{x:.3f} s" if x < 10 else f"{x:.1f} s"
-
-
 def rate(n: int, seconds: float, unit: str = "files") -> str:
     return f"{n / seconds:,.1f} {unit}/s" if seconds > 0 else "—"
 
@@ -429,14 +426,6 @@ def mb(n: float) -> str:
 
 def yes_no(ok: bool) -> str:
     return "yes" if ok else "**no**"
-
-
-def render(facts: str, rows: list[tuple], notes: list[str]) -> str:
-    lines = [f"Machine: {facts}", "", "| figure | ours | baseline | ratio | goal | met? |",
-             "| --- | --- | --- | --- | --- | --- |"]
-    lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows]
-    lines += [""] + [f"- {n}" for n in notes]
-    return "\n".join(lines) + "\n"
 
 
 def machine_facts() -> str:
@@ -615,11 +604,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(scratch, ignore_errors=True)
 
     table = render(fig["machine"], table_rows(fig, corpus), notes(fig, corpus, args))
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(table)
-    if args.json:
-        Path(args.json).write_text(json.dumps(fig, indent=2, default=str) + "\n")
-    sys.stdout.write(table)
+    publish(table, args.out, fig, args.json)
     return 0
 
 

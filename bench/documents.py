@@ -46,6 +46,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from bench.common import hwm_kb, publish, render, secs, server_pid  # noqa: E402
 from bench.classify import ProcessSampler, available_cores, read_all, start_prefect  # noqa: E402
 from bench.documents_corpus import QUERIES, DocCorpus, Query, ensure_corpus, word  # noqa: E402
 from bench.run import percentile  # noqa: E402
@@ -277,31 +278,6 @@ def server_env(scratch: Path) -> dict[str, str]:
     return env
 
 
-def _server_pid() -> int | None:
-    import psutil
-
-    for child in psutil.Process().children(recursive=True):
-        try:
-            cmd = " ".join(child.cmdline())
-        except Exception:
-            continue
-        if "mcp_server.cli" in cmd and " serve" in cmd:
-            return child.pid
-    return None
-
-
-def _hwm_kb(pid: int | None) -> int:
-    if pid is None:
-        return 0
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
 def _payload(result) -> dict:
     if result.is_error:
         raise RuntimeError(f"tool error: {result.content[0].text if result.content else result}")
@@ -353,7 +329,7 @@ async def _mcp_session(params, calls: int) -> dict:
                 out["singles"].append(time.perf_counter() - started)
         except RuntimeError as exc:
             out["multi_error"] = str(exc)[:300]
-        out["server_kb"] = _hwm_kb(_server_pid())
+        out["server_kb"] = hwm_kb(server_pid())
     return out
 
 
@@ -374,10 +350,6 @@ def mcp_searches(folder: Path, data_dir: Path, scratch: Path, calls: int) -> dic
 
 # --- the table -------------------------------------------------------------------------------------------------------
 
-def secs(x: float) -> str:
-    return f"{x:.3f} s" if x < 10 else f"{x:.1f} s"
-
-
 def ms(x: float) -> str:
     return f"{x * 1000:.1f} ms" if x < 10 else f"{x:.1f} s"
 
@@ -388,14 +360,6 @@ def mb(n: float) -> str:
 
 def yes_no(ok: bool) -> str:
     return "yes" if ok else "**no**"
-
-
-def render(facts: str, rows: list[tuple], notes: list[str]) -> str:
-    lines = [f"Machine: {facts}", "", "| figure | ours | baseline | ratio | goal | met? |",
-             "| --- | --- | --- | --- | --- | --- |"]
-    lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows]
-    lines += [""] + [f"- {n}" for n in notes]
-    return "\n".join(lines) + "\n"
 
 
 def machine_facts() -> str:
@@ -699,11 +663,7 @@ def main(argv: list[str] | None = None) -> int:
 
     rows = extraction_rows(fig) + search_rows(fig) + size_rows(fig) + rss_rows(fig) + mismatch_rows(fig)
     table = render(fig["machine"], rows, notes(fig, corpus, args))
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(table)
-    if args.json:
-        Path(args.json).write_text(json.dumps(fig, indent=2, default=str) + "\n")
-    sys.stdout.write(table)
+    publish(table, args.out, fig, args.json)
     return 0
 
 

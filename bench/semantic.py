@@ -51,6 +51,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from bench.common import hwm_kb, publish, render, secs, server_pid  # noqa: E402
 from bench.semantic_corpus import (  # noqa: E402
     BLOCK, CHUNKS_PER_DOC, DEFAULT_WORK, TOPIC_NAMES, EmbeddingCache, queries, sentence_transformer_encode, topic_of,
     write_documents,
@@ -422,31 +423,6 @@ def _hit_path(hit: dict) -> str:
     return meta.get("filePath") or meta.get("path") or ""
 
 
-def _server_pid() -> int | None:
-    import psutil
-
-    for child in psutil.Process().children(recursive=True):
-        try:
-            cmd = " ".join(child.cmdline())
-        except Exception:
-            continue
-        if "mcp_server.cli" in cmd and " serve" in cmd:
-            return child.pid
-    return None
-
-
-def _hwm_kb(pid: int | None) -> int:
-    if pid is None:
-        return 0
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
 TOOLS = {
     "search_documents": lambda q: ("search_documents", {"query": q, "options": {"limit": TOPK, "minScore": 0.0}}),
     "search": lambda q: ("search", {"query": q, "mode": "hybrid", "limit": TOPK}),
@@ -475,7 +451,7 @@ async def _mcp_session(params, qs) -> dict:
             out[key] = {"samples": samples, "on_topic": float(np.mean(on_topic)) if on_topic else 0.0,
                         "returned": float(np.mean(returned))}
             log.info("%s: p50 %.1f ms, on topic %.2f", key, percentile(samples, 50) * 1000, out[key]["on_topic"])
-        out["server_kb"] = _hwm_kb(_server_pid())
+        out["server_kb"] = hwm_kb(server_pid())
     return out
 
 
@@ -548,10 +524,6 @@ def synthetic_section(fig: dict, scratch: Path, n: int, n_queries: int) -> None:
 
 # --- the table -------------------------------------------------------------------------------------------------------
 
-def secs(x: float) -> str:
-    return f"{x:.3f} s" if x < 10 else f"{x:.1f} s"
-
-
 def ms(x: float) -> str:
     return f"{x * 1000:.1f} ms"
 
@@ -562,16 +534,6 @@ def mb(n: float) -> str:
 
 def yes_no(ok: bool) -> str:
     return "yes" if ok else "**no**"
-
-
-def render(facts: str, rows: list[tuple], notes: list[str], extra: str = "") -> str:
-    lines = [f"Machine: {facts}", "", "| figure | ours | baseline | ratio | goal | met? |",
-             "| --- | --- | --- | --- | --- | --- |"]
-    lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows]
-    lines += [""] + [f"- {n}" for n in notes]
-    if extra:
-        lines += ["", extra.rstrip()]
-    return "\n".join(lines) + "\n"
 
 
 def machine_facts() -> str:
@@ -771,11 +733,7 @@ def main(argv: list[str] | None = None) -> int:
     if backends:
         backends = "Backends (`python -m bench.semantic_backends`, helper A's table):\n\n" + backends
     table = render(fig["machine"], rows, notes(fig, args), backends)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(table)
-    if args.json:
-        Path(args.json).write_text(json.dumps(fig, indent=2, default=str) + "\n")
-    sys.stdout.write(table)
+    publish(table, args.out, fig, args.json)
     return 0
 
 

@@ -1,0 +1,59 @@
+"""What the benchmarks share: the figure table they print, number formats, and the served process's peak memory."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def secs(x: float) -> str:
+    return f"{x:.3f} s" if x < 10 else f"{x:.1f} s"
+
+
+def render(facts: str, rows: list[tuple], notes: list[str], extra: str = "") -> str:
+    """The table every benchmark prints: the machine, one row per figure (ours, baseline, ratio, goal, met?), the
+    notes, and optionally a further section."""
+    lines = [f"Machine: {facts}", "", "| figure | ours | baseline | ratio | goal | met? |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows]
+    lines += [""] + [f"- {n}" for n in notes]
+    if extra:
+        lines += ["", extra.rstrip()]
+    return "\n".join(lines) + "\n"
+
+
+def publish(table: str, out: str | Path, fig: dict, json_path: str | Path | None = None) -> None:
+    """Write the table to ``out`` (and every figure to ``json_path``), and print it."""
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(table)
+    if json_path:
+        Path(json_path).write_text(json.dumps(fig, indent=2, default=str) + "\n")
+    sys.stdout.write(table)
+
+
+def server_pid() -> int | None:
+    """The pid of the ``assay serve`` this process started (an MCP client's child), if any."""
+    import psutil
+
+    for child in psutil.Process().children(recursive=True):
+        try:
+            cmd = " ".join(child.cmdline())
+        except Exception:
+            continue
+        if "mcp_server.cli" in cmd and " serve" in cmd:
+            return child.pid
+    return None
+
+
+def hwm_kb(pid: int | None) -> int:
+    """Peak resident memory (VmHWM, kB) of ``pid``; 0 when unknown."""
+    if pid is None:
+        return 0
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
