@@ -89,3 +89,30 @@ def check_choice(value: Any, allowed, *, field: str, what: str) -> str:
         raise InvalidInput(f"{field} {value!r} is not a supported {what}; use one of: {', '.join(allowed)}",
                            field=field)
     return value
+
+
+class CitationError(AssayError):
+    """A refusal of the citation tools (reference 003), under a code an agent can act on:
+
+    - RESOURCE_NOT_FOUND: no resource of that id (the message names how to list them);
+    - NODE_NOT_FOUND: the map has no node of that id (the message names a few that exist);
+    - INVALID_ADDRESS: an address that does not parse or does not fit its source (pages past the end, t end before
+      start, a bbox that is not four numbers within 0-1, a zero-length range);
+    - INVALID_MAP: an agent-supplied map with problems, each named with its node (``details["problems"]``);
+    - SOURCE_CHANGED: the file changed since its agent-supplied map was made (supply it again, or allow_stale);
+    - UNSUPPORTED_FORMAT: the file cannot be mapped or extracted this way (a doc:// address of a Markdown file);
+    - EXTRACTION_FAILED: the file is corrupt or truncated, or ffmpeg / PyMuPDF / Pillow refused it (the message says
+      what they said);
+    - INVALID_PATH: a path outside the roots, or not a file.
+    """
+
+    CODES = ("RESOURCE_NOT_FOUND", "NODE_NOT_FOUND", "INVALID_ADDRESS", "INVALID_MAP", "SOURCE_CHANGED",
+             "UNSUPPORTED_FORMAT", "EXTRACTION_FAILED", "INVALID_PATH")
+
+    def __init__(self, code: str, message: str, *, field: str | None = None,
+                 details: dict[str, Any] | None = None) -> None:
+        if code not in self.CODES:
+            raise ValueError(f"{code!r} is not a citation error code; known: {', '.join(self.CODES)}")
+        super().__init__(message, field=field)
+        self.code = code
+        self.details = details or {}

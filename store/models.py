@@ -64,6 +64,12 @@ class Entry(SQLModel, table=True):
 # PostgreSQL). A data dir made by an older version keeps working.
 ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("entries", "scan_error", "TEXT"),
+    ("resource_maps", "source_hash", "TEXT"),
+    ("resource_maps", "title", "TEXT"),
+    ("resource_maps", "strategy", "TEXT"),
+    ("resource_maps", "stale", "INTEGER"),
+    ("resource_maps", "metadata_json", "TEXT"),
+    ("resource_maps", "updated_at", "DOUBLE PRECISION"),
 )
 
 
@@ -489,25 +495,41 @@ def _chunk_index(table, connection, **_kw) -> None:
         connection.exec_driver_sql(statement)
 
 
-# --- citation maps (filled by the citation issue) ------------------------------------------------------------------
+# --- citation maps (flows/citations) -------------------------------------------------------------------------------
 
 
-class ResourceMap(SQLModel, table=True):
+class ResourceMapRow(SQLModel, table=True):
+    """A citable resource: one file inside the roots under a readable id (``lecture_01``), with its map when one was
+    built or supplied. A row without a map (``origin`` "none") only reserves the id, e.g. for a search hit's address.
+    ``source_*`` is what the file was when the map (or the id) was made; a file that changed since is noticed by
+    comparing them (size and mtime first, the content hash when those differ)."""
+
     __tablename__ = "resource_maps"
 
     id: int | None = Field(default=None, primary_key=True)
     resource_id: str = Field(sa_column=Column(Text, unique=True, nullable=False))
     entry_id: int | None = Field(default=None, sa_column=_fk("entries.id", nullable=True))
-    kind: str  # document | video | audio | image | text
-    origin: str  # outline | headings | chapters | scenes | windows | agent
+    kind: str  # modality: document | video | audio | image | text
+    origin: str  # none (id only) | outline | headings | chapters | scenes | silences | windows | whole | agent
     source_size: int | None = None  # what the file was when the map was made, to notice changes
     source_mtime: float | None = None
     created_at: float = Field(default_factory=now)
+    # added by the citation issue (ADDED_COLUMNS: nullable, so a store made before keeps working)
+    source_hash: str | None = Field(default=None, sa_column=Column(Text, nullable=True))  # "xxh128:<hex>"
+    title: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    strategy: str | None = Field(default=None, sa_column=Column(Text, nullable=True))  # what was asked: auto, ...
+    stale: int | None = Field(default=None, sa_column=Column(Integer, nullable=True))  # 1: agent map, source changed
+    metadata_json: str | None = Field(default=None, sa_column=Column(Text, nullable=True))  # facts: pages, duration
+    updated_at: float | None = Field(default=None, sa_column=Column(Float, nullable=True))
 
 
-class MapNode(SQLModel, table=True):
+class MapNodeRow(SQLModel, table=True):
+    """One node of a map; ``ordinal`` is its place in a pre-order walk of the tree (parents before children,
+    siblings in order), so one ordered query rebuilds the tree."""
+
     __tablename__ = "map_nodes"
-    __table_args__ = (UniqueConstraint("map_id", "node_id", name="uq_map_node"),)
+    __table_args__ = (UniqueConstraint("map_id", "node_id", name="uq_map_node"),
+                      Index("ix_map_nodes_parent", "map_id", "parent_node_id"))
 
     id: int | None = Field(default=None, primary_key=True)
     map_id: int = Field(sa_column=_fk("resource_maps.id"))
@@ -516,5 +538,5 @@ class MapNode(SQLModel, table=True):
     ordinal: int = 0
     title: str | None = None
     kind: str = "section"
-    location_json: str = "{}"  # {"pages": [3, 5]} | {"t": [192, 230]} | {"lines": [10, 20]} | {"bbox": [...]}
+    location_json: str = "{}"  # reference 003's location: {"modality": "document", "pages": [3, 5]} ...
     summary: str | None = None

@@ -1,0 +1,27 @@
+"""Citations (reference 003): resource maps built locally or supplied by agents, addresses, and resolution of an
+address into a page range, clip, crop or line range.
+
+A capability on the registries (``flows.capabilities``), shaped like ``flows.documents`` and ``flows.semantic``:
+importing it registers the ``map`` outcome executor. Modules:
+
+- ``model``: the shapes (ResourceMap, Node, Location, Address, SourceFacts) and constants.
+- ``address``: the address grammar (``address.lark``), parsing and checking an address against its source.
+- ``validate``: checking an agent-supplied node tree against its file (every problem named with its node).
+- ``builders``: maps built locally: PDF outline, Markdown headings, line windows, video chapters / scene cuts /
+  windows, audio chapters / silences / windows, the whole image.
+- ``extract``: physical resolution into the content cache: PDF pages, ffmpeg clips, Pillow crops, text lines.
+- ``store.citations``: resources, maps and nodes in the store; ``service``: the four tools' logic, staleness, ids.
+- ``executor``: the ``map`` outcome.
+"""
+
+from __future__ import annotations
+
+from flows.workers import in_worker_process
+
+
+def _register() -> None:
+    import flows.citations.executor  # noqa: F401  (registers the map outcome executor)
+
+
+if not in_worker_process():
+    _register()
