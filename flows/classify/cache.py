@@ -1,7 +1,9 @@
 """The content-addressed artifact cache under the data dir: ``<data dir>/cache/ab/cd/<xxh3-128 of the bytes>.<ext>``.
 
 A file's name is the hash of its bytes, so identical thumbnails are stored once, a file is never rewritten in place
-(readers never see half a file: it is written beside and renamed), and HTTP can serve it as immutable. Rows in the
+(readers never see half a file: it is written beside and renamed), and HTTP can serve it as immutable. Citation excerpts
+(flows.citations.extract: PDF pages, clips, crops, line ranges) are named instead by the hash of what they are cut from
+(source content hash, address, exact), which as surely names one content. Rows in the
 ``artifacts`` table point at cache paths; a file no row points at is an orphan, removed by :func:`sweep`. Cache paths
 are relative to the data dir and always start with ``cache/`` (the form ``/api/content?path=cache/...`` takes).
 """
@@ -16,8 +18,15 @@ from pathlib import Path
 import xxhash
 
 CACHE_DIR = "cache"
-_CACHE_PATH = re.compile(r"cache/[0-9a-f]{2}/[0-9a-f]{2}/[0-9a-f]{32}\.(jpg|png|webp|json)")
-MIME_TYPES = {"jpg": "image/jpeg", "png": "image/png", "webp": "image/webp", "json": "application/json"}
+# what the classifiers write (thumbnails, timelines, metadata) and what citations extract (page ranges as PDF, clips,
+# crops as PNG, line ranges as text: flows.citations.extract)
+MIME_TYPES = {"jpg": "image/jpeg", "png": "image/png", "webp": "image/webp", "json": "application/json",
+              "pdf": "application/pdf", "txt": "text/plain; charset=utf-8",
+              "mp4": "video/mp4", "m4v": "video/x-m4v", "mkv": "video/x-matroska", "webm": "video/webm",
+              "mov": "video/quicktime",
+              "mp3": "audio/mpeg", "m4a": "audio/mp4", "aac": "audio/aac", "flac": "audio/flac", "wav": "audio/wav",
+              "ogg": "audio/ogg", "opus": "audio/ogg; codecs=opus", "mka": "audio/x-matroska"}
+_CACHE_PATH = re.compile(r"cache/[0-9a-f]{2}/[0-9a-f]{2}/[0-9a-f]{32}\.(" + "|".join(MIME_TYPES) + ")")
 
 
 def cache_dir(data_dir: str | Path) -> Path:
