@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mcp.server.mcpserver import MCPServer
 
-from mcp_server.resources import completions, jobs, metadata, nodes, plans, set_metrics, sets
+from mcp_server.resources import completions, jobs, maps, metadata, nodes, plans, set_metrics, sets
 
 
 def register(mcp: MCPServer, app) -> None:
@@ -14,4 +14,5 @@ def register(mcp: MCPServer, app) -> None:
     set_metrics.register(mcp, app)
     jobs.register(mcp, app)
     plans.register(mcp, app)
+    maps.register(mcp, app)
     completions.register(mcp, app)

@@ -17,4 +17,5 @@ GROUP_MODULES: dict[str, str] = {
     "classifier": "classifier",
     "documents": "documents",
     "semantic": "semantic",
+    "citations": "citations",
 }
