@@ -32,6 +32,8 @@ EPILOG = """examples:
   assay plan run examples/plans/tidy.yaml --root examples/corpus  # run once as a Prefect flow, with progress
   assay search 'dice | squares -diagonal' --scope games      # the documents' text, printed like grep
   assay ask 'how do figures move?' --set games  # the semantic index: best passages with their pages / lines
+  assay cite 'doc://rules#pages=3-4' -o rules-p3-4.pdf   # a citation into its file, with the source's hash
+  assay map games/rules.pdf                     # a file's citation map: its tree of nodes and their addresses
 
 environment: ASSAY_DATA_DIR, ASSAY_DATABASE_URL, ASSAY_ROOTS (os.pathsep-separated), CORS_ORIGINS (comma-separated),
 ASSAY_ALLOWED_HOSTS (comma-separated), ASSAY_TOOL_GROUPS (comma-separated). Command-line options override the environment, which overrides --config."""
@@ -54,6 +56,23 @@ ASK_EPILOG = """examples:
 Each hit: its rank, the file, where in it (p. 3, pp. 3-4 or lines 10-20), its scores and the start of the passage.
 The summary (on stderr) says how many hits and which collection answered. Exit status 0 when something was found,
 1 when nothing was, 2 on an error (e.g. INDEX_NOT_FOUND before anything was indexed)."""
+
+
+CITE_EPILOG = """addresses (ID: a resource id, as `assay map` or the listResources tool shows it):
+  doc://ID#pages=3-5   doc://ID#pages=1,3,7     pages, 1-based, inclusive: a new PDF
+  video://ID#t=192-230 video://ID#t=03:12-03:40 seconds (or MM:SS, HH:MM:SS): a clip (stream copy; --exact
+                                                 re-encodes for frame-accurate cuts)
+  audio://ID#t=10-20                             a clip
+  image://ID#bbox=0.2,0.2,0.8,0.8                x1,y1,x2,y2 as fractions of width and height: a crop
+  text://ID#lines=10-20                          lines, 1-based, inclusive: a text file
+
+examples:
+  assay cite 'doc://annual_report_2023#pages=2-3' -o excerpt.pdf
+  assay cite 'video://lecture#t=00:04-00:09' --json
+  assay cite 'text://notes#lines=1-5' --virtual      # check the address against the file, extract nothing
+
+Prints the canonical address, the source file, its content hash and the output file (the content cache's copy; -o
+copies it to FILE). Exit status 0 when resolved, 2 on an error (the message on stderr: INVALID_ADDRESS, ...)."""
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -149,6 +168,36 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--path", action="append", metavar="PATH", dest="paths",
                      help="only files at or under PATH (inside a root; repeatable: any of them)")
     _common(ask)
+
+    cite = sub.add_parser("cite", help="resolve a citation address into its file: PDF pages, a clip, a crop, lines",
+                          description="Resolve ADDRESS against the files under the roots, verify it against the "
+                                      "source (its content hash) and extract the part it names into the content "
+                                      "cache.",
+                          epilog=CITE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    cite.add_argument("address", help="doc://ID#pages=..., video://ID#t=..., audio://ID#t=..., "
+                                      "image://ID#bbox=..., text://ID#lines=...")
+    cite.add_argument("-o", "--output", metavar="FILE", help="copy the extracted file to FILE (replaced if it exists)")
+    cite.add_argument("--virtual", action="store_true", help="only check and print the address; extract nothing")
+    cite.add_argument("--exact", action="store_true", help="video/audio: re-encode for frame-accurate cuts")
+    cite.add_argument("--allow-stale", action="store_true",
+                      help="resolve although the file changed since an agent supplied its map")
+    cite.add_argument("--json", action="store_true", help="print the whole answer as JSON (as the resolve tool)")
+    _common(cite)
+
+    map_ = sub.add_parser("map", help="build a file's citation map and print its tree of nodes",
+                          description="Build (or rebuild) the citation map of FILE locally and print its nodes "
+                                      "(id, title, place, address); the map is stored, so resolve and `assay cite` "
+                                      "use it.")
+    map_.add_argument("path", metavar="FILE", help="a file inside the roots (absolute, from the current directory, "
+                                                   "or relative to its root)")
+    map_.add_argument("--strategy", default="auto", choices=["auto", "outline", "headings", "chapters", "scenes",
+                                                             "windows"],
+                      help="auto (default: the best the file has), outline (PDF bookmarks), headings (Markdown), "
+                           "chapters, scenes (video cuts; audio silences), windows")
+    map_.add_argument("--window", type=float, metavar="N",
+                      help="window size for windows: lines (text), pages (documents), seconds (video, audio)")
+    map_.add_argument("--json", action="store_true", help="print the map as JSON (as getStructure)")
+    _common(map_)
 
     from mcp_server import plan_cli
 
@@ -515,6 +564,138 @@ def cmd_ask(args: argparse.Namespace) -> int:
     return 0 if n else 1
 
 
+@contextlib.contextmanager
+def _citations(args: argparse.Namespace):
+    """A CitationService on the store, confined to the roots (no --root: those the server's documents plan covers,
+    else the home directory), for one command-line call; it reads and writes beside a running server."""
+    from flows.citations.service import CitationService
+    from flows.documents.service import plan_roots
+    from flows.documents.settings import DocumentSettings
+    from flows.roots import Roots
+    from mcp_server.config import prepare_environment
+    from store.engine import make_engine
+
+    settings = _settings(args)
+    prepare_environment(settings)  # the data dir's cache, where outputs go
+    try:
+        documents = DocumentSettings.from_env()
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from None
+    engine = make_engine(settings.db_url)
+    try:
+        roots = settings.roots or plan_roots(engine) or settings.effective_roots
+        yield CitationService(engine, Roots.of(roots), settings.data_dir, allow_symlinks=documents.allow_symlinks)
+    finally:
+        engine.dispose()
+
+
+def copy_output(source: str, target: str) -> str:
+    """Copy a resolved output to ``target`` through a temporary file beside it, renamed into place (never a
+    half-written FILE); the temporary file is removed on any failure. Returns the absolute target."""
+    import shutil
+    import tempfile
+
+    target = os.path.abspath(os.path.expanduser(target))
+    if os.path.isdir(target):
+        raise InvalidInput(f"-o {target} is a directory; give a file name", field="--output")
+    folder = os.path.dirname(target)
+    try:
+        fd, temp = tempfile.mkstemp(prefix=".assay-cite-", dir=folder)
+    except OSError as exc:
+        raise InvalidInput(f"cannot write into {folder}: {exc.strerror or exc}", field="--output") from None
+    try:
+        with os.fdopen(fd, "wb") as out, open(source, "rb") as src:
+            shutil.copyfileobj(src, out, 1 << 20)
+        os.replace(temp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+    return target
+
+
+def format_resolution(result: dict[str, Any], copied: str | None = None) -> list[str]:
+    """What `assay cite` prints: the canonical address, the source and its hash, the output file."""
+    lines = [f"address  {result['address']}", f"source   {result['source_path']}", f"hash     {result['source_hash']}"]
+    if result.get("output_path"):
+        size = result.get("size_bytes")
+        lines.append(f"output   {copied or result['output_path']}" + (f"  ({result.get('mime_type')}, {size:,} "
+                                                                        "bytes)" if size is not None else ""))
+    return lines
+
+
+def cmd_cite(args: argparse.Namespace) -> int:
+    """`assay cite`: resolve an address as the resolve tool does; -o copies the output to a file."""
+    import json
+
+    if args.output and args.virtual:
+        raise InvalidInput("-o needs an extracted file; leave out --virtual", field="--output")
+    with _citations(args) as service:
+        result = service.resolve(address=args.address, virtual=args.virtual, exact=args.exact,
+                                 allow_stale=args.allow_stale)
+    copied = copy_output(result["output_path"], args.output) if args.output and result.get("output_path") else None
+    if args.json:
+        print(json.dumps({**result, **({"copied_to": copied} if copied else {})}, indent=2))
+    else:
+        for line in format_resolution(result, copied):
+            print(line)
+    if result.get("stale"):
+        print("assay: the map this citation came from was made before the file changed (--allow-stale)",
+              file=sys.stderr)
+    return 0
+
+
+def format_map(resource_map: dict[str, Any]) -> list[str]:
+    """A map as a tree: the resource, then one line per node (indented by depth): id, title, place, address."""
+    meta = resource_map.get("metadata", {})
+    lines = [f"{resource_map['resource_id']}  {resource_map['type']}  {resource_map['title']!r}  "
+             f"({meta.get('origin', '?')}, {resource_map['source_path']})"]
+
+    def place(location: dict[str, Any]) -> str:
+        if location.get("pages"):
+            first, last = location["pages"][0], location["pages"][-1]
+            return f"p. {first}" if first == last else f"pp. {first}-{last}"
+        if location.get("lines"):
+            return f"lines {location['lines'][0]}-{location['lines'][-1]}"
+        if location.get("start") is not None:
+            return f"{location['start']:g}-{location.get('end', location['start']):g} s"
+        if location.get("bbox"):
+            return "bbox " + ",".join(f"{v:g}" for v in location["bbox"])
+        return ""
+
+    def walk(nodes: list[dict[str, Any]], depth: int) -> None:
+        for node in nodes:
+            location = node.get("location", {})
+            address = location.get("virtual_address") or ""
+            lines.append(f"{'  ' * (depth + 1)}{node['id']}  {node.get('title') or ''}  {place(location)}  {address}"
+                         .rstrip())
+            walk(node.get("children") or [], depth + 1)
+
+    walk(resource_map.get("nodes", []), 0)
+    return lines
+
+
+def cmd_map(args: argparse.Namespace) -> int:
+    """`assay map`: build a file's map locally (stored for resolve) and print it."""
+    import json
+
+    from mcp_server.tools.citations import map_view
+
+    path = args.path
+    if not os.path.isabs(os.path.expanduser(path)) and os.path.exists(path):
+        path = os.path.abspath(path)
+    if args.window is not None and args.window <= 0:
+        raise InvalidInput("--window takes a positive size", field="--window")
+    with _citations(args) as service:
+        view = map_view(service.build_map(os.path.expanduser(path), strategy=args.strategy, window=args.window))
+    if args.json:
+        print(json.dumps(view, indent=2))
+    else:
+        for line in format_map(view):
+            print(line)
+    return 0
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import anyio
 
@@ -585,7 +766,7 @@ def main(argv: list[str] | None = None) -> int:
     _setup_logging(args.log_level)
     try:
         code = {"serve": cmd_serve, "index": cmd_index, "classify": cmd_classify, "search": cmd_search,
-                "ask": cmd_ask, "plan": cmd_plan}[args.command](args)
+                "ask": cmd_ask, "cite": cmd_cite, "map": cmd_map, "plan": cmd_plan}[args.command](args)
     except AssayError as exc:
         print(f"assay: {exc}", file=sys.stderr)
         code = 2
