@@ -3,6 +3,7 @@
     .venv/bin/python bench/run.py [--sizes 100000,1000000] [--quick] [--out bench/out/results.md] [--work DIR]
     .venv/bin/python bench/run.py --documents [--quick]    # the documents benchmark instead (bench/documents.py)
     .venv/bin/python bench/run.py --semantic [--quick]     # the semantic benchmark instead (bench/semantic.py)
+    .venv/bin/python bench/run.py --citations [--quick]    # the citations benchmark instead (bench/citations.py)
 
 For each size: time ``find ROOT -printf '%s %T@ %p\\n'`` (best of --repeat), then index the same tree through the code
 ``assay index`` runs, in a fresh process with a fresh data dir (store and Prefect home), with Prefect; the one-time
@@ -511,6 +512,10 @@ def main(argv: list[str] | None = None) -> int:
         from bench import semantic
 
         return semantic.main(["--quick"] if args.quick else [])
+    if args.citations:
+        from bench import citations
+
+        return citations.main(["--quick"] if args.quick else [])
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(name)s: %(message)s"))
     for name in ("bench",):  # our progress only; libraries keep Python's default (warnings and up, on stderr)
