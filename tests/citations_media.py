@@ -112,8 +112,8 @@ def video_with_scenes(path: str | Path, scenes: int = 3, seconds_each: float = 2
     path = _prepare(path)
     args: list[str] = []
     for source in SCENE_SOURCES[:scenes]:
-        sep = ":" if "=" in source else "="
-        args += ["-f", "lavfi", "-i", f"{source}{sep}size={size}:rate={RATE}:duration={seconds_each}"]
+        sep = ":" if "=" in source else "="  # -t, not duration=: mandelbrot has no duration option
+        args += ["-f", "lavfi", "-t", f"{seconds_each:g}", "-i", f"{source}{sep}size={size}:rate={RATE}"]
     graph = "".join(f"[{i}:v]setsar=1,format=yuv420p[v{i}];" for i in range(scenes))
     graph += "".join(f"[v{i}]" for i in range(scenes)) + f"concat=n={scenes}:v=1:a=0[out]"
     maps = ["-map", "[out]"]
