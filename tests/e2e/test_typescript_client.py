@@ -58,6 +58,21 @@ def good_calls(t: Path) -> list[dict]:
         ("read_document", {"path": "docs/manual.pdf", "pages": [2, 3]}),
         ("search_documents", {"query": "movement", "scope": {"type": "document", "path": "docs/manual.pdf"}}),
         ("search_documents", {"query": "x", "scope": {"type": "document", "path": "docs/readme.md"}}),
+        # the citation tools (reference 003): ids from map-build / map-put, maps, nodes, virtual and physical resolve
+        ("listResources", {}), ("map-build", {"resource": p("docs", "manual.pdf")}, {"save": "manual"}),
+        ("map-build", {"resource": p("Photos", "real.jpg"), "strategy": "auto"}, {"save": "photo"}),
+        ("map-put", {"resource": p("docs", "guide.md"), "title": "Guide", "nodes": [
+            {"id": "top", "title": "Top", "type": "section", "location": {"modality": "text", "lines": [1, 2]},
+             "summary": "the first lines",
+             "children": [{"id": "top.first", "location": {"modality": "text", "lines": [1, 1]}}]}]},
+         {"save": "guide"}),
+        ("listResources", {"limit": 2}), ("getStructure", {"resource_id": "{{manual.resource_id}}"}),
+        ("getStructure", {"resource_id": "{{guide.resource_id}}"}),
+        ("getNode", {"resource_id": "{{guide.resource_id}}", "node_id": "top"}),
+        ("resolve", {"resource_id": "{{guide.resource_id}}", "node_id": "top", "virtual": True}),
+        ("resolve", {"resource_id": "{{guide.resource_id}}", "node_id": "top.first"}),
+        ("resolve", {"address": "doc://{{manual.resource_id}}#pages=1-2"}),
+        ("resolve", {"address": "image://{{photo.resource_id}}#bbox=0.25,0.25,0.75,0.75"}, {"save": "crop"}),
         # the semantic tools (reference 002 and search; the real model, loaded once by this server)
         ("index_files", {"folderPath": "docs", "options": {"fileTypes": ".md", "chunkSize": 300, "overlap": 30}}),
         ("search", {"query": "how do I deal the cards?", "limit": 3}),
@@ -105,7 +120,8 @@ def good_calls(t: Path) -> list[dict]:
 def deletions() -> list[dict]:
     calls = [("resource-set-remove-child", {"parent": "media", "child": "photos"}),
              ("resource-set-delete", {"name": "photos"}), ("query-delete", {"name": "big"}),
-             ("plan-delete", {"name": "tidy"}), ("source-delete", {"name": "docs-scan"})]
+             ("plan-delete", {"name": "tidy"}), ("source-delete", {"name": "docs-scan"}),
+             ("map-delete", {"resource_id": "{{guide.resource_id}}"})]
     return [{"kind": "call", "id": f"good end {tool}", "tool": tool, "args": args} for tool, args in calls]
 
 
@@ -184,6 +200,17 @@ def bad_calls(t: Path, good: list[dict]) -> list[dict]:
         ("read_document", {"path": "ghost.pdf"}, "DOCUMENT_NOT_FOUND"),
         ("read_document", {"path": "docs/readme.md", "pages": [0]}, "pages"),
         ("get_document_info", {"path": "ghost.md"}, "DOCUMENT_NOT_FOUND"),
+        ("listResources", {"limit": 0}, "limit"), ("getStructure", {"resource_id": "ghost"}, "RESOURCE_NOT_FOUND"),
+        ("getNode", {"resource_id": "{{guide.resource_id}}", "node_id": "ghost"}, "NODE_NOT_FOUND"),
+        ("resolve", {"address": "doc://{{manual.resource_id}}#pages=1-99"}, "INVALID_ADDRESS"),
+        ("resolve", {"address": "image://{{photo.resource_id}}#bbox=0.2,0.2,0.8"}, "INVALID_ADDRESS"),
+        ("resolve", {"address": "doc://ghost#pages=1"}, "RESOURCE_NOT_FOUND"),
+        ("resolve", {"resource_id": "{{guide.resource_id}}"}, "node_id"),
+        ("map-build", {"resource": "/etc/passwd"}, "INVALID_PATH"),
+        ("map-build", {"resource": p("docs", "manual.pdf"), "strategy": "pages"}, "strategy"),
+        ("map-put", {"resource": p("docs", "guide.md"),
+                     "nodes": [{"id": "x", "location": {"modality": "text", "lines": [5, 1]}}]}, "INVALID_MAP"),
+        ("map-delete", {"resource_id": ""}, "resource_id"),
         ("no-such-tool", {}, "unknown tool 'no-such-tool'"),
     ]
     steps = [{"kind": "call", "id": f"bad {i} {tool}", "tool": tool, "args": args, "expect": word}
@@ -221,6 +248,8 @@ def reads(t: Path, transport: str) -> list[dict]:
         ("synthesis://resource-sets/media/metrics/weight", ["weight", "size"]),
         ("synthesis://jobs/abc", ["not a job id"]), ("synthesis://jobs/999999", ["999999"]),
         ("synthesis://plans/ghost", ["ghost"]),
+        ("synthesis://maps?limit=1", None), ("synthesis://maps/{{manual.resource_id}}", None),
+        ("{{crop.uri}}", None), ("synthesis://maps/ghost", ["ghost"]), ("synthesis://maps?limit=0", ["limit"]),
     ]
     written = {"kind": "write", "id": "write new.txt", "path": str(t / "docs" / "new.txt"),
                "text": "written after the index"}  # on disk, inside the roots, not indexed
@@ -357,8 +386,9 @@ def test_resources_read_and_bad_input_is_an_invalid_params_error_that_says_why(r
         if words is None:
             assert "protocolError" not in step, where
             content = step["contents"][0]
-            if "blob" in content:  # a thumbnail: a JPEG as base64
-                assert content["mimeType"] == "image/jpeg" and base64.b64decode(content["blob"])[:2] == b"\xff\xd8"
+            if "blob" in content:  # a thumbnail (JPEG) or a resolved crop (PNG), as base64, of its MIME type
+                magic = {"image/jpeg": b"\xff\xd8", "image/png": b"\x89PNG"}[content["mimeType"]]
+                assert base64.b64decode(content["blob"]).startswith(magic), where
             else:
                 json.loads(content["text"])
             continue
@@ -400,3 +430,16 @@ def test_synchronous_index_and_plan_execute_report_monotonic_progress(report):
         assert values, where
         assert all(a < b for a, b in zip(values, values[1:])), where
         assert all(0 <= v <= 100 and p["total"] == 100 for v, p in zip(values, step["progress"])), where
+
+
+def test_citations_resolve_virtually_and_into_files_through_the_typescript_client(report):
+    for session in report["sessions"]:
+        answers = [s["structuredContent"] for s in session["steps"]
+                   if s["kind"] == "call" and s["tool"] == "resolve" and s["id"].startswith("good")]
+        virtual, lines, pages, crop = answers
+        assert virtual["output_path"] is None and virtual["address"].endswith("#lines=1-2"), session["label"]
+        assert lines["address"].endswith("#lines=1-1") and lines["mime_type"].startswith("text/plain")
+        assert pages["address"].endswith("#pages=1-2") and pages["mime_type"] == "application/pdf"
+        assert crop["mime_type"] == "image/png" and crop["uri"].startswith("synthesis://content/cache/")
+        assert ("url" in crop) == (session["label"] == "http")  # the HTTP server's /api/content address
+        assert all(a["source_hash"].startswith("xxh128:") for a in answers)
