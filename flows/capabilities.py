@@ -21,6 +21,7 @@ INSTALLED: tuple[str, ...] = (
     "flows.classify",  # thumbnails, timelines, metadata, content hashes (outcome classifier, classifier tools)
     "flows.documents",  # text extraction and full-text search (outcome extract_text, the "documents" plan, tools)
     "flows.semantic",  # chunks, embeddings, hnswlib collections, hybrid search, labels (outcomes embed, label)
+    "flows.citations",  # resource maps, addresses, resolution into pages / clips / crops / lines (outcome map)
 )
 
 _lock = threading.Lock()

@@ -94,7 +94,17 @@ async def test_create_refuses_an_unknown_condition_key_naming_it_and_its_place(c
         await call(client, "plan-get", {"name": "index-media"})
 
 
-async def test_create_refuses_sources_outside_the_roots_and_uninstalled_outcomes(client, tree):
+@pytest.fixture
+def without_map(monkeypatch):
+    """An installation without the citations capability: the language knows the map outcome, no executor runs
+    it."""
+    from flows import outcomes as flow_outcomes
+
+    flow_outcomes.installed_executors()
+    monkeypatch.delitem(flow_outcomes.EXECUTORS, "map")
+
+
+async def test_create_refuses_sources_outside_the_roots_and_uninstalled_outcomes(client, tree, without_map):
     bad = {"name": "x", "sources": [{"name": "etc", "type": "filesystem.index", "config": {"path": "/etc"}}],
            "outcomes": [{"type": "map"}]}
     with pytest.raises(ToolFailed) as err:
@@ -209,7 +219,7 @@ async def test_update_refuses_text_with_fields_and_conditions_without_a_main_rul
         await call(client, "plan-update", {"name": "two", "conditions": "size > 1MB"})
 
 
-async def test_problems_found_after_parsing_dsl_text_carry_their_line(client, tree):
+async def test_problems_found_after_parsing_dsl_text_carry_their_line(client, tree, without_map):
     text = f"plan p\nsource home index {tree}\nrule r when size > 1MB\n  do map\n"
     res = await call(client, "plan-validate", {"text": text})
     assert res["valid"] is False

@@ -219,6 +219,8 @@ def test_chained_outcomes_stop_on_error_per_entry(service, engine, tree, fake_cl
 def test_check_plan_refuses_what_this_installation_cannot_run(tree, monkeypatch):
     import dsl.fields
 
+    flow_outcomes.installed_executors()  # an installation without the citations capability: map has no executor
+    monkeypatch.delitem(flow_outcomes.EXECUTORS, "map")
     monkeypatch.setattr(dsl.fields, "INSTALLED_PRODUCERS", dsl.fields.INSTALLED_PRODUCERS - {"labels"})
     p = plan(tree / ".." / "..", rules=[
         {"name": "r", "when": "label = receipt", "outcomes": [{"type": "map"}]}])
