@@ -1,0 +1,190 @@
+"""Physical resolution into the content cache: PDF pages, clips, crops and line ranges, reused while the source is
+unchanged, and nothing half-written left when extraction fails."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pymupdf
+import pytest
+from PIL import Image, ImageOps
+
+from flows.citations.extract import extract, output_key
+from flows.citations.model import Address, SourceFacts
+from flows.classify import cache
+from store.errors import CitationError
+from tests import documents_media, media
+
+HASH = "xxh128:" + "1" * 32
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory) -> dict[str, Path]:
+    """One of each source, generated once: a 5-page PDF, a 4 s video (keyframe every second) named like an option,
+    a 4 s MP3, a 100x100 PNG, a JPEG displayed rotated (EXIF orientation 6), a 10-line text file."""
+    root = tmp_path_factory.mktemp("sources")
+    return {
+        "pdf": documents_media.pdf_with_outline(root / "book.pdf", pages=5),
+        "video": media.video(root / "-i.mp4", seconds=4, size="160x120"),
+        "audio": media.audio(root / "tone.mp3", seconds=4),
+        "png": media.png(root / "square.png", size=(100, 100)),
+        "rotated": media.jpeg(root / "rotated.jpg", size=(100, 50), orientation=6, gps=None),
+        "text": media.text(root / "notes.txt", lines=10),
+    }
+
+
+@pytest.fixture()
+def data_dir(tmp_path) -> Path:
+    return tmp_path / "data"
+
+
+def leftovers(data_dir: Path) -> list[Path]:
+    """Temporary files left anywhere in the cache."""
+    return list((data_dir / "cache").rglob(".tmp-*")) if (data_dir / "cache").exists() else []
+
+
+def probe(path: Path) -> dict:
+    out = subprocess.run(["ffprobe", "-v", "error", "-show_entries", "format=duration,format_name:stream=codec_type",
+                          "-of", "json", str(path)], capture_output=True, text=True, check=True).stdout
+    return json.loads(out)
+
+
+@pytest.mark.parametrize("pages, expected", [(((2, 3),), [2, 3]), (((1, 1), (3, 3)), [1, 3]),
+                                             (((4, 4), (1, 2)), [4, 1, 2]), (None, [1, 2, 3, 4, 5])])
+def test_pdf_pages_become_a_new_pdf_of_those_pages_in_the_order_asked(sources, data_dir, pages, expected):
+    address = Address("doc", "book", pages=pages)
+    out = extract(data_dir, str(sources["pdf"]), HASH, address, SourceFacts("document", page_count=5))
+    assert out.cached is False and out.mime_type == "application/pdf" and out.cache_path.endswith(".pdf")
+    assert out.path == data_dir / out.cache_path and out.size_bytes == out.path.stat().st_size
+    with pymupdf.open(out.path) as doc:
+        texts = [page.get_text() for page in doc]
+    assert len(texts) == len(expected)
+    for text, number in zip(texts, expected):
+        assert documents_media.pdf_lines(number)[0] in text
+
+
+def test_other_paged_formats_are_written_as_pdf(tmp_path, data_dir):
+    source = documents_media.epub(tmp_path / "tiny.epub")
+    with pymupdf.open(source) as doc:
+        count = doc.page_count
+    out = extract(data_dir, str(source), HASH, Address("doc", "tiny"), SourceFacts("document", page_count=count))
+    with pymupdf.open(out.path) as doc:
+        assert doc.is_pdf and doc.page_count == count
+        assert "dragon sleeps" in "".join(page.get_text() for page in doc)
+
+
+@pytest.mark.parametrize("name, bbox, size", [
+    ("png", (0.2, 0.2, 0.8, 0.8), (60, 60)),
+    ("png", None, (100, 100)),
+    ("rotated", (0.0, 0.0, 1.0, 0.5), (50, 50)),  # displayed 50x100: fractions are of the upright image
+])
+def test_a_bbox_becomes_a_png_crop_of_the_image_as_displayed(sources, data_dir, name, bbox, size):
+    out = extract(data_dir, str(sources[name]), HASH, Address("image", name, bbox=bbox), SourceFacts("image"))
+    assert out.mime_type == "image/png" and out.cache_path.endswith(".png")
+    with Image.open(out.path) as crop, Image.open(sources[name]) as original:
+        assert crop.format == "PNG" and crop.size == size
+        if name == "png":  # lossless: exactly the source's pixels
+            box = (20, 20, 80, 80) if bbox else (0, 0, 100, 100)
+            assert list(crop.convert("RGB").getdata()) == list(original.convert("RGB").crop(box).getdata())
+        else:
+            assert ImageOps.exif_transpose(original).size == (50, 100)
+
+
+def test_a_crop_that_rounds_to_zero_pixels_is_an_invalid_address(sources, data_dir):
+    address = Address("image", "square", bbox=(0.5, 0.5, 0.504, 0.9))
+    with pytest.raises(CitationError) as err:
+        extract(data_dir, str(sources["png"]), HASH, address, SourceFacts("image", width=100, height=100))
+    assert err.value.code == "INVALID_ADDRESS" and "0x40 pixels" in err.value.message
+    assert leftovers(data_dir) == [] and not list((data_dir / "cache").rglob("*.png"))
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_a_video_clip_is_copied_from_the_keyframe_or_cut_exactly(sources, data_dir, exact):
+    address = Address("video", "clip", t=(1.5, 3.0))
+    out = extract(data_dir, str(sources["video"]), HASH, address, SourceFacts("video", duration=4.0), exact=exact)
+    assert out.mime_type == "video/mp4" and out.cache_path.endswith(".mp4")
+    info = probe(out.path)
+    duration = float(info["format"]["duration"])
+    assert {s["codec_type"] for s in info["streams"]} == {"video", "audio"}
+    if exact:
+        assert 1.4 <= duration <= 1.65
+    else:  # from the keyframe at 1 s (one a second) to 3 s
+        assert 1.9 <= duration <= 2.15
+
+
+def test_an_audio_clip_keeps_its_format_and_an_end_past_the_duration_is_the_end(sources, data_dir):
+    address = Address("audio", "tone", t=(2.5, 60.0))
+    out = extract(data_dir, str(sources["audio"]), HASH, address, SourceFacts("audio", duration=4.0))
+    assert out.mime_type == "audio/mpeg" and out.cache_path.endswith(".mp3")
+    info = probe(out.path)
+    assert info["format"]["format_name"] == "mp3" and 1.3 <= float(info["format"]["duration"]) <= 1.7
+
+
+def test_text_lines_are_cut_from_the_file_or_from_the_lines_given(sources, data_dir):
+    address = Address("text", "notes", lines=(3, 5))
+    out = extract(data_dir, str(sources["text"]), HASH, address, SourceFacts("text", line_count=10))
+    assert out.mime_type == "text/plain; charset=utf-8"
+    assert out.path.read_text("utf-8") == "".join(f"line {i}: the quick brown fox — café\n" for i in (2, 3, 4))
+    asked = []
+    given = extract(data_dir, str(sources["text"]), "xxh128:" + "2" * 32, address, SourceFacts("text", line_count=10),
+                    text_lines=lambda first, last: asked.append((first, last)) or ["three", "four", "five"])
+    assert asked == [(3, 5)] and given.path.read_text("utf-8") == "three\nfour\nfive\n"
+    with pytest.raises(CitationError) as err:
+        extract(data_dir, str(sources["text"]), HASH, Address("text", "notes", lines=(9, 12)),
+                SourceFacts("text", line_count=10))
+    assert err.value.code == "INVALID_ADDRESS" and "10 line(s)" in err.value.message
+
+
+def test_the_same_extract_again_comes_from_the_cache_without_running_anything(sources, data_dir, monkeypatch):
+    address = Address("video", "clip", t=(1.0, 2.0))
+    facts = SourceFacts("video", duration=4.0)
+    first = extract(data_dir, str(sources["video"]), HASH, address, facts)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("ffmpeg ran for a cached excerpt")
+
+    monkeypatch.setattr(subprocess, "Popen", refuse)
+    again = extract(data_dir, str(sources["video"]), HASH, Address("video", "renamed", t=(1.0, 2.0)), facts)
+    assert again.cached is True and again.path == first.path and again.cache_path == first.cache_path
+    assert again.size_bytes == first.size_bytes and again.mime_type == first.mime_type
+
+
+def test_the_key_depends_on_the_content_the_fragment_and_exact_but_not_the_resource_id():
+    address = Address("doc", "book", pages=((2, 3),))
+    key = output_key(HASH, address, False)
+    assert len(key) == 32 and int(key, 16) >= 0
+    assert output_key(HASH, Address("doc", "other-name", pages=((2, 3),)), False) == key
+    assert len({key, output_key("xxh128:" + "3" * 32, address, False), output_key(HASH, address, True),
+                output_key(HASH, Address("doc", "book", pages=((2, 4),)), False)}) == 4
+
+
+def test_every_excerpt_is_a_cache_path_served_with_its_mime_type(sources, data_dir):
+    made = [extract(data_dir, str(sources["pdf"]), HASH, Address("doc", "b", pages=((1, 1),)),
+                    SourceFacts("document", page_count=5)),
+            extract(data_dir, str(sources["text"]), HASH, Address("text", "n", lines=(1, 2)),
+                    SourceFacts("text", line_count=10)),
+            extract(data_dir, str(sources["audio"]), HASH, Address("audio", "a", t=(0.0, 1.0)),
+                    SourceFacts("audio", duration=4.0), exact=True)]
+    for out in made:
+        assert cache.is_cache_path(out.cache_path) and cache.resolve(data_dir, out.cache_path) == out.path
+        assert cache.mime_type(out.cache_path) == out.mime_type != "application/octet-stream"
+
+
+@pytest.mark.parametrize("make, address, facts, said", [
+    (documents_media.truncated_pdf, Address("doc", "t", pages=((2, 3),)), SourceFacts("document", page_count=5),
+     "broken PDF"),
+    (documents_media.encrypted_pdf, Address("doc", "e", pages=((1, 1),)), SourceFacts("document", page_count=1),
+     "password"),
+    (media.corrupt_mp4, Address("video", "c", t=(0.0, 1.0)), SourceFacts("video", duration=4.0), "ffmpeg failed"),
+])
+def test_a_corrupt_source_fails_clearly_and_leaves_nothing_in_the_cache(tmp_path, data_dir, make, address, facts,
+                                                                        said):
+    source = make(tmp_path / ("source.mp4" if address.scheme == "video" else "source.pdf"))
+    with pytest.raises(CitationError) as err:
+        extract(data_dir, str(source), HASH, address, facts)
+    assert err.value.code == "EXTRACTION_FAILED" and said in err.value.message
+    assert err.value.message.startswith(address.format() + ": ")
+    assert leftovers(data_dir) == []
+    assert not [p for p in (data_dir / "cache").rglob("*") if p.is_file()]
