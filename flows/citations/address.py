@@ -58,6 +58,11 @@ _EXPECTED_WORDS: dict[str, str] = {
 }
 
 
+def _a(word: str) -> str:
+    """``word`` with its article: "a doc", "an image"."""
+    return f"an {word}" if word[:1] in "aeiou" else f"a {word}"
+
+
 def _error(text: str, column: int, problem: str) -> CitationError:
     return CitationError("INVALID_ADDRESS", f"invalid address {_shown(text)} at column {column}: {problem}",
                          field="address", details={"address": text, "column": column})
@@ -145,7 +150,7 @@ def _build(text: str, tree: Tree) -> Address:
     frag: Tree = tree.children[2]
     key_tok: Token = frag.children[0]
     if str(key_tok) != SCHEME_KEY[scheme]:
-        raise _error(text, key_tok.column, f"a {scheme}:// address takes {FRAGMENT_SYNTAX[scheme]}, "
+        raise _error(text, key_tok.column, f"{_a(scheme)}:// address takes {FRAGMENT_SYNTAX[scheme]}, "
                                            f"not {str(key_tok)}=")
     kind = frag.data
     if kind == "pages" or kind == "lines":
@@ -190,7 +195,7 @@ def _syntax_error(text: str, exc: UnexpectedInput) -> CitationError:
         if pos > 0 and re.fullmatch(r"[A-Za-z][A-Za-z0-9+.\-]*", text[:pos]):
             return _error(text, column, f"expected '://' after the scheme; an address is {SYNTAX}")
         return _error(text, column, f"unexpected {found}; an address starts with one of {SCHEMES_TEXT}")
-    hint = f"a {scheme}:// address is {scheme}://ID or {scheme}://ID#{FRAGMENT_SYNTAX[scheme]}"
+    hint = f"{_a(scheme)}:// address is {scheme}://ID or {scheme}://ID#{FRAGMENT_SYNTAX[scheme]}"
     hash_at = text.find("#")
     if pos == match.end():
         return _error(text, column, f"expected a resource id (a letter or digit, then letters, digits, _ . -); "
@@ -289,8 +294,7 @@ def check_address(address: Address, facts: SourceFacts) -> None:
         scheme = MODALITY_SCHEME.get(facts.modality)
         how = (f"; cite it as {scheme}://{address.resource_id}#{FRAGMENT_SYNTAX[scheme].split(' (')[0]}"
                if scheme else "")
-        raise refuse(f"{address.resource_id} is a{'n' if facts.modality[:1] in 'aeiou' else ''} "
-                     f"{facts.modality}{how}")
+        raise refuse(f"{address.resource_id} is {_a(facts.modality)}{how}")
     for first, last in address.pages or ():
         problem = span_problem("pages", first, last) or extent_problem("pages", first, last, facts.page_count)
         if problem:
