@@ -51,8 +51,14 @@ def app(library):
         app.engine.dispose()
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
+def anyio_backend():
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
 async def client(app):
+    """One server and client for the module (the tests build on each other in file order)."""
     async with Client(build_server(app)) as c:
         yield c
 
