@@ -188,3 +188,21 @@ def test_a_corrupt_source_fails_clearly_and_leaves_nothing_in_the_cache(tmp_path
     assert err.value.message.startswith(address.format() + ": ")
     assert leftovers(data_dir) == []
     assert not [p for p in (data_dir / "cache").rglob("*") if p.is_file()]
+
+
+def test_a_stream_copy_that_produced_no_frames_fails_suggesting_exact(sources, data_dir, monkeypatch):
+    """A source with no keyframe at or before the start (an intra-refresh stream): ffmpeg's copy writes a file with
+    headers and no frames, reported by its -progress output (faked here: real encoders always write a first
+    keyframe, so ffmpeg copies from it)."""
+    from flows.classify.media import common
+
+    def no_frames(cmd, *, timeout, what):
+        Path(cmd[-1].removeprefix("file:")).write_bytes(b"\x00" * 64)  # what a header-only output looks like
+        return b"frame=0\nout_time_us=N/A\nprogress=end\n"
+
+    monkeypatch.setattr(common, "run_tool", no_frames)
+    with pytest.raises(CitationError) as err:
+        extract(data_dir, str(sources["video"]), HASH, Address("video", "clip", t=(2.0, 3.0)),
+                SourceFacts("video", duration=4.0))
+    assert err.value.code == "EXTRACTION_FAILED" and "exact=true" in err.value.message
+    assert leftovers(data_dir) == [] and not list((data_dir / "cache").rglob("*.mp4"))
