@@ -54,7 +54,7 @@ _SCHEME_PREFIX = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*)://")
 _EXPECTED_WORDS: dict[str, str] = {
     "SCHEME": "a scheme (" + SCHEMES_TEXT + ")", "RID": "a resource id (letters, digits, _ . -)",
     "INT": "a whole number", "TIME": "a time (seconds, MM:SS or HH:MM:SS)", "NUMBER": "a number",
-    "COMMA": "','", "MINUS": "'-'", "EQUAL": "'='", "HASH": "'#'", "__ANON_0": "'://'", "$END": "the end",
+    "COMMA": "','", "MINUS": "'-'", "EQUAL": "'='", "HASH": "'#'", "_SEP": "'://'", "$END": "the end",
 }
 
 
@@ -65,7 +65,7 @@ def _a(word: str) -> str:
 
 def _error(text: str, column: int, problem: str) -> CitationError:
     return CitationError("INVALID_ADDRESS", f"invalid address {_shown(text)} at column {column}: {problem}",
-                         field="address", details={"address": text, "column": column})
+                         field="address", details={"address": text[:MAX_ADDRESS_CHARS], "column": column})
 
 
 def _shown(text: str) -> str:

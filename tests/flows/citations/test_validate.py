@@ -172,3 +172,22 @@ def test_too_many_nodes_are_refused():
 def test_a_map_that_is_not_a_list_of_nodes_is_refused(nodes, words):
     [found] = problems(nodes, PDF)
     assert found["node"] == "nodes" and words in found["problem"]
+
+
+def test_reference_003s_example_map_is_accepted_and_a_shown_map_can_be_supplied_back():
+    reference = [
+        {"id": "intro", "title": "Introduction", "type": "section",
+         "location": {"modality": "video", "start": 0.0, "end": 145.5}, "summary": "Course overview and objectives",
+         "children": [{"id": "intro.welcome", "title": "Welcome", "type": "example",
+                       "location": {"modality": "video", "start": 0.0, "end": 30.0}, "children": []}]},
+        {"id": "chapter_1", "title": "Big O Notation", "type": "section",
+         "location": {"modality": "video", "start": 145.5, "end": 285.0}, "summary": "Asymptotic runtime analysis",
+         "children": []},
+    ]
+    facts = SourceFacts("video", duration=285.0)
+    nodes = validate_nodes(reference, facts)
+    assert [n.id for top in nodes for n in top.walk()] == ["intro", "intro.welcome", "chapter_1"]
+    shown = [n.dump() for n in nodes]
+    for top in shown:  # as getStructure shows it: with addresses filled in
+        top["location"]["virtual_address"] = "video://lecture_01#t=0-145.5"
+    assert validate_nodes(shown, facts) == nodes
