@@ -8,8 +8,8 @@ once into a cache dir and reused by later runs.
   subsections (full: 20 x 2 x 6, so 20 + 40 + 240 = 300 entries over 300 pages), the subsections spread over their
   chapter's pages.
 - ``<work>/media-<spec key>/lecture.mp4``: ``segments`` segments of ``segment_seconds`` seconds each (full: 30 x 20 s
-  = 10 minutes at 1280x720, 25 fps), each a different lavfi test pattern (testsrc2, SMPTE bars, sierpinski, gradients...,
-  hue-rotated so no two segments look alike) with a tone of its own; libx264 ultrafast (crf 28: ~1 Mbit/s, a lecture's rate) with a keyframe every
+  = 10 minutes at 1280x720, 25 fps), each a different lavfi test pattern (testsrc2, SMPTE bars, a colour table, gradients...,
+  hue-rotated, alternately bright and dark, so each cut is plain to a scene detector) with a tone of its own; libx264 ultrafast (crf 28: ~1 Mbit/s, a lecture's rate) with a keyframe every
   ``gop`` frames (full: 125 = 5 s; x264 also puts one at each cut), AAC audio. Each segment is encoded alone, then the
   segments are joined with ffmpeg's concat demuxer (stream copy), so memory stays flat.
 
@@ -31,8 +31,10 @@ from pathlib import Path
 log = logging.getLogger("bench.citations_media")
 
 # lavfi sources cycled through the segments: (name, takes a size option)
-PATTERNS = ("testsrc2", "smptehdbars", "sierpinski", "rgbtestsrc", "gradients", "cellauto", "testsrc", "pal100bars",
+# (tried and left out: sierpinski and cellauto, whose own motion scores as scene cuts; life, 36 Mbit/s at 720p)
+PATTERNS = ("testsrc2", "smptehdbars", "haldclutsrc", "rgbtestsrc", "gradients", "smptebars", "testsrc", "pal100bars",
             "yuvtestsrc", "colorspectrum")
+VERSION = 3  # of the generated media: a change of patterns or encoding makes new files
 WORDS = ("evidence citation outline section chapter lecture figure table theorem proof method result sample "
          "measure source archive address region interval keyframe page extract summary claim reader").split()
 
@@ -69,8 +71,8 @@ class MediaSpec:
 
     @property
     def key(self) -> str:
-        return (f"{self.pages}p-{self.outline_entries}o-{self.duration}s-{self.size}-{self.fps}fps-g{self.gop}"
-                f"-{self.segment_seconds}seg")
+        return (f"v{VERSION}-{self.pages}p-{self.outline_entries}o-{self.duration}s-{self.size}-{self.fps}fps"
+                f"-g{self.gop}-{self.segment_seconds}seg")
 
 
 @dataclass
@@ -124,12 +126,15 @@ def _segment_cmd(i: int, spec: MediaSpec, out: Path) -> list[str]:
     pattern = PATTERNS[i % len(PATTERNS)]
     secs = spec.segment_seconds
     src = f"{pattern}=size={spec.size}:rate={spec.fps}"
-    if pattern == "cellauto":
-        src += ":rule=110:seed=3"
+    if pattern == "haldclutsrc":  # a fixed 512x512 colour table, scaled to the size
+        src = f"haldclutsrc=level=8:rate={spec.fps},scale={spec.size.replace('x', ':')}"
     elif pattern == "gradients":
         src += ":speed=0.02"
     hue = (i * 67) % 360  # segments of the same pattern (every len(PATTERNS)th) differ in colour too
-    vf = f"format=yuv420p,hue=h={hue}"
+    # alternately bright (luma 128-255) and dark (0-102): neighbours differ by ~100 levels of luma whatever the
+    # patterns, so each cut scores well above the scene threshold and nothing inside a segment does
+    luma = "128+val/2" if i % 2 == 0 else "val*0.4"
+    vf = f"format=yuv420p,hue=h={hue},lutyuv=y='{luma}'"
     return ["ffmpeg", "-hide_banner", "-loglevel", "error", "-y",
             "-f", "lavfi", "-t", str(secs), "-i", src,
             "-f", "lavfi", "-t", str(secs), "-i", f"sine=frequency={220 + 40 * i}:sample_rate=44100",
