@@ -21,8 +21,8 @@ from tests.media import ffmpeg
 RATE = 25  # frames per second of the generated videos; also the keyframe interval (one a second)
 
 # the lavfi sources of video_with_scenes, in order: each looks nothing like the one before it
-SCENE_SOURCES = ("testsrc", "smptebars", "color=c=red", "mandelbrot", "color=c=blue", "rgbtestsrc", "color=c=green",
-                 "testsrc2")
+SCENE_SOURCES = ("testsrc", "smptebars", "color=c=red", "mandelbrot", "color=c=blue", "testsrc2", "color=c=green",
+                 "rgbtestsrc")
 
 # pdf_outline's default outline: (level, title, page); with 12 pages the sections' page ranges are PDF_RANGES
 PDF_TOC = [[1, "Chapter 1", 1], [2, "Intro", 1], [2, "Definition", 3], [1, "Chapter 2", 5], [2, "Method", 6],

@@ -262,6 +262,8 @@ def _ffmpeg_lines(cmd: list[str], *, timeout: float, should_cancel: Callable[[],
     EXTRACTION_FAILED with ffmpeg's last lines. Stdout is discarded."""
     from flows.outcomes import Cancelled
 
+    if should_cancel():
+        raise Cancelled(f"{what} not started: cancel requested")
     try:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     except OSError as exc:
@@ -320,12 +322,17 @@ _SILENCE_START = re.compile(r"silence_start:\s*(-?[0-9.]+(?:e[-+]?\d+)?)")
 _SILENCE_END = re.compile(r"silence_end:\s*(-?[0-9.]+(?:e[-+]?\d+)?)")
 
 
-def scene_cuts(path: str, *, duration: float | None = None, start_time: float = 0.0,
+def scene_cuts(path: str, *, duration: float | None = None,
                threshold: float = SCENE_THRESHOLD, should_cancel: Callable[[], bool] = lambda: False) -> list[float]:
-    """Seconds (from the start of the file) where a new scene starts, by ffmpeg's scene score on frames scaled to
-    160 px wide: the scale is the first filter, so scoring touches 1/30 of a 720p frame's pixels; the decoder skips
-    H.264's deblocking loop filter (``-skip_loop_filter all``: invisible to a score of whole-frame change, a large
-    share of decoding time); audio, subtitles and data are not decoded; decoding and filtering are threaded. The
+    """Seconds from the start of the file (ffmpeg's timeline: the container's start time already removed) where a
+    new scene starts, by ffmpeg's scene score (the ``select`` filter) above ``threshold``.
+
+    Decoding is nearly all the cost (the score on a 720p frame is cheap next to decoding it), so the decoder does
+    less: ``-skip_frame noref`` decodes no frame other frames do not reference (H.264/HEVC B-frames: a cut is found
+    at most a frame or two late, and encoders start a new scene on a reference frame anyway), ``-skip_loop_filter
+    all`` skips the deblocking filter (invisible to a whole-frame difference). Frames are scaled to 160 px wide
+    before scoring, audio / subtitles / data are not decoded, decoding is threaded. Measured on a 2-minute 720p
+    H.264 (x264, B-frames): 4.6 s of CPU against 7.9 s for ``select='gt(scene,0.3)'`` alone, the same cuts. The
     selected frames' times come from ``showinfo`` on stderr, read line by line."""
     from flows.classify.media.common import MediaError, input_path, tool
 
@@ -335,7 +342,7 @@ def scene_cuts(path: str, *, duration: float | None = None, start_time: float = 
         raise _failed("ffmpeg", str(exc)) from None
     graph = f"scale={SCENE_WIDTH}:-2:flags=fast_bilinear,select='gt(scene\\,{threshold:g})',showinfo"
     cmd = [ffmpeg, "-hide_banner", "-nostdin", "-nostats", "-loglevel", "info", "-threads", "0",
-           "-skip_loop_filter", "all", "-i", input_path(path), "-map", "0:v:0", "-an", "-sn", "-dn",
+           "-skip_loop_filter", "all", "-skip_frame", "noref", "-i", input_path(path), "-map", "0:v:0", "-an", "-sn", "-dn",
            "-vf", graph, "-fps_mode", "passthrough", "-f", "null", "-"]
     cuts = []
     for line in _ffmpeg_lines(cmd, timeout=_scan_timeout(duration), should_cancel=should_cancel,
@@ -344,11 +351,11 @@ def scene_cuts(path: str, *, duration: float | None = None, start_time: float = 
             continue
         found = _PTS.search(line)
         if found:
-            cuts.append(float(found.group(1)) - start_time)
+            cuts.append(float(found.group(1)))
     return sorted(c for c in cuts if c > 0)
 
 
-def silences(path: str, *, duration: float | None = None, start_time: float = 0.0,
+def silences(path: str, *, duration: float | None = None,
              should_cancel: Callable[[], bool] = lambda: False) -> list[tuple[float, float]]:
     """(start, end) seconds of the silences ffmpeg's silencedetect finds (noise -35 dB, at least 0.5 s); a silence
     still open at the end runs to ``duration``."""
@@ -368,9 +375,9 @@ def silences(path: str, *, duration: float | None = None, start_time: float = 0.
         if "silencedetect" not in line:
             continue
         if (found := _SILENCE_START.search(line)) is not None:
-            opened = max(0.0, float(found.group(1)) - start_time)
+            opened = max(0.0, float(found.group(1)))
         elif (found := _SILENCE_END.search(line)) is not None and opened is not None:
-            out.append((opened, float(found.group(1)) - start_time))
+            out.append((opened, float(found.group(1))))
             opened = None
     if opened is not None and duration is not None and duration > opened:
         out.append((opened, duration))
@@ -651,13 +658,13 @@ def _build_text(path: str, strategy: str, window: float | None, fmt: str | None,
     return Built(origin="windows", title=title, nodes=_unit_windows(lines, size, "text", "Lines"), facts=facts)
 
 
-def _chapter_nodes(chapters: list[dict[str, Any]], duration: float, start_time: float, modality: str) -> list[Node]:
+def _chapter_nodes(chapters: list[dict[str, Any]], duration: float, modality: str) -> list[Node]:
     taken: set[str] = set()
     out = []
     for i, chapter in enumerate(chapters, start=1):
         try:
-            start = float(chapter.get("start_time")) - start_time
-            end = float(chapter.get("end_time")) - start_time
+            start = float(chapter.get("start_time"))
+            end = float(chapter.get("end_time"))
         except (TypeError, ValueError):
             continue
         start, end = max(0.0, start), min(duration, end)
@@ -690,23 +697,22 @@ def _build_media(path: str, modality: str, strategy: str, window: float | None,
     info = _ffprobe(path)
     facts = _media_facts(info, modality)
     duration = float(facts.duration or 0.0)
-    start_time = float(dict(facts.extra).get("start_time", 0.0))
     title = _tag(info.format.get("tags"), "title") or os.path.basename(path)
     if strategy in ("auto", "chapters"):
-        chapters = _chapter_nodes(info.data.get("chapters") or [], duration, start_time, modality)
+        chapters = _chapter_nodes(info.data.get("chapters") or [], duration, modality)
         if chapters:
             return Built(origin="chapters", title=title, nodes=chapters, facts=facts)
         if strategy == "chapters":
             raise _unsupported(modality, "chapters", f"the {modality} has no chapters")
     if strategy in ("auto", "scenes", "silences"):
         if modality == "video":
-            cuts = scene_cuts(path, duration=duration, start_time=start_time, should_cancel=should_cancel)
+            cuts = scene_cuts(path, duration=duration, should_cancel=should_cancel)
             spans = _scene_spans(cuts, duration)
             if len(spans) > 1 or strategy == "scenes":
                 return Built(origin="scenes", title=title, nodes=_span_nodes(spans, modality, "scene", "Scene"),
                              facts=facts)
         else:
-            spans = _sounds(silences(path, duration=duration, start_time=start_time, should_cancel=should_cancel),
+            spans = _sounds(silences(path, duration=duration, should_cancel=should_cancel),
                             duration)
             while len(spans) > MAX_NODES:
                 spans = [(a[0], b[1]) for a, b in zip(spans[::2], spans[1::2])] + \
