@@ -284,9 +284,11 @@ def check_address(address: Address, facts: SourceFacts) -> None:
     pages/lines within its count, the time range within its duration (an end up to 0.5 s past is accepted), and
     the range or region itself well formed (an address built from a stored location was not parsed). Extents that
     are None are not checked. CitationError INVALID_ADDRESS naming the extent."""
-    shown = address.format()
-
     def refuse(problem: str) -> CitationError:
+        try:
+            shown = address.format()
+        except ValueError:  # a built address holding a non-finite time: named by its resource
+            shown = f"{address.scheme}://{address.resource_id}"
         return CitationError("INVALID_ADDRESS", f"{shown}: {problem}", field="address",
                              details={"address": shown})
 

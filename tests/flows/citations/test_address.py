@@ -179,6 +179,7 @@ def test_addresses_that_do_not_fit_their_source_are_refused_naming_the_extent(te
     (Address("video", "v", t=(5.0, 5.0)), "zero length"),
     (Address("image", "i", bbox=(0.3, 0.1, 0.3, 0.9)), "zero area"),
     (Address("doc", "b", pages=((3, 2),)), "ends before it starts"),
+    (Address("video", "v", t=(float("nan"), 5.0)), "finite"),
 ])
 def test_a_built_address_is_checked_for_its_own_shape_too(address, words):
     facts = {"video": VIDEO, "image": IMAGE, "doc": PDF}[address.scheme]
