@@ -103,7 +103,7 @@ class _Checker:
             self.problem(path, "id missing; give each node a unique id such as \"chapter_1\" (a child: "
                                "\"chapter_1.intro\")")
             return None
-        if not isinstance(value, str) or not _NODE_ID.fullmatch(value) or len(value) > MAX_ID_CHARS:
+        if not isinstance(value, str) or len(value) > MAX_ID_CHARS or not _NODE_ID.fullmatch(value):
             self.problem(path, f"id {_shown(value)} is not usable: an id is letters, digits, _ and -, in parts "
                                f"joined by dots (\"chapter_1.intro\"), at most {MAX_ID_CHARS} characters")
             return None
@@ -233,7 +233,13 @@ def _a(word: str) -> str:
 
 
 def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    """A finite JSON number (not a boolean; an integer too big for a float is not one either)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def _whole(value: Any) -> bool:

@@ -131,6 +131,12 @@ def test_an_image_node_is_a_region_with_a_valid_bbox(bbox, words):
     assert words in found["problem"]
 
 
+@pytest.mark.parametrize("pages", [[10 ** 400], [1, True], [], [1, 2, 3], "1-2", [float("inf")]])
+def test_pages_that_are_not_one_or_two_whole_numbers_are_refused(pages):
+    [found] = problems([doc("n", pages)], PDF)
+    assert "location.pages must be [first, last] or [n], whole numbers" in found["problem"]
+
+
 def test_lines_past_the_end_of_a_text_are_refused():
     [found] = problems([{"id": "s", "location": {"modality": "text", "lines": [30, 41]}}], TEXT)
     assert "lines 30-41 are past the end: the text has 40 lines" in found["problem"]
