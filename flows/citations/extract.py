@@ -44,7 +44,8 @@ _VIDEO_COPY = {".mp4": ("mp4", "mp4"), ".m4v": ("mp4", "mp4"), ".mov": ("mov", "
 _AUDIO_COPY = {".mp3": ("mp3", "mp3"), ".m4a": ("mp4", "m4a"), ".m4b": ("mp4", "m4a"), ".mp4": ("mp4", "m4a"),
                ".aac": ("adts", "aac"), ".flac": ("flac", "flac"), ".wav": ("wav", "wav"), ".ogg": ("ogg", "ogg"),
                ".oga": ("ogg", "ogg"), ".opus": ("ogg", "opus"), ".mka": ("matroska", "mka")}
-# an exact audio clip is re-encoded into its source's format (suffix -> muxer, extension, encoder); others into WAV
+# an exact audio clip is re-encoded into its source's format (suffix -> muxer, extension, encoder), others into WAV
+# (16-bit PCM); FLAC is always re-encoded: it is lossless, fast, and its copied header would claim the source's length
 _AUDIO_EXACT = {".mp3": ("mp3", "mp3", ["-c:a", "libmp3lame", "-q:a", "2"]),
                 ".m4a": ("mp4", "m4a", ["-c:a", "aac", "-b:a", "192k"]),
                 ".m4b": ("mp4", "m4a", ["-c:a", "aac", "-b:a", "192k"]),
@@ -304,7 +305,7 @@ def _clip_format(modality: str, suffix: str, exact: bool) -> tuple[str, str, lis
         muxer, ext = _VIDEO_COPY.get(suffix, ("matroska", "mkv"))
         drop = ["-dn"] if muxer in ("mp4", "mov", "webm") else []  # timecode / telemetry tracks: no need, no room
         return muxer, ext, ["-map", "0", *drop, "-c", "copy"]
-    if exact:
+    if exact or suffix == ".flac":  # a copied FLAC keeps its source's STREAMINFO (the whole file's length)
         muxer, ext, codec = _AUDIO_EXACT.get(suffix, _WAV)
         return muxer, ext, ["-map", "0:a", "-vn", "-sn", "-dn", *codec]
     muxer, ext = _AUDIO_COPY.get(suffix, ("matroska", "mka"))
