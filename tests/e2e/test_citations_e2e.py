@@ -3,8 +3,8 @@
 map-build gives the ids, listResources lists them, getStructure / getNode show the maps, resolve cites virtually and
 physically (the PDF excerpt opens with PyMuPDF, the clip is probed with ffprobe, the crop has its size), the outputs
 read back through synthesis://content, a search hit's address resolves, and editing a file is noticed (an auto map
-rebuilt, an agent's map refused until allowed). Then one check over HTTP: resolve's url serves the output from
-/api/content of an HTTP server on the same store."""
+rebuilt, an agent's map refused until allowed). (resolve's url over HTTP: tests/mcp_server/test_citation_tools.py
+with the HTTP app in process, and the TypeScript client's HTTP session.)"""
 
 from __future__ import annotations
 
@@ -15,12 +15,11 @@ import subprocess
 from pathlib import Path
 
 import anyio
-import httpx
 import pytest
 from mcp import Client, StdioServerParameters
 
 from tests import citations_media
-from tests.e2e.conftest import REPO, _call, _stop, free_port, serve_args, server_env, wait_listening
+from tests.e2e.conftest import REPO, _call, serve_args, server_env
 from tests.media import png
 
 pytestmark = [pytest.mark.e2e,
@@ -151,25 +150,3 @@ async def test_citations_over_stdio(library):
             ids = await citations_session(client, root)
             await search_hit_session(client, root, ids)
 
-
-async def test_a_resolved_output_is_served_over_http(library):
-    """The same store served over HTTP: resolve answers a url, and /api/content serves the bytes with the type."""
-    base, root = library
-    port = free_port()
-    log = base / "http.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(serve_args(root, prefect=False, extra=["--transport", "http", "--port", str(port)]),
-                                stdout=out, stderr=subprocess.STDOUT, env=server_env(base, prefect=False), cwd=REPO,
-                                start_new_session=True)
-    try:
-        wait_listening(proc, port, log)
-        async with Client(f"http://127.0.0.1:{port}/mcp") as client:
-            await _call(client, "index", {"root": str(root), "async": False})
-            book = (await _call(client, "map-build", {"resource": str(root / "book.pdf")}))["resource_id"]
-            cited = await _call(client, "resolve", {"address": f"doc://{book}#pages=4"})
-        assert cited["url"] == f"http://127.0.0.1:{port}/api/content?path={cited['cache_path']}"
-        r = httpx.get(cited["url"])
-        assert r.status_code == 200 and r.headers["content-type"] == "application/pdf"
-        assert r.content == Path(cited["output_path"]).read_bytes()
-    finally:
-        _stop(proc)

@@ -319,3 +319,21 @@ async def test_maps_are_exported_as_synthesis_resources(client, ids):
                                                                 {"resource_id": ids["book.pdf"]})
     with pytest.raises(Exception, match="RESOURCE_NOT_FOUND"):
         await client.read_resource("synthesis://maps/nonexistent")
+
+
+async def test_over_http_resolve_gives_the_url_the_content_route_serves(app, ids):
+    import dataclasses
+
+    from starlette.testclient import TestClient
+
+    from mcp_server.http import http_app
+
+    settings = app.settings.model_copy(update={"transport": "http", "port": 3999})
+    served = dataclasses.replace(app, settings=settings)
+    async with Client(build_server(served)) as http_client:
+        cited = await call(http_client, "resolve", {"address": f"doc://{ids['book.pdf']}#pages=5"})
+    assert cited["url"] == f"http://127.0.0.1:3999/api/content?path={cited['cache_path']}"
+    with TestClient(http_app(build_server(served), settings), base_url="http://127.0.0.1:3999") as web:
+        r = web.get(cited["url"])
+    assert r.status_code == 200 and r.headers["content-type"] == "application/pdf"
+    assert r.content == Path(cited["output_path"]).read_bytes()
