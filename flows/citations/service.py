@@ -585,6 +585,9 @@ class CitationService:
         metadata: dict[str, Any] = {"source_hash": source.source_hash, "source_size": source.size,
                                     "source_mtime": source.mtime, "origin": row["origin"],
                                     "strategy": row["strategy"], "stale": source.stale}
+        window = _window_of(row["metadata_json"])
+        if window is not None:
+            metadata["window"] = window
         if facts is not None:
             metadata.update(facts.as_dict())
         if source.stale:

@@ -255,3 +255,24 @@ def test_search_hits_get_addresses_under_resource_ids(lib):
     assert svc.resolve(address=address, virtual=True)["node"]["id"] == "address"  # no map needed to resolve it
     svc.get_structure("notes")
     assert svc.resolve(address=address, virtual=True)["node"]["id"] == "alpha.alpha_one"  # the map's node
+
+
+def test_html_is_cited_in_the_lines_of_its_extracted_text(lib, monkeypatch):
+    from flows.documents import executor as doc_exec
+    from flows.documents.model import Extracted, Page
+
+    def extraction(tasks, options, *, should_cancel):  # stands in for the pool: the "text" of the page
+        for entry_id, path in tasks:
+            yield entry_id, Extracted(path=path, format="html", pages=[Page(1, "Title\nfirst para\nsecond para")],
+                                      total_pages=1)
+
+    monkeypatch.setattr(doc_exec.DEFAULT_RUN, "extract", extraction)
+    svc, root = lib
+    (root / "page.html").write_text("<html><body><h1>Title</h1><p>first para</p><p>second para</p></body></html>")
+    rid = svc.resource_id_for("page.html")
+    assert svc.get_structure(rid).metadata["line_count"] == 3
+    out = svc.resolve(address=f"text://{rid}#lines=2-3")
+    assert open(out["output_path"]).read().splitlines() == ["first para", "second para"]
+    with pytest.raises(CitationError) as err:
+        svc.resolve(address=f"text://{rid}#lines=2-4")
+    assert _code(err) == "INVALID_ADDRESS" and "3 lines" in str(err.value)
