@@ -3,11 +3,13 @@ problem and column, the canonical round trip, and the check against a source's f
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, strategies as st
 
 from flows.citations.address import check_address, parse_address
-from flows.citations.model import Address, SourceFacts
+from flows.citations.model import RESOURCE_ID_PATTERN, Address, SourceFacts
 from store.errors import CitationError
 
 
@@ -136,6 +138,16 @@ def test_any_text_parses_or_is_refused_as_an_invalid_address(text):
         assert err.code == "INVALID_ADDRESS"
     else:
         assert parse_address(address.format()) == address
+
+
+@given(st.text(alphabet="aZ09_.-/: é", min_size=1, max_size=140))
+def test_a_resource_id_is_accepted_exactly_when_it_matches_the_model_s_pattern(rid):
+    try:
+        address = parse_address(f"text://{rid}")
+    except CitationError:
+        assert not re.fullmatch(RESOURCE_ID_PATTERN, rid)
+    else:
+        assert address.resource_id == rid and re.fullmatch(RESOURCE_ID_PATTERN, rid)
 
 
 # --- against the source ---------------------------------------------------------------------------------------
