@@ -75,7 +75,8 @@ class Extracted:
 def output_key(source_hash: str, address: Address, exact: bool) -> str:
     """The name of an excerpt (32 hex digits): xxh3-128 of the source's content hash, the modality and canonical
     fragment of the address (``pages=2-3``: the resource id is left out, so renaming a resource or citing the same
-    content under two ids shares the file) and ``exact``."""
+    content under two ids shares the file) and ``exact`` (for clips only: pages, crops and lines are exact anyway)."""
+    exact = exact and address.modality in ("video", "audio")
     text = "\n".join((KEY_VERSION, source_hash, address.modality, address.fragment(), "exact" if exact else "copy"))
     return xxhash.xxh3_128_hexdigest(text.encode("utf-8"))
 
@@ -87,7 +88,7 @@ def extract(data_dir: str | Path, source_path: str, source_hash: str, address: A
     for frame accuracy. ``text_lines(first, last)``: the lines of a text resource whose text comes from the documents
     capability's extraction (HTML, DOCX); without it the file is read as text. CitationError EXTRACTION_FAILED
     (corrupt, truncated, encrypted, a copy that produced nothing), INVALID_ADDRESS (a crop of zero pixels, pages or
-    lines past what the file holds), UNSUPPORTED_FORMAT (a modality that cannot be cut)."""
+    lines past what the file holds)."""
     modality = address.modality
     suffix = Path(source_path).suffix.lower()
     if modality == "document":
@@ -96,11 +97,8 @@ def extract(data_dir: str | Path, source_path: str, source_hash: str, address: A
         ext = "png"
     elif modality == "text":
         ext = "txt"
-    elif modality in ("video", "audio"):
+    else:  # video, audio
         ext = _clip_format(modality, suffix, exact)[1]
-    else:
-        raise CitationError("UNSUPPORTED_FORMAT", f"{address.format()}: {modality} resources cannot be extracted; "
-                                                  "documents, video, audio, images and text can", field="address")
     key = output_key(source_hash, address, exact)
     rel = f"{cache.CACHE_DIR}/{key[:2]}/{key[2:4]}/{key}.{ext}"
     target = Path(data_dir) / rel

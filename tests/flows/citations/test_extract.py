@@ -152,12 +152,14 @@ def test_the_same_extract_again_comes_from_the_cache_without_running_anything(so
 
 
 def test_the_key_depends_on_the_content_the_fragment_and_exact_but_not_the_resource_id():
-    address = Address("doc", "book", pages=((2, 3),))
+    address = Address("video", "talk", t=(2.0, 3.0))
     key = output_key(HASH, address, False)
     assert len(key) == 32 and int(key, 16) >= 0
-    assert output_key(HASH, Address("doc", "other-name", pages=((2, 3),)), False) == key
+    assert output_key(HASH, Address("video", "other-name", t=(2.0, 3.0)), False) == key
     assert len({key, output_key("xxh128:" + "3" * 32, address, False), output_key(HASH, address, True),
-                output_key(HASH, Address("doc", "book", pages=((2, 4),)), False)}) == 4
+                output_key(HASH, Address("video", "talk", t=(2.0, 3.5)), False)}) == 4
+    pages = Address("doc", "book", pages=((2, 3),))  # pages are exact either way: one file
+    assert output_key(HASH, pages, True) == output_key(HASH, pages, False)
 
 
 def test_every_excerpt_is_a_cache_path_served_with_its_mime_type(sources, data_dir):
