@@ -52,6 +52,18 @@ def test_sweep_removes_orphans_and_keeps_files_rows_point_at_even_when_shared(en
     assert sweep_cache(engine, data_dir).removed == 1 and not (data_dir / shared).exists()
 
 
+def test_citation_excerpts_are_cache_files_the_sweep_keeps_while_referenced_and_removes_after(engine, data_dir):
+    kept = cache.put(data_dir, b"%PDF- pages 2-3", ext="pdf")
+    orphans = [cache.put(data_dir, b"clip " + ext.encode(), ext=ext) for ext in ("mp4", "mka", "opus", "txt")]
+    add_artifact(engine, add_entry(engine, "/x/book.pdf"), kept)
+    for rel in (kept, *orphans):
+        assert cache.is_cache_path(rel) and cache.mime_type(rel) != "application/octet-stream"
+        age(data_dir, rel)
+    result = sweep_cache(engine, data_dir)
+    assert (result.scanned, result.removed) == (5, 4) and (data_dir / kept).is_file()
+    assert cache.mime_type(kept) == "application/pdf" and cache.mime_type(orphans[-1]).startswith("text/plain")
+
+
 def test_young_orphans_are_kept_while_classification_is_in_flight_and_removed_once_it_is_not(engine, data_dir):
     from store import jobs as store_jobs
 
