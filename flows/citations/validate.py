@@ -69,7 +69,8 @@ class _Checker:
                                f"node takes {', '.join(NODE_KEYS)}")
         title = self.text(raw, "title", MAX_TITLE_CHARS, name)
         summary = self.text(raw, "summary", MAX_SUMMARY_CHARS, name)
-        kind = raw.get("type", "section")
+        kind = raw.get("type")
+        kind = "section" if kind is None else kind
         if not isinstance(kind, str) or not kind.strip() or len(kind) > MAX_TYPE_CHARS:
             self.problem(name, f"type must be a short non-empty string (at most {MAX_TYPE_CHARS} characters, e.g. "
                                f"\"section\", \"chapter\", \"figure\"), not {_shown(kind)}")

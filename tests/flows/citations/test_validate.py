@@ -30,7 +30,7 @@ def problems(nodes, facts) -> list[dict]:
 def test_a_good_tree_becomes_nodes_with_defaults_and_no_virtual_address():
     nodes = validate_nodes([
         doc("ch1", [1, 3], title="One", summary="First", children=[
-            doc("ch1.intro", [2]),
+            doc("ch1.intro", [2], type=None, title=None),
             {"id": "ch1.fig", "type": "figure", "location": {"modality": "document", "pages": [3.0, 3],
                                                                "virtual_address": "doc://x#pages=3"}}]),
         doc("ch2", [4, 5], type="chapter"),
