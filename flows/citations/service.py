@@ -71,9 +71,23 @@ def flatten(nodes: list[Node]) -> Iterable[dict[str, Any]]:
     return walk(nodes, None)
 
 
+def virtual_address(location: dict[str, Any], resource_id: str) -> str:
+    """The address of a stored location (what ``Location.to_address(...).format()`` gives, without building a
+    Location: a 300-node map shows 300 of them)."""
+    pages, lines, bbox = location.get("pages"), location.get("lines"), location.get("bbox")
+    start, end = location.get("start"), location.get("end")
+    t = None
+    if start is not None or end is not None:
+        t = (float(start or 0.0), float(end if end is not None else start or 0.0))
+    return Address(MODALITY_SCHEME[location["modality"]], resource_id,
+                   pages=((pages[0], pages[-1]),) if pages else None, t=t,
+                   bbox=tuple(float(v) for v in bbox) if bbox else None,  # type: ignore[arg-type]
+                   lines=(lines[0], lines[-1]) if lines else None).format()
+
+
 def _node_dict(row: dict[str, Any], resource_id: str) -> dict[str, Any]:
     location = json.loads(row["location_json"])
-    location["virtual_address"] = Location(**location).to_address(resource_id).format()
+    location["virtual_address"] = virtual_address(location, resource_id)
     out: dict[str, Any] = {"id": row["node_id"], "title": row["title"], "type": row["kind"], "location": location}
     if row.get("summary") is not None:
         out["summary"] = row["summary"]
