@@ -231,20 +231,57 @@ class ContentRoute:
             await _respond(send, 304, headers, b"")
             return
         size = file.stat().st_size
-        headers += [(b"content-type", cache.mime_type(rel).encode()), (b"content-length", str(size).encode())]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-        if scope["method"] == "HEAD":
+        headers += [(b"content-type", cache.mime_type(rel).encode()), (b"accept-ranges", b"bytes")]
+        span = byte_range(request_headers.get("range"), size)
+        if span == "unsatisfiable":
+            await _respond(send, 416, text + [(b"content-range", f"bytes */{size}".encode())],
+                           f"the range asked for lies outside the file's {size} bytes".encode())
+            return
+        start, end = span if span is not None else (0, size - 1)
+        status = 206 if span is not None else 200
+        if span is not None:
+            headers.append((b"content-range", f"bytes {start}-{end}/{size}".encode()))
+        headers.append((b"content-length", str(max(end - start + 1, 0)).encode()))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        if scope["method"] == "HEAD" or end < start:
             await send({"type": "http.response.body", "body": b""})
             return
         import anyio.to_thread
 
         with open(file, "rb") as fh:  # read in a worker thread, chunk by chunk: the event loop never waits on disk
-            while True:
-                chunk = await anyio.to_thread.run_sync(fh.read, CHUNK)
-                more = len(chunk) == CHUNK
-                await send({"type": "http.response.body", "body": chunk, "more_body": more})
-                if not more:
-                    break
+            fh.seek(start)
+            left = end - start + 1
+            while left > 0:
+                chunk = await anyio.to_thread.run_sync(fh.read, min(CHUNK, left))
+                left = left - len(chunk) if chunk else 0
+                await send({"type": "http.response.body", "body": chunk, "more_body": left > 0})
+
+
+def byte_range(header: str | None, size: int) -> tuple[int, int] | str | None:
+    """The one byte range a ``Range`` header asks for, as (first, last) inclusive; None to send the whole file (no
+    header, a malformed one or several ranges: RFC 9110 lets a server ignore those); "unsatisfiable" when it starts
+    past the end. Players seek in a clip this way."""
+    if not header or not header.strip().lower().startswith("bytes="):
+        return None
+    spec = header.strip()[6:].strip()
+    if "," in spec or "-" not in spec:
+        return None
+    first, _, last = spec.partition("-")
+    try:
+        if not first.strip():  # bytes=-N: the last N bytes
+            n = int(last)
+            if n <= 0:
+                return "unsatisfiable"
+            return (max(size - n, 0), size - 1) if size else "unsatisfiable"
+        start = int(first)
+        end = int(last) if last.strip() else size - 1
+    except ValueError:
+        return None
+    if start >= size:
+        return "unsatisfiable"
+    if start < 0 or end < start:
+        return None
+    return start, min(end, size - 1)
 
 
 def http_app(mcp, settings) -> ASGIApp:

@@ -76,6 +76,18 @@ async def test_the_thumbnail_is_served_immutable_with_etag_304_and_head(served):
     assert head.status_code == 200 and head.content == b"" and head.headers["content-length"] == str(len(r.content))
 
 
+async def test_a_byte_range_is_served_partial_so_players_can_seek(served):
+    base, inspected, data_dir = served
+    url, params = f"{base}/api/content", {"path": cache_path(inspected)}
+    whole = (data_dir / cache_path(inspected)).read_bytes()
+    r = httpx.get(url, params=params, headers={"Range": "bytes=10-19"})
+    assert r.status_code == 206 and r.content == whole[10:20]
+    assert r.headers["content-range"] == f"bytes 10-19/{len(whole)}" and r.headers["accept-ranges"] == "bytes"
+    assert httpx.get(url, params=params, headers={"Range": "bytes=-5"}).content == whole[-5:]
+    past = httpx.get(url, params=params, headers={"Range": f"bytes={len(whole)}-"})
+    assert past.status_code == 416 and past.headers["content-range"] == f"bytes */{len(whole)}"
+
+
 @pytest.mark.parametrize("query", ["path=..%2Fassay.db", "path=%2Fetc%2Fpasswd", "path=cache%2F..%2Fassay.db",
                                    "path=cache/ab/cd/..%2F..%2F..%2Fassay.db", "path=assay.db", "",
                                    "path=cache/ab/cd/" + "0" * 32 + ".jpg%00.txt"])
