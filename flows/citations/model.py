@@ -191,7 +191,8 @@ class Address:
         if self.bbox is not None:
             return "bbox=" + ",".join(format_number(v) for v in self.bbox)
         if self.lines is not None:
-            return f"lines={self.lines[0]}-{self.lines[1]}"
+            first, last = self.lines
+            return f"lines={first}" if first == last else f"lines={first}-{last}"
         return ""
 
     def format(self) -> str:
