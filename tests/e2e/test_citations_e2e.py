@@ -134,8 +134,8 @@ async def search_hit_session(client, root: Path, ids: dict[str, str]) -> None:
                 break
             await anyio.sleep(0.25)
     hit = found["matches"][0]
-    address = hit.get("address") or hit.get("citation")
-    assert address and address.startswith(f"text://{ids['plain.txt']}#lines=")
+    address = hit["citation"]
+    assert address.startswith(f"text://{ids['plain.txt']}#lines=")
     cited = await _call(client, "resolve", {"address": address})
     assert "quokka" in Path(cited["output_path"]).read_text()
 
