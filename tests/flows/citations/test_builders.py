@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from flows.citations import builders
+from flows.citations.builders import tree
 from flows.citations.builders import build, probe
 from flows.outcomes import Cancelled
 from store.errors import CitationError, InvalidInput
@@ -91,7 +91,7 @@ def test_text_windows_count_lines_as_the_documents_capability_does(tmp_path):
 
 
 def test_a_map_over_the_node_limit_is_coarsened_not_refused(tmp_path, monkeypatch):
-    monkeypatch.setattr(builders, "MAX_NODES", 4)
+    monkeypatch.setattr(tree, "MAX_NODES", 4)
     path = tmp_path / "long.txt"
     path.write_text("x\n" * 120)
     built = build(str(path), "text", strategy="windows", window=10)  # 12 windows > 4: 20 lines, then 40
