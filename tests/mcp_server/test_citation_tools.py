@@ -297,6 +297,9 @@ async def test_errors_name_their_code_and_what_would_be_accepted(client, ids):
     assert (await refused(client, "resolve", {"address": "doc://nobody#pages=1"})).startswith("RESOURCE_NOT_FOUND:")
     text = await refused(client, "resolve", {"resource_id": book})
     assert text.startswith("INVALID_PARAMS:") and "node_id" in text and "doc://ID#pages=3-5" in text
+    text = await refused(client, "resolve", {"resource_id": book, "node_id": "appendix",
+                                             "address": f"doc://{book}#pages=1"})
+    assert text.startswith("INVALID_PARAMS:") and "not both" in text
     text = await refused(client, "resolve", {"resource_id": image, "address": f"doc://{book}#pages=1"})
     assert text.startswith("INVALID_ADDRESS:") and book in text
     assert (await refused(client, "map-build", {"resource": "/etc/passwd"})).startswith("INVALID_PATH:")
