@@ -489,7 +489,8 @@ class CitationService:
         if not unchanged:
             self._changed(source, need_map=need_map, fresh=fresh)
         if need_map and (source.origin == "none" or (source.origin in BUILT and source.row["stale"])):
-            self._build(source, strategy=source.row["strategy"] or "auto", window=_window_of(row["metadata_json"]))
+            self._build(source, strategy=source.row["strategy"] or "auto", window=_window_of(row["metadata_json"]),
+                        rebuild=source.origin != "none")
         if need_facts and source.facts is None:
             source.facts = probe_source(self.engine, row["entry_id"], source.path, source.modality, source.size,
                                         source.mtime)
@@ -514,7 +515,8 @@ class CitationService:
         origin = row["origin"]
         if origin in BUILT and need_map and not fresh:
             log.info("%s changed since its map was built: rebuilding it", row["resource_id"])
-            self._build(source, strategy=row["strategy"] or "auto", window=_window_of(row["metadata_json"]))
+            self._build(source, strategy=row["strategy"] or "auto", window=_window_of(row["metadata_json"]),
+                        rebuild=True)
             return
         source.facts = probe_source(self.engine, row["entry_id"], source.path, source.modality, source.size,
                                     source.mtime)
@@ -531,12 +533,23 @@ class CitationService:
         source.row = {**row, "source_size": source.size, "source_mtime": source.mtime, "source_hash": digest,
                       "stale": 1 if stale else row["stale"]}
 
-    def _build(self, source: Source, *, strategy: str, window: float | None) -> None:
+    def _build(self, source: Source, *, strategy: str, window: float | None, rebuild: bool = False) -> None:
+        """Build the map and store it. A ``rebuild`` (the file changed) whose strategy no longer applies (the new
+        version has no outline) falls back to auto."""
         row = source.row
         if source.source_hash is None:
             source.source_hash = hash_of(source.path)
-        built = build_source(self.engine, row["entry_id"], source.path, source.modality, source.size, source.mtime,
-                             strategy=strategy, window=window)
+        try:
+            built = build_source(self.engine, row["entry_id"], source.path, source.modality, source.size,
+                                 source.mtime, strategy=strategy, window=window)
+        except CitationError as exc:
+            if not rebuild or strategy == "auto" or exc.code != "UNSUPPORTED_FORMAT":
+                raise
+            log.info("%s: rebuilding with %s failed (%s); built with auto instead", row["resource_id"], strategy,
+                     exc.message)
+            strategy = "auto"
+            built = build_source(self.engine, row["entry_id"], source.path, source.modality, source.size,
+                                 source.mtime, strategy=strategy, window=window)
         created = save_built(self.engine, row["id"], built, strategy=strategy, window=window, size=source.size,
                              mtime=source.mtime, source_hash=source.source_hash, entry_id=row["entry_id"])
         log.info("map of %s built (%s): %d top-level nodes", row["resource_id"], built.origin, len(built.nodes))

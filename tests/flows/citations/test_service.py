@@ -276,3 +276,17 @@ def test_html_is_cited_in_the_lines_of_its_extracted_text(lib, monkeypatch):
     with pytest.raises(CitationError) as err:
         svc.resolve(address=f"text://{rid}#lines=2-4")
     assert _code(err) == "INVALID_ADDRESS" and "3 lines" in str(err.value)
+
+
+def test_build_map_takes_a_strategy_and_a_rebuild_falls_back_to_auto_when_it_no_longer_applies(lib):
+    svc, root = lib
+    windows = svc.build_map("notes.md", strategy="windows", window=5)
+    assert [n.location.lines for n in windows.nodes] == [[1, 5], [6, 10], [11, 15], [16, 20]]
+    assert windows.metadata["window"] == 5 and windows.metadata["strategy"] == "windows"
+    with pytest.raises(CitationError) as err:
+        svc.build_map("notes", strategy="outline")
+    assert _code(err) == "UNSUPPORTED_FORMAT"
+    assert svc.build_map("notes", strategy="headings").metadata["origin"] == "headings"
+    _edit(root / "notes.md", "no headings\nany more\n")
+    rebuilt = svc.get_structure("notes")
+    assert (rebuilt.metadata["origin"], rebuilt.metadata["strategy"]) == ("windows", "auto")
