@@ -20,6 +20,7 @@ from store.engine import make_engine
 from store.entries import T as E
 from store.errors import CitationError
 from tests.citations_media import MARKDOWN_HEADINGS, markdown_headings
+from tests.conftest import BACKENDS, backend_engine
 from tests.documents_media import pdf_lines, pdf_with_outline
 
 
@@ -290,3 +291,20 @@ def test_build_map_takes_a_strategy_and_a_rebuild_falls_back_to_auto_when_it_no_
     _edit(root / "notes.md", "no headings\nany more\n")
     rebuilt = svc.get_structure("notes")
     assert (rebuilt.metadata["origin"], rebuilt.metadata["strategy"]) == ("windows", "auto")
+
+
+@pytest.fixture(params=BACKENDS)
+def any_store(request, tmp_path_factory):
+    with backend_engine(request, tmp_path_factory, "citations_service") as engine:
+        yield engine
+
+
+def test_the_service_works_alike_on_both_stores(any_store, tmp_path):
+    root = tmp_path / "root"
+    pdf_with_outline(root / "book.pdf", pages=5)
+    svc = CitationService(any_store, Roots.of([str(root)]), tmp_path / "data")
+    rid = svc.resource_id_for("book.pdf")  # indexed on demand
+    assert [n.id for n in svc.get_structure(rid).nodes] == ["introduction", "gameplay", "combat"]
+    assert svc.get_node(rid, "gameplay")["children"] == [{"id": "gameplay.movement"}]
+    assert svc.resolve(address="doc://book#pages=2-3", virtual=True)["node"]["id"] == "gameplay"
+    assert svc.resolve(rid, "combat")["size_bytes"] > 0
