@@ -90,6 +90,15 @@ def test_text_windows_count_lines_as_the_documents_capability_does(tmp_path):
     assert err.value.code == "UNSUPPORTED_FORMAT" and "windows" in str(err.value)
 
 
+def test_text_extracted_by_the_caller_is_what_lines_count(tmp_path):
+    page = tmp_path / "page.html"
+    page.write_text("<html><body><h1>Title</h1><p>one</p><p>two</p></body></html>")
+    text = "Title\none\ntwo\nthree"  # as the documents capability extracted it
+    assert probe(str(page), "text", fmt="html", text=text).line_count == 4
+    built = build(str(page), "text", fmt="html", text=text, window=3)
+    assert [n.location.lines for n in built.nodes] == [[1, 3], [4, 4]]
+
+
 def test_a_map_over_the_node_limit_is_coarsened_not_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(tree, "MAX_NODES", 4)
     path = tmp_path / "long.txt"
@@ -106,6 +115,9 @@ def test_video_chapters_come_from_the_container(src):
     assert built.origin == "chapters" and built.title == "Chaptered video"
     assert [(n.id, n.title, n.type, n.location.start, n.location.end) for n in built.nodes] == [
         ("intro", "Intro", "chapter", 0.0, 2.0), ("main", "Main", "chapter", 2.0, 5.0)]
+    as_audio = build(str(src["chapters"]), "audio")  # its sound track, cited as audio: the same chapters
+    assert as_audio.origin == "chapters" and as_audio.facts.width is None
+    assert [n.location.modality for n in as_audio.nodes] == ["audio", "audio"]
 
 
 def test_scene_cuts_of_a_three_scene_video_are_found_near_the_true_cuts(src):
@@ -168,10 +180,13 @@ def test_a_window_that_is_not_positive_is_invalid_input(src, window):
         build(str(src["md"]), "text", strategy="windows", window=window)
 
 
-def test_corrupt_pdf_and_mp4_fail_naming_the_tool(tmp_path):
+def test_corrupt_pdf_mp4_and_image_fail_naming_the_tool(tmp_path):
     pdf = str(documents_media.truncated_pdf(tmp_path / "cut.pdf"))
     mp4 = str(media.corrupt_mp4(tmp_path / "bad.mp4"))
-    for path, modality, tool in ((pdf, "document", "PyMuPDF"), (mp4, "video", "ffprobe")):
+    png = tmp_path / "bad.png"
+    png.write_bytes(b"not a picture at all")
+    for path, modality, tool in ((pdf, "document", "PyMuPDF"), (mp4, "video", "ffprobe"), (str(png), "image",
+                                                                                             "Pillow")):
         for call in (probe, build):
             with pytest.raises(CitationError) as err:
                 call(path, modality)
