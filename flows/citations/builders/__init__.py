@@ -195,11 +195,7 @@ def _build_media(path: str, modality: str, strategy: str, window: float | None,
                 return Built(origin="scenes", title=title, nodes=_span_nodes(spans, modality, "scene", "Scene"),
                              facts=facts)
         else:
-            spans = sounds(silences(path, duration=duration, should_cancel=should_cancel),
-                            duration)
-            while len(spans) > MAX_NODES:
-                spans = [(a[0], b[1]) for a, b in zip(spans[::2], spans[1::2])] + \
-                    ([spans[-1]] if len(spans) % 2 else [])
+            spans = sounds(silences(path, duration=duration, should_cancel=should_cancel), duration)
             if len(spans) > 1 or (strategy != "auto" and spans):
                 return Built(origin="silences", title=title,
                              nodes=_span_nodes(spans, modality, "segment", "Segment"), facts=facts)

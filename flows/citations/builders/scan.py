@@ -120,7 +120,7 @@ def scene_cuts(path: str, *, duration: float | None = None,
     cuts = []
     for line in _ffmpeg_lines(cmd, timeout=_scan_timeout(duration), should_cancel=should_cancel,
                               what="ffmpeg scene detection"):
-        if "Parsed_showinfo" not in line:
+        if not line.startswith("[Parsed_showinfo"):  # only the filter's own lines: never a tag's text
             continue
         found = _PTS.search(line)
         if found:
@@ -145,7 +145,7 @@ def silences(path: str, *, duration: float | None = None,
     opened: float | None = None
     for line in _ffmpeg_lines(cmd, timeout=_scan_timeout(duration), should_cancel=should_cancel,
                               what="ffmpeg silence detection"):
-        if "silencedetect" not in line:
+        if not line.startswith("[silencedetect"):  # only the filter's own lines: never a tag's text
             continue
         if (found := _SILENCE_START.search(line)) is not None:
             opened = max(0.0, float(found.group(1)))
@@ -172,7 +172,8 @@ def merge_short(bounds: list[float], shortest: float) -> list[float]:
 
 
 def sounds(quiet: list[tuple[float, float]], duration: float) -> list[tuple[float, float]]:
-    """The spans of sound between silences, each at least MIN_SEGMENT long (a shorter one joins its neighbour)."""
+    """The spans of sound between silences, each at least MIN_SEGMENT long (a shorter one joins its neighbour), at
+    most ``MAX_NODES`` of them."""
     spans: list[tuple[float, float]] = []
     at = 0.0
     for start, end in sorted(quiet):
@@ -187,6 +188,8 @@ def sounds(quiet: list[tuple[float, float]], duration: float) -> list[tuple[floa
             merged[-1] = (merged[-1][0], span[1])
         else:
             merged.append(span)
+    while len(merged) > MAX_NODES:  # too many: neighbours pair up (the gap between them joins the segment)
+        merged = [(a[0], b[1]) for a, b in zip(merged[::2], merged[1::2])] + ([merged[-1]] if len(merged) % 2 else [])
     return merged
 
 
