@@ -23,6 +23,7 @@ def failed(what: str, said: str) -> CitationError:
 
 
 def ffprobe(path: str):
+    """ffprobe's answer (format, streams, chapters) through the classify capability's runner (timeout, killed)."""
     from flows.classify.media import video
     from flows.classify.media.common import MediaError
 
@@ -33,6 +34,7 @@ def ffprobe(path: str):
 
 
 def tag(tags: dict[str, Any] | None, name: str) -> str | None:
+    """A container tag by name, whatever its case (``title`` / ``TITLE``), None when missing or blank."""
     for key, value in (tags or {}).items():
         if key.lower() == name and isinstance(value, str) and value.strip():
             return value.strip()
@@ -40,6 +42,8 @@ def tag(tags: dict[str, Any] | None, name: str) -> str | None:
 
 
 def media_facts(info, modality: str) -> SourceFacts:
+    """Duration (and the first video stream's size when cited as video) with what streams and chapters there are;
+    a file without a duration or without a stream of its modality is refused."""
     duration = info.duration
     if duration is None or duration <= 0:
         raise failed("ffprobe", "the file has no duration (corrupt, truncated or a still image)")
@@ -103,6 +107,7 @@ def document_facts(doc) -> SourceFacts:
 
 
 def text_format(path: str, fmt: str | None) -> str:
+    """The documents capability's format of a text source (markdown, text, code, html, docx); "text" by default."""
     from flows.documents.formats import format_of
 
     return fmt or format_of(os.path.basename(path)) or "text"
@@ -134,6 +139,7 @@ def read_text(path: str, fmt: str | None = None) -> str:
 
 
 def line_count(text: str) -> int:
+    """Lines of text already normalised (``newlines``): one more than its line ends; an empty text has none."""
     return len(text.split("\n")) if text else 0
 
 
@@ -162,6 +168,8 @@ def probe(path: str, modality: str, *, fmt: str | None = None, text: str | None 
 
 
 def image_facts(path: str) -> SourceFacts:
+    """Width and height as displayed (EXIF orientations 5-8 swap them, as ``ImageOps.exif_transpose`` would), from
+    the header alone."""
     from flows.classify.media.common import MediaError
     from flows.classify.media.images import _ROTATED, _orientation, open_image
 

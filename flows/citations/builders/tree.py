@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -17,14 +18,16 @@ SLUG_MAX = 40  # characters of a node id part
 
 
 def slug(title: str | None, fallback: str) -> str:
-    """A node id part from a title: lower case, runs of anything but [a-z0-9] as one "_", at most 40 characters;
-    ``fallback`` when nothing is left ("Ünïcode — 2" -> "n_code_2"; "" -> fallback)."""
-    text = re.sub(r"[^a-z0-9]+", "_", (title or "").lower()).strip("_")
+    """A node id part from a title: accents dropped, lower case, runs of anything but [a-z0-9] as one "_", at most
+    40 characters; ``fallback`` when nothing is left ("Über — 2" -> "uber_2"; "" or "Ωμέγα" -> fallback)."""
+    ascii_text = unicodedata.normalize("NFKD", title or "").encode("ascii", "ignore").decode("ascii")
+    text = re.sub(r"[^a-z0-9]+", "_", ascii_text.lower()).strip("_")
     text = text[:SLUG_MAX].rstrip("_")
     return text or fallback
 
 
 def unique_id(base: str, taken: set[str]) -> str:
+    """``base``, or ``base_2``, ``base_3`` ... when a sibling has it already (kept within 40 characters)."""
     name, n = base, 1
     while name in taken:
         n += 1
@@ -44,10 +47,12 @@ def clock(seconds: float, *, up: bool = False) -> str:
 
 
 def rounded(value: float) -> float:
+    """A time in a location: milliseconds are enough."""
     return round(float(value), 3)
 
 
 def whole_window(window: float | None, modality: str, unit: str) -> int:
+    """A window of pages or lines: a whole number, at least 1 (InvalidInput otherwise); the modality's default."""
     if window is None:
         return int(DEFAULT_WINDOW[modality])
     if not math.isfinite(window) or window < 1 or float(window) != int(window):
@@ -56,6 +61,7 @@ def whole_window(window: float | None, modality: str, unit: str) -> int:
 
 
 def seconds_window(window: float | None, modality: str) -> float:
+    """A window of seconds: above 0 (InvalidInput otherwise); the modality's default."""
     if window is None:
         return float(DEFAULT_WINDOW[modality])
     if not math.isfinite(window) or window <= 0:

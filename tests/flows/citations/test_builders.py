@@ -62,10 +62,11 @@ def test_pdf_without_outline_falls_back_to_windows_and_outline_is_refused(tmp_pa
     assert err.value.code == "UNSUPPORTED_FORMAT" and "no outline" in str(err.value)
 
 
-def test_duplicate_titles_get_numbered_ids_among_siblings(tmp_path):
-    toc = [[1, "Part", 1], [2, "Notes", 1], [2, "Notes", 2], [1, "Part", 3], [1, "Ünïcode — ÷", 4]]
+def test_ids_are_slugs_of_titles_numbered_among_siblings(tmp_path):
+    toc = [[1, "Part", 1], [2, "Notes", 1], [2, "Notes", 2], [1, "Part", 3], [1, "Ünïcode — ÷", 4],
+           [1, "Ωμέγα", 4]]  # no ASCII left: the node type
     built = build(str(cm.pdf_outline(tmp_path / "dup.pdf", pages=4, toc=toc)), "document")
-    assert list(_flat(built)) == ["part", "part.notes", "part.notes_2", "part_2", "n_code"]
+    assert list(_flat(built)) == ["part", "part.notes", "part.notes_2", "part_2", "unicode", "section"]
 
 
 def test_markdown_headings_nest_with_line_ranges_and_fenced_hashes_are_not_headings(src):
