@@ -18,7 +18,7 @@ EXPECTED_ROWS = [
     "map: outline of the PDF, build_map(strategy outline), 14 nodes", "pymupdf get_toc(), 14 entries",
     "map: scene cuts of the video, build_map(strategy scenes)", "ffmpeg scene filter alone",
     "trivial tool call (list_collections of the two-file folder) p50 / p95 over MCP stdio (10 calls", "listResources p50 / p95 (2 resources, 10 calls)",
-    "getStructure of the PDF's 14-node map p50 / p95", "getNode p50 / p95 (random nodes of that map, 10 calls)",
+    "getStructure of the PDF's 14-node map p50 / p95", "of which the client's check of the answer", "getNode p50 / p95 (random nodes of that map, 10 calls)",
     "resolve virtual p50 / p95 (random nodes, 10 calls)", "first physical resolves, one-time",
     "resolve: 3-page excerpt of the 20-page PDF, new range each time, p50 / p95 (2 ranges)",
     "pymupdf open + insert_pdf + save", "resolve: 4-second clip of the 24-second video (stream copy)",
