@@ -199,3 +199,40 @@ def reserve_ids(engine: Engine, items: list[tuple[int, str, str]]) -> dict[int, 
         return out
     raise RuntimeError(f"could not reserve resource ids for entries {sorted(pending)[:10]} after {_RETRIES} "
                        "attempts (the store kept refusing them)")
+
+
+# --- the documents' and the semantic index's hits ----------------------------------------------------------------
+
+
+def document_modality(path: str) -> str:
+    """The modality a file the documents capability reads is cited in: "document" for paged formats (PDF, EPUB,
+    ...), "image" for an image read with OCR, "text" for the rest (Markdown, plain text, code, HTML, DOCX)."""
+    from flows.citations.model import modality_of
+    from flows.documents import formats
+
+    name = PurePath(path).name
+    return modality_of(name, "image" if formats.format_of(name) == "image" else None) or "text"
+
+
+def hit_ids(engine: Engine, hits: Iterable[tuple[int, str]]) -> dict[int, str]:
+    """entry id -> resource id for the ``(entry id, absolute path)`` of a search's hits, in one :func:`reserve_ids`
+    call (ids reserved for the entries that have none), so each hit's address is one ``resolve`` accepts."""
+    items = {int(entry_id): (int(entry_id), path, document_modality(path)) for entry_id, path in hits}
+    return reserve_ids(engine, list(items.values())) if items else {}
+
+
+def hit_address(resource_id: str, modality: str | None, *, page: int | None = None, page_end: int | None = None,
+                line_start: int | None = None, line_end: int | None = None) -> str:
+    """A search hit's place (a chunk, a matching line) as the canonical address ``resolve`` accepts, in the file
+    cited as ``resource_id``: ``doc://<id>#pages=3`` (or ``=3-4``) for paged documents (their hits have pages),
+    ``text://<id>#lines=10-20`` for the rest. An image read with OCR is cited whole (``image://<id>``: its text's
+    lines are no place in the image), and so is a paged document's hit without a page (``doc://<id>``)."""
+    from flows.citations.model import Address
+
+    if modality == "image":
+        return Address("image", resource_id).format()
+    if page is not None:
+        return Address("doc", resource_id, pages=((page, max(page, page_end or page)),)).format()
+    if modality == "document" or line_start is None:
+        return Address("doc" if modality == "document" else "text", resource_id).format()
+    return Address("text", resource_id, lines=(line_start, line_end if line_end is not None else line_start)).format()

@@ -614,9 +614,34 @@ def _note(pending: int, failed: int, unindexed: str | None) -> str | None:
     return "; ".join(notes) or None
 
 
-def _answer(outcome: Any, unindexed: str | None = None) -> dict[str, Any]:
+def cited_matches(engine: Engine, outcomes: Iterable[Any]) -> list[list[dict[str, Any]]]:
+    """The matches of each SearchOutcome as the tools show them, each with the ``citation`` ``resolve`` accepts
+    (``doc://<resource id>#pages=P`` on paged formats, ``text://<resource id>#lines=L-L`` else): the files'
+    resource ids come from one lookup for all the matches (flows.citations.ids.hit_ids)."""
+    from flows.citations.ids import document_modality, hit_address, hit_ids
+    from flows.documents.search import SourcedMatch
+
+    outcomes = list(outcomes)
+    sourced = [m for o in outcomes for m in o.matches if isinstance(m, SourcedMatch) and m.entry_id is not None]
+    ids = hit_ids(engine, ((m.entry_id, m.path) for m in sourced)) if sourced else {}
+    out = []
+    for outcome in outcomes:
+        shown = []
+        for m in outcome.matches:
+            item = m.as_dict()
+            resource_id = ids.get(getattr(m, "entry_id", None))
+            if resource_id is not None:
+                item["citation"] = hit_address(resource_id, document_modality(m.path), page=m.page,
+                                               line_start=m.line, line_end=m.line)
+            shown.append(item)
+        out.append(shown)
+    return out
+
+
+def _answer(engine: Engine, outcome: Any, unindexed: str | None = None) -> dict[str, Any]:
     """A SearchOutcome as search_documents answers it."""
-    return {"query": outcome.query, "search_type": "boolean", "matches": [m.as_dict() for m in outcome.matches],
+    (matches,) = cited_matches(engine, [outcome])
+    return {"query": outcome.query, "search_type": "boolean", "matches": matches,
             "total_matches": outcome.total_matches, "truncated": outcome.truncated,
             "pending_documents": outcome.pending_documents, "failed_documents": outcome.failed_documents,
             "note": _note(outcome.pending_documents, outcome.failed_documents, unindexed),
@@ -639,10 +664,10 @@ def search_documents(engine: Engine, paths: DocumentPaths, query: str, scope: Se
     from flows.documents.search import search
 
     if scope.unindexed is not None:
-        return _answer(_unindexed_outcome(query, fuzzy), scope.unindexed)
+        return _answer(engine, _unindexed_outcome(query, fuzzy), scope.unindexed)
     outcome = search(engine, query, under=scope.under, entry_id=scope.entry_id, context_lines=context_lines,
                      max_results=max_results, fuzzy=fuzzy, timeout=timeout, display=paths.display)
-    return _answer(outcome)
+    return _answer(engine, outcome)
 
 
 def search_multiple(engine: Engine, paths: DocumentPaths, queries: list[str], scope: SearchScope, *,
@@ -669,6 +694,8 @@ def search_multiple(engine: Engine, paths: DocumentPaths, queries: list[str], sc
                                display=paths.display)
     results: dict[str, Any] = {}
     failed = pending = 0
+    found = [q for q in unique if not isinstance(outcomes[q], Exception)]
+    shown = dict(zip(found, cited_matches(engine, (outcomes[q] for q in found))))
     for q in unique:
         outcome = outcomes[q]
         if isinstance(outcome, Exception):
@@ -679,7 +706,7 @@ def search_multiple(engine: Engine, paths: DocumentPaths, queries: list[str], sc
                           "error": {"code": code, "message": message}}
             continue
         pending = max(pending, outcome.pending_documents)
-        results[q] = {"query": q, "matches": [m.as_dict() for m in outcome.matches],
+        results[q] = {"query": q, "matches": shown[q],
                       "total_matches": outcome.total_matches, "truncated": outcome.truncated,
                       "pending_documents": outcome.pending_documents, "failed_documents": outcome.failed_documents}
     out: dict[str, Any] = {"results": results, "search_duration_ms": round((time.monotonic() - started) * 1000),

@@ -15,6 +15,7 @@ import contextlib
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from sqlalchemy.engine import Engine
@@ -33,6 +34,15 @@ TIMEOUT_ENV = "ASSAY_SEARCH_TIMEOUT"
 MAX_CONTEXT_LINES = 50
 MAX_RESULTS = 10_000  # the tools allow 500 (reference 001); the CLI may print more, kept in memory all the same
 CONCURRENCY = 4  # queries of one search_many run at once
+
+
+@dataclass
+class SourcedMatch(LineMatch):
+    """A matching line that also knows the entry and the absolute path it came from, so the tools can give it an
+    address ``resolve`` accepts (flows.citations.ids: the file's resource id, its page or line)."""
+
+    entry_id: int | None = None
+    path: str | None = None
 
 
 def _timeout(query: str, timeout: float) -> DocumentError:
@@ -108,8 +118,9 @@ def _match(engine: Engine, cand: store.Candidate, lines: list[str], i: int, cont
         start = cand.line_start + len(lines)
         after += [t for _, t, _, _ in store.entry_lines(engine, cand.entry_id, line_from=start,
                                                         line_to=number + context)]
-    return LineMatch(document=display(cand.path), line=number, text=lines[i], context_before=before,
-                     context_after=after, page=cand.page if cand.format in PAGED_FORMATS else None, ocr=cand.ocr)
+    return SourcedMatch(document=display(cand.path), line=number, text=lines[i], context_before=before,
+                        context_after=after, page=cand.page if cand.format in PAGED_FORMATS else None, ocr=cand.ocr,
+                        entry_id=cand.entry_id, path=cand.path)
 
 
 def search_many(engine: Engine, queries: Iterable[str], **options: Any) -> dict[str, SearchOutcome | AssayError]:

@@ -152,6 +152,8 @@ def get_file_details(engine: Engine, paths: DocumentPaths, file_path: str, *, ch
         if text.get("note"):
             notes.append(text["note"])
     else:
+        from flows.citations.ids import document_modality, hit_ids
+
         if chosen is None:
             raise DocumentError("INDEX_NOT_FOUND", f"{located.shown} is in no collection of the semantic index, so "
                                 "it has no chunks; index_files (its folder) or update_index (this file) adds it, "
@@ -163,14 +165,16 @@ def get_file_details(engine: Engine, paths: DocumentPaths, file_path: str, *, ch
             valid = f"0-{count - 1}" if count else "none: the file has no text to chunk"
             raise InvalidInput(f"chunkIndex {chunk_index} is out of range for {located.shown} in collection "
                                f"{chosen['name']!r}; valid chunk indexes: {valid}", field="chunkIndex")
+        resource_id = hit_ids(engine, [(located.entry_id, located.path)]).get(located.entry_id)
         before = _lines(engine, located.entry_id, max(1, row["line_start"] - context_lines), row["line_start"] - 1)
         after = _lines(engine, located.entry_id, row["line_end"] + 1, row["line_end"] + context_lines)
         out["chunk"] = {
             "index": row["chunk_index"], "text": row["text"], "start": row["start"], "end": row["end"],
             "page": row["page"], "page_end": row["page_end"], "line_start": row["line_start"],
             "line_end": row["line_end"],
-            "citation": citation(located.entry_id, row["page"], row["page_end"], row["line_start"],
-                                 row["line_end"]),
+            "citation": None if resource_id is None else citation(
+                resource_id, row["page"], row["page_end"], row["line_start"], row["line_end"],
+                document_modality(located.path)),
             "context_before": before, "context_after": after,
         }
     if notes:
@@ -181,23 +185,32 @@ def get_file_details(engine: Engine, paths: DocumentPaths, file_path: str, *, ch
 # --- search hits as the tools show them ---------------------------------------------------------------------------
 
 
-def hit_view(hit: Hit, paths: DocumentPaths) -> dict[str, Any]:
+def hit_view(hit: Hit, paths: DocumentPaths, resource_id: str | None) -> dict[str, Any]:
     """One hit of the ``search`` tool: the file (as the document tools show it, and absolute), the chunk, its
-    scores and ranks, and where it is (pages, lines, citation)."""
+    scores and ranks, and where it is (pages, lines, and the citation ``resolve`` accepts: ``doc://<resource
+    id>#pages=2-3`` ...; None only for a file deleted since the ranking)."""
+    from flows.citations.ids import document_modality
+
     return {
         "file": paths.display(hit.path), "absolute_path": hit.path, "collection": hit.collection,
         "chunk_index": hit.chunk_index, "text": hit.text, "score": hit.score,
         "semantic_score": hit.semantic_score, "keyword_score": hit.keyword_score,
         "semantic_rank": hit.semantic_rank, "keyword_rank": hit.keyword_rank,
         "start": hit.start, "end": hit.end, "page": hit.page, "page_end": hit.page_end,
-        "line_start": hit.line_start, "line_end": hit.line_end, "citation": hit.citation(),
+        "line_start": hit.line_start, "line_end": hit.line_end,
+        "citation": None if resource_id is None else hit.citation(resource_id, document_modality(hit.path)),
     }
 
 
-def search_view(result: dict[str, Any], paths: DocumentPaths) -> dict[str, Any]:
-    """flows.semantic.search.search's answer as the ``search`` tool returns it."""
+def search_view(engine: Engine, result: dict[str, Any], paths: DocumentPaths) -> dict[str, Any]:
+    """flows.semantic.search.search's answer as the ``search`` tool returns it; the hits' files get their resource
+    ids (flows.citations.ids: one lookup for the returned hits, ids reserved for files that had none)."""
+    from flows.citations.ids import hit_ids
+
+    hits: list[Hit] = result.get("hits", [])
+    resource_ids = hit_ids(engine, ((h.entry_id, h.path) for h in hits))
     out = {k: v for k, v in result.items() if k != "hits"}
-    out["hits"] = [hit_view(h, paths) for h in result.get("hits", [])]
+    out["hits"] = [hit_view(h, paths, resource_ids.get(h.entry_id)) for h in hits]
     out["total_hits"] = len(out["hits"])
     return out
 

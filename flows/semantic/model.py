@@ -75,16 +75,18 @@ class Hit:
     keyword_rank: int | None = None
     extra: dict = field(default_factory=dict)
 
-    def citation(self) -> str:
-        """Where the hit is, as a reference 003 address (:func:`citation`)."""
-        return citation(self.entry_id, self.page, self.page_end, self.line_start, self.line_end)
+    def citation(self, resource_id: str, modality: str | None = None) -> str:
+        """Where the hit is, as a reference 003 address of the file cited as ``resource_id`` (:func:`citation`)."""
+        return citation(resource_id, self.page, self.page_end, self.line_start, self.line_end, modality)
 
 
-def citation(entry_id: int, page: int | None, page_end: int | None, line_start: int, line_end: int) -> str:
-    """A chunk's place as a reference 003 address: ``doc://<entry id>#pages=3`` (or ``=3-4``) for paged documents,
-    ``text://<entry id>#lines=10-20`` otherwise."""
-    if page is not None:
-        end = page_end or page
-        pages = str(page) if end == page else f"{page}-{end}"
-        return f"doc://{entry_id}#pages={pages}"
-    return f"text://{entry_id}#lines={line_start}-{line_end}"
+def citation(resource_id: str, page: int | None, page_end: int | None, line_start: int, line_end: int,
+             modality: str | None = None) -> str:
+    """A chunk's place as a reference 003 address that ``resolve`` accepts, in the file cited as ``resource_id``
+    (flows.citations.ids.hit_address): ``doc://<id>#pages=3`` (or ``=3-4``) for paged documents,
+    ``text://<id>#lines=10-20`` otherwise; ``modality`` (flows.citations.ids.document_modality) cites an image read
+    with OCR whole (``image://<id>``)."""
+    from flows.citations.ids import hit_address
+
+    return hit_address(resource_id, modality, page=page, page_end=page_end, line_start=line_start,
+                       line_end=line_end)

@@ -381,6 +381,14 @@ def search(engine: Engine, query: str, *, collection: str | None = None, mode: s
 # --- reference 002's search_documents ---------------------------------------------------------------------------
 
 
+def _citation(hit: Hit, resource_ids: dict[int, str]) -> str | None:
+    """The hit's address in the resource its file is cited as (None for a file deleted since the ranking)."""
+    from flows.citations.ids import document_modality
+
+    resource_id = resource_ids.get(hit.entry_id)
+    return None if resource_id is None else hit.citation(resource_id, document_modality(hit.path))
+
+
 def semantic_search(engine: Engine, query: str, *, limit: int = 10, min_score: float | None = 0.7,
                     include_metadata: bool = True, collection: str | None = None) -> dict[str, Any]:
     """Reference 002's ``search_documents``: the chunks most similar in meaning to ``query`` with their cosine
@@ -389,11 +397,15 @@ def semantic_search(engine: Engine, query: str, *, limit: int = 10, min_score: f
     result = search(engine, query, collection=collection, mode="semantic", limit=limit, min_score=min_score)
     hits: list[Hit] = result["hits"]
     states: dict[int, dict] = {}
+    resource_ids: dict[int, str] = {}
     if include_metadata and hits:
+        from flows.citations.ids import hit_ids
+
         with engine.connect() as conn:
             ids = sorted({h.entry_id for h in hits})
             states = {r["id"]: dict(r) for r in conn.execute(
                 select(T.c.id, T.c.size, T.c.mtime).where(T.c.id.in_(ids))).mappings()}
+        resource_ids = hit_ids(engine, ((h.entry_id, h.path) for h in hits))  # each citation names its resource
     results = []
     for h in hits:
         item: dict[str, Any] = {"id": str(h.chunk_id), "filePath": h.path, "chunkIndex": h.chunk_index,
@@ -402,7 +414,8 @@ def semantic_search(engine: Engine, query: str, *, limit: int = 10, min_score: f
             state = states.get(h.entry_id, {})
             item["metadata"] = {"fileSize": state.get("size"), "lastModified": iso(state.get("mtime")),
                                 "chunkOffset": h.start, "page": h.page, "pageEnd": h.page_end,
-                                "lineStart": h.line_start, "lineEnd": h.line_end, "citation": h.citation()}
+                                "lineStart": h.line_start, "lineEnd": h.line_end,
+                                "citation": _citation(h, resource_ids)}
         results.append(item)
     out = {"query": result["query"], "search_type": "semantic", "collection": result["collection"],
            "results": results, "total_results": len(results), "elapsed_ms": result["elapsed_ms"]}

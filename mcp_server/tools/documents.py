@@ -49,6 +49,12 @@ class SemanticOptions(BaseModel):
     includeMetadata: bool = Field(default=True, description="Include each chunk's file metadata")
 
 
+# a hit's address, as the citation tools' resolve takes it (flows.semantic.model.citation)
+CITATION = ("where it is, as an address resolve accepts: doc://RESOURCE#pages=N-M (paged documents), "
+            "text://RESOURCE#lines=A-B (others), image://RESOURCE (an image read with OCR); RESOURCE is the file's "
+            "resource id (listResources)")
+
+
 def _none(value: Any) -> bool:
     return value is None
 
@@ -106,6 +112,7 @@ class Match(BaseModel):
     context_after: list[str]
     page: int | None = Field(default=None, exclude_if=_none, description="the page the line is on (paged formats)")
     ocr: bool = Field(default=False, exclude_if=_false, description="true when the line was read with OCR")
+    citation: str | None = Field(default=None, exclude_if=_none, description=CITATION)
 
 
 class SemanticChunkMetadata(BaseModel):
@@ -119,7 +126,7 @@ class SemanticChunkMetadata(BaseModel):
     pageEnd: int | None = None
     lineStart: int | None = Field(default=None, description="1-based line of the chunk's first character")
     lineEnd: int | None = None
-    citation: str | None = Field(default=None, description="doc://ENTRY#pages=N (paged) or text://ENTRY#lines=A-B")
+    citation: str | None = Field(default=None, description=CITATION)
 
 
 class SemanticChunk(BaseModel):
@@ -309,10 +316,11 @@ def register(mcp: MCPServer, app) -> None:
     ) -> SearchResult:
         """Search inside documents, two ways under one name (search_type in the answer says which ran).
 
-        With scope: the boolean full-text search (reference 001): each match is a line (with its line number, page
-        and context lines). `attack armor` (both), `move|teleport` (either), `attack -ranged` (not), `"end of
-        turn"` (phrase), parentheses to group; case-insensitive. Reports how many documents in scope are not
-        indexed yet (pending_documents), so a search during indexing says it may be incomplete.
+        With scope: the boolean full-text search (reference 001): each match is a line (with its line number, page,
+        context lines and a citation resolve accepts). `attack armor` (both), `move|teleport` (either),
+        `attack -ranged` (not), `"end of turn"` (phrase), parentheses to group; case-insensitive. Reports how many
+        documents in scope are not indexed yet (pending_documents), so a search during indexing says it may be
+        incomplete.
 
         Without scope (the query alone, or with options): the semantic search (reference 002) over the "default"
         collection that index_files builds: the chunks most similar in meaning to the query (cosine similarity at

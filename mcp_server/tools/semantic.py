@@ -23,6 +23,12 @@ from flows.semantic.model import DEFAULT_COLLECTION
 from mcp_server.tools.common import READ_ONLY, WRITES, McpProgress, StrList, tool
 
 
+# a hit's address, as the citation tools' resolve takes it (flows.semantic.model.citation)
+CITATION = ("where it is, as an address resolve accepts: doc://RESOURCE#pages=N-M (paged documents), "
+            "text://RESOURCE#lines=A-B (others), image://RESOURCE (an image read with OCR); RESOURCE is the file's "
+            "resource id (listResources)")
+
+
 def _none(value: Any) -> bool:
     return value is None
 
@@ -95,7 +101,7 @@ class ChunkDetail(BaseModel):
     page_end: int | None
     line_start: int = Field(description="1-based line of the chunk's first character")
     line_end: int
-    citation: str = Field(description="doc://ENTRY#pages=N (paged) or text://ENTRY#lines=A-B")
+    citation: str | None = Field(description=CITATION)
     context_before: list[str] = Field(description="the contextLines lines before the chunk")
     context_after: list[str] = Field(description="the contextLines lines after the chunk")
 
@@ -137,7 +143,7 @@ class SearchHit(BaseModel):
     page_end: int | None
     line_start: int
     line_end: int
-    citation: str = Field(description="doc://ENTRY#pages=N (paged) or text://ENTRY#lines=A-B")
+    citation: str | None = Field(description=CITATION)
 
 
 class SearchHits(_Open):
@@ -298,10 +304,10 @@ def register(mcp: MCPServer, app) -> None:
                                                                              "semantic hit (0-1)")] = None,
     ) -> SearchHits:
         """Find the passages that answer a question: each hit is a chunk of a file with its text, its scores
-        (semantic, keyword, fused) and where it is (pages, lines, a citation such as doc://12#pages=3 or
-        text://7#lines=10-20), filtered by resource sets, a plan condition and folders. Use this for the best
-        answer to a question; search_documents with scope for exact boolean word matches line by line, and
-        search_documents with options for reference 002's plain semantic search."""
+        (semantic, keyword, fused) and where it is (pages, lines, a citation resolve accepts, such as
+        doc://rules#pages=3 or text://notes#lines=10-20), filtered by resource sets, a plan condition and
+        folders. Use this for the best answer to a question; search_documents with scope for exact boolean word
+        matches line by line, and search_documents with options for reference 002's plain semantic search."""
         paths = _paths(app)
 
         def run() -> dict[str, Any]:
@@ -312,7 +318,7 @@ def register(mcp: MCPServer, app) -> None:
                                                      paths=scoped)
             result = semantic_search_module.search(app.engine, query, collection=collection, mode=mode, limit=limit,
                                                    min_score=min_score, filters=filters, roots=app.roots)
-            return library.search_view(result, paths)
+            return library.search_view(app.engine, result, paths)
 
         return SearchHits(**await anyio.to_thread.run_sync(run))
 

@@ -91,11 +91,12 @@ async def documents_session(client, tree: Path) -> None:
     assert [m["text"] for m in jwt["matches"]] == ["authentication uses a jwt token"]
     either = await search("async|asynchronous", {"type": "global"})
     assert [m["line"] for m in either["matches"]] == [7]
+    assert [m["citation"] for m in either["matches"]] == ["text://security#lines=7"]  # the file's resource id
     negated = await search("security -deprecated", {"type": "global"})
     assert "security review done" in [m["text"] for m in negated["matches"]]
     assert not any("deprecated" in m["text"] for m in negated["matches"])
     phrase = await search('"move up to four"', {"type": "document", "path": "games/coop/rules.pdf"})
-    assert [(m["line"], m["page"]) for m in phrase["matches"]] == [(5, 2)]
+    assert [(m["line"], m["page"], m["citation"]) for m in phrase["matches"]] == [(5, 2, "doc://rules#pages=2")]
     assert phrase["matches"][0]["context_before"] == ["Introduction", "Welcome to the Quest Rules handbook.",
                                                       "Players cooperate against the dungeon.", "Gameplay"]
     complex_ = await search("(authentication|authorization) -jwt", {"type": "collection", "path": "docs"},

@@ -115,12 +115,15 @@ async def test_index_then_search_both_ways_with_filters_and_details(server):
             boolean = await _call(client, "search_documents", {"query": "telescopes", "scope": {"type": "global"}})
             assert boolean["search_type"] == "boolean"
             assert [m["document"] for m in boolean["matches"]] == ["space/planets.txt"]
+            line = boolean["matches"][0]["line"]
+            assert boolean["matches"][0]["citation"] == f"text://planets#lines={line}"  # its resource id
 
             # search: hybrid, the PDF page that answers, cited by page
             engine = await _call(client, "search", {"query": "when should I change the engine oil?", "limit": 3})
             top = engine["hits"][0]
             assert engine["mode"] == "hybrid" and top["file"] == "handbook.pdf", engine["hits"]
-            assert top["page"] <= 2 <= top["page_end"] and top["citation"].startswith("doc://")
+            pages = str(top["page"]) if top["page"] == top["page_end"] else f"{top['page']}-{top['page_end']}"
+            assert top["page"] <= 2 <= top["page_end"] and top["citation"] == f"doc://handbook#pages={pages}"
             assert top["semantic_score"] > 0.2 and top["semantic_rank"] == 1 and top["keyword_rank"] is not None
             # filters: a resource set, a condition, a path
             await _call(client, "resource-set-create", {"name": "astro"})
@@ -133,7 +136,7 @@ async def test_index_then_search_both_ways_with_filters_and_details(server):
             finance = await _call(client, "search", {"query": "planets", "path": "finance", "mode": "semantic"})
             assert {h["file"] for h in finance["hits"]} == {"finance/invoices.md"}
             text_hit = (await _call(client, "search", {"query": "invoice approval", "mode": "keyword"}))["hits"][0]
-            assert text_hit["citation"].endswith(f"#lines={text_hit['line_start']}-{text_hit['line_end']}")
+            assert text_hit["citation"] == f"text://invoices#lines={text_hit['line_start']}-{text_hit['line_end']}"
 
             # get_file_details: the whole text, then the chunk a hit named with its context
             whole = await _call(client, "get_file_details", {"filePath": "kitchen/bread.md"})

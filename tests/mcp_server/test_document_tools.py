@@ -191,6 +191,8 @@ async def test_search_documents_reference_examples(client):
     both = await search(client, "jwt token", {"type": "collection", "path": "docs/api"})
     assert [(m["document"], m["text"]) for m in both["matches"]] == [
         ("docs/api/security.md", "authentication uses a jwt token")]
+    line = both["matches"][0]["line"]
+    assert both["matches"][0]["citation"] == f"text://security#lines={line}"
 
     either = await search(client, "async|asynchronous", {"type": "global"})
     assert {m["text"] for m in either["matches"]} == {"asynchronous jobs run async"}
@@ -202,6 +204,7 @@ async def test_search_documents_reference_examples(client):
     phrase = await search(client, '"cost two squares"', {"type": "document", "path": "games/coop/rules.pdf"})
     assert [(m["line"], m["page"], m["text"]) for m in phrase["matches"]] == [
         (8, 3, "Diagonal steps cost two squares.")]
+    assert phrase["matches"][0]["citation"] == "doc://rules#pages=3"  # its page, in the file's resource id
     assert phrase["matches"][0]["context_before"] == [  # five lines, across the page break
         "Players cooperate against the dungeon.", "Gameplay", "Movement allows a figure to move up to four squares.",
         "Each turn has three phases.", "Movement"]
@@ -288,7 +291,7 @@ async def test_search_multiple_runs_each_query_and_keys_results_by_query(client)
                                                     "scope": {"type": "document", "path": "games/coop/rules.pdf"},
                                                     "context_lines": 3})
     attack = in_doc["results"]["attack"]["matches"][0]
-    assert attack["page"] == 4 and len(attack["context_before"]) == 3
+    assert attack["page"] == 4 and len(attack["context_before"]) == 3 and attack["citation"] == "doc://rules#pages=4"
     assert in_doc["results"]["movement"]["total_matches"] == 2
 
 

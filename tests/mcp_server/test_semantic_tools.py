@@ -123,7 +123,7 @@ async def test_search_documents_has_two_shapes_and_says_which_ran(client):
     top = semantic["results"][0]
     assert top["filePath"] == "kitchen/bread.md" and top["absolutePath"].endswith("/kitchen/bread.md")
     assert top["score"] >= 0.1 and top["metadata"]["fileSize"] == len(COOKING)
-    assert top["metadata"]["citation"].startswith("text://")
+    assert top["metadata"]["citation"].startswith("text://bread#lines=")  # the file's resource id: its name
     assert "matches" not in semantic and semantic["total_results"] == len(semantic["results"]) <= 3
     bare = await call(client, "search_documents", {"query": "telescope orbit planets"})  # minScore 0.7
     assert bare["search_type"] == "semantic" and all(r["score"] >= 0.7 for r in bare["results"])
@@ -132,6 +132,10 @@ async def test_search_documents_has_two_shapes_and_says_which_ran(client):
     assert "metadata" not in lean["results"][0]
     boolean = await call(client, "search_documents", {"query": "telescope", "scope": {"type": "global"}})
     assert boolean["search_type"] == "boolean" and "results" not in boolean
+    # each matching line cited in its file's resource (named after the file), as resolve takes it
+    assert [m["citation"] for m in boolean["matches"]] == ["text://planets#lines=1", "text://planets#lines=3"]
+    paged = await call(client, "search_documents", {"query": "roses", "scope": {"type": "global"}})
+    assert [m["citation"] for m in paged["matches"]] == ["doc://garden#pages=2"]
 
 
 async def test_search_ranks_fuses_and_cites(client):
@@ -139,7 +143,7 @@ async def test_search_ranks_fuses_and_cites(client):
     assert hybrid["mode"] == "hybrid" and hybrid["total_hits"] == len(hybrid["hits"])
     top = hybrid["hits"][0]
     assert top["file"] == "garden.pdf" and (top["page"], top["page_end"]) == (1, 2)  # both short pages, one chunk
-    assert top["citation"].startswith("doc://") and top["citation"].endswith("#pages=1-2")
+    assert top["citation"] == "doc://garden#pages=1-2"
     assert top["semantic_rank"] == 1 and top["keyword_rank"] == 1 and top["semantic_score"] > 0
     keyword = await call(client, "search", {"query": "rings", "mode": "keyword"})
     assert [h["file"] for h in keyword["hits"]] == ["sky/planets.txt"] and keyword["hits"][0]["semantic_rank"] is None
@@ -181,6 +185,7 @@ async def test_get_file_details_whole_text_and_one_chunk(client):
     assert {c["name"] for c in whole["collections"]} == {"default", "recipes"} and whole["chunk_count"] >= 1
     chunk = await call(client, "get_file_details", {"filePath": "garden.pdf", "chunkIndex": 0, "contextLines": 1})
     assert chunk["chunk"]["page"] == 1 and "Tomatoes" in chunk["chunk"]["text"]
+    assert chunk["chunk"]["citation"] == "doc://garden#pages=1-2"  # the one chunk spans both short pages
     assert chunk["chunk"]["context_before"] == [] and "content" not in chunk
     assert (await refused(client, "get_file_details", {"filePath": "garden.pdf", "chunkIndex": 99})
             ).startswith("INVALID_PARAMS: ")

@@ -109,7 +109,7 @@ def test_a_chunk_comes_with_its_place_and_the_lines_around_it(lib):
     assert first > 2 and chunk["text"].startswith(NOTES_LINES[first - 1][:10])
     assert chunk["context_before"] == NOTES_LINES[first - 3:first - 1]
     assert chunk["context_after"] == NOTES_LINES[last:last + 2]
-    assert chunk["citation"].startswith("text://") and chunk["citation"].endswith(f"#lines={first}-{last}")
+    assert chunk["citation"] == f"text://notes#lines={first}-{last}"  # the file's resource id: its name
     assert "content" not in out
 
 
@@ -118,7 +118,7 @@ def test_a_pdf_chunk_names_its_pages_and_context_stops_at_the_document_edges(lib
     chunk = out["chunk"]
     assert chunk["page"] == 1 and chunk["line_start"] == 1 and chunk["context_before"] == []
     assert "Welcome to the Quest Rules handbook." in chunk["text"]
-    assert chunk["citation"].startswith("doc://") and "#pages=1" in chunk["citation"]
+    assert chunk["citation"] == f"doc://rules#pages=1-{chunk['page_end']}" and chunk["page_end"] > 1
     last = out["chunk_count"] - 1
     tail = details(lib, "books/rules.pdf", chunk_index=last, context_lines=5)["chunk"]
     assert tail["context_after"] == [] and tail["page_end"] == 5
@@ -182,14 +182,22 @@ def test_a_changed_file_is_flagged_as_not_current(lib, tmp_path):
 
 
 def test_hits_are_shown_with_the_root_relative_path_and_a_citation(lib):
-    _, paths, root, _ = lib
-    hit = Hit(chunk_id=5, entry_id=7, path=str(root / "books" / "rules.pdf"), collection="default", chunk_index=1,
+    app, paths, root, _ = lib
+    path = str(root / "books" / "rules.pdf")
+    with app.engine.connect() as conn:
+        entry_id = conn.execute(select(E.c.id).where(E.c.path == path)).scalar_one()
+    hit = Hit(chunk_id=5, entry_id=entry_id, path=path, collection="default", chunk_index=1,
               text="Movement", start=10, end=20, line_start=4, line_end=6, page=2, page_end=3, score=0.5,
               semantic_score=0.5, semantic_rank=1)
-    view = library.search_view({"query": "q", "mode": "semantic", "collection": "default", "hits": [hit]}, paths)
-    assert view["total_hits"] == 1
+    gone = Hit(chunk_id=6, entry_id=10**9, path=str(root / "gone.md"), collection="default", chunk_index=0,
+               text="x", start=0, end=1, line_start=1, line_end=1, page=None, page_end=None, score=0.1)
+    view = library.search_view(app.engine, {"query": "q", "mode": "semantic", "collection": "default",
+                                            "hits": [hit, gone]}, paths)
+    assert view["total_hits"] == 2
     assert view["hits"][0] == {**view["hits"][0], "file": "books/rules.pdf", "absolute_path": hit.path,
-                               "citation": "doc://7#pages=2-3", "keyword_score": None, "semantic_rank": 1}
+                               "citation": "doc://rules#pages=2-3", "keyword_score": None, "semantic_rank": 1}
+    assert view["hits"][1]["citation"] is None  # a file deleted since the ranking has no resource to cite
     reference = library.semantic_documents_view(paths, {"results": [{"filePath": hit.path, "id": "5"}]})
     assert reference["results"] == [{"filePath": "books/rules.pdf", "absolutePath": hit.path, "id": "5"}]
-    assert library.citation(7, None, None, 3, 9) == "text://7#lines=3-9"
+    assert library.citation("notes", None, None, 3, 9) == "text://notes#lines=3-9"
+    assert library.citation("scan", None, None, 3, 9, "image") == "image://scan"  # OCR'd lines: the whole image

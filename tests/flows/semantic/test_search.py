@@ -337,10 +337,10 @@ def test_hits_say_where_they_are(library, fake_encoder):
     engine, root = library
     pdf = search(engine, "telescope mirrors galaxies", mode="keyword", limit=1)["hits"][0]
     assert (pdf.page, pdf.page_end, pdf.chunk_index) == (3, 3, 2)
-    assert pdf.citation() == f"doc://{pdf.entry_id}#pages=3"
+    assert pdf.citation("orbits") == "doc://orbits#pages=3"
     text = search(engine, "prune suckers", mode="keyword", limit=1)["hits"][0]
     assert (text.page, text.line_start, text.line_end) == (None, 4, 6)
-    assert text.citation() == f"text://{text.entry_id}#lines=4-6"
+    assert text.citation("tomatoes") == "text://tomatoes#lines=4-6"
     assert text.path == str(root / "garden/tomatoes.txt") and text.collection == "default"
     assert text.text.startswith("Prune the tomato suckers") and text.start > 0
 
@@ -355,7 +355,7 @@ def test_semantic_search_gives_reference_002s_result(library, fake_encoder):
     assert isinstance(top["id"], str) and top["score"] >= 0.5 and top["content"].startswith("A comet")
     meta = top["metadata"]
     assert meta["fileSize"] == (root / "space/orbits.pdf").stat().st_size
-    assert meta["lastModified"].endswith("Z") and meta["page"] == 2 and meta["citation"].endswith("#pages=2")
+    assert meta["lastModified"].endswith("Z") and meta["page"] == 2 and meta["citation"] == "doc://orbits#pages=2"
     assert meta["chunkOffset"] > 0 and meta["lineStart"] == 4
     bare = semantic_search(engine, "comet orbit", include_metadata=False, min_score=None)
     assert all("metadata" not in r for r in bare["results"])
