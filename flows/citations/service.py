@@ -328,13 +328,14 @@ class CitationService:
         return self._resource_map(source, tree(rows, source.resource_id))
 
     def get_node(self, resource_id: str, node_id: str) -> dict[str, Any]:
-        """One node: ``{id, title, type, location, summary?, children: [{"id": ...}]}``. NODE_NOT_FOUND naming a
-        few ids that exist."""
+        """One node: ``{id, title, type, location, summary?, children: [{"id": ...}]}`` (+ ``stale: true`` when the
+        file changed since its agent map was supplied). NODE_NOT_FOUND naming a few ids that exist."""
         source = self._look(resource_id, need_map=True)
-        self._refuse_stale(source, allow_stale=False)
         row = self._node(source, node_id)
         out = _node_dict(row, source.resource_id)
         out["children"] = [{"id": c} for c in row["children"]]
+        if source.stale:  # shown, as getStructure shows the map; resolve refuses it until supplied again
+            out["stale"] = True
         return out
 
     def resolve(self, resource_id: str | None = None, node_id: str | None = None, *, address: str | None = None,
@@ -355,8 +356,9 @@ class CitationService:
             if node_id:
                 raise CitationError("INVALID_ADDRESS", "give either node_id (with resource_id) or an address, not "
                                     "both", field="address")
+            # an address is checked against the file as it is now, so a stale agent map does not stand in its way
+            # (the map is only used to name the node when it is current)
             source = self._look(parsed.resource_id, need_map=False, need_facts=True)
-            self._refuse_stale(source, allow_stale)
             check_address(parsed, source.facts)
             node = self._node_at(source, parsed)
         else:
@@ -373,7 +375,8 @@ class CitationService:
                 check_address(parsed, source.facts)
         out: dict[str, Any] = {"output_path": None, "modality": source.modality, "address": parsed.format(),
                                "node": node, "resource_id": source.resource_id, "source_path": source.path,
-                               "source_hash": source.source_hash, "stale": source.stale, "cache_path": None,
+                               "source_hash": source.source_hash,
+                               "stale": source.stale and address is None, "cache_path": None,
                                "mime_type": None, "size_bytes": None, "cached": False}
         if virtual:
             return out
@@ -598,11 +601,16 @@ class CitationService:
                       if _needs_extraction(source.modality, fmt) else None)
         if text_lines is not None:  # the lines come from the current extraction of the document
             ensure_text(self.engine, source.row["entry_id"], source.path, source.size, source.mtime)
-        done = extract(self.data_dir, source.path, source.source_hash, address, source.facts, exact=exact,
-                       text_lines=text_lines)
-        store.record_extract(self.engine, source.row["entry_id"], mime_type=done.mime_type,
-                             cache_path=done.cache_path, source_hash=source.source_hash, address=address.format(),
-                             exact=exact)
+        for _attempt in range(3):
+            done = extract(self.data_dir, source.path, source.source_hash, address, source.facts, exact=exact,
+                           text_lines=text_lines)
+            store.record_extract(self.engine, source.row["entry_id"], mime_type=done.mime_type,
+                                 cache_path=done.cache_path, source_hash=source.source_hash,
+                                 address=address.format(), exact=exact)
+            # the cache sweep removes files no row points at; one that ran between the write and the row took it
+            if done.path.exists():
+                break
+            log.info("%s was swept before its row was written; extracting it again", done.cache_path)
         return {"output_path": str(done.path), "cache_path": done.cache_path, "mime_type": done.mime_type,
                 "size_bytes": done.size_bytes, "cached": done.cached}
 
