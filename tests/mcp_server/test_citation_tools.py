@@ -240,7 +240,8 @@ async def test_an_agent_map_is_checked_stored_and_marked_stale_when_its_file_cha
                               "location": {"modality": "image", "bbox": [0.1, 0.1, 0.2, 0.2]}}]}]
     stored = await call(client, "map-put", {"resource": str(library / "diagram.png"), "nodes": regions,
                                             "title": "A diagram"})
-    assert stored["resource_id"] == diagram and stored["metadata"]["origin"] == "agent" and stored["title"] == "A diagram"
+    assert stored["resource_id"] == diagram and stored["metadata"]["origin"] == "agent"
+    assert stored["title"] == "A diagram"
     assert (await call(client, "getNode", {"resource_id": diagram, "node_id": "legend"}))["children"] == [
         {"id": "legend.key"}]
     crop = await call(client, "resolve", {"resource_id": diagram, "node_id": "legend"})
@@ -268,7 +269,8 @@ async def test_an_agent_map_is_checked_stored_and_marked_stale_when_its_file_cha
     allowed = await call(client, "resolve", {"resource_id": notes, "node_id": "intro", "allow_stale": True})
     assert allowed["stale"] is True and Path(allowed["output_path"]).read_text().startswith("# Alpha\n")
     await call(client, "map-put", {"resource": notes, "nodes": sections})  # supplied again: current
-    assert (await call(client, "resolve", {"resource_id": notes, "node_id": "intro", "virtual": True}))["stale"] is False
+    current = await call(client, "resolve", {"resource_id": notes, "node_id": "intro", "virtual": True})
+    assert current["stale"] is False
 
 
 async def test_map_delete_forgets_the_map_but_keeps_the_id(client, ids):
