@@ -103,6 +103,13 @@ EXPECTED = {
         "drafts": ["report draft (copy).txt", "report draft.txt"],
         "handbooks": ["alpine_birds_field_guide.pdf", "sourdough_handbook.pdf"],
     },
+    "citation-maps.plan": {  # the files whose maps were built (outline, headings, chapters or windows)
+        "outlined": ["alpine_birds_field_guide.pdf", "annual_report_2023.pdf", "annual_report_2024.pdf",
+                     "sourdough_handbook.pdf"],
+        "headed": ["café-menü.md", "meeting-2024-01-15.md", "reading-list.md", "trip-plan-alps.md"],
+        "timed": ["lecture_with_chapters.mp4", "test_pattern_short.mp4", "tone_440hz.wav",
+                  "voice-memo-2024-03-08.mp3"],
+    },
     "media-metadata.plan": {
         "long-media": ["lecture_with_chapters.mp4"],
         "long-documents": ["alpine_birds_field_guide.pdf", "annual_report_2024.pdf"],
