@@ -104,6 +104,9 @@ class NodeDetail(BaseModel):
     location: LocationView
     summary: str | None = Field(default=None, exclude_if=_none)
     children: list[NodeRef] = Field(default_factory=list, description="the direct children, ids only")
+    stale: bool | None = Field(default=None, exclude_if=_none,
+                               description="true: the node is of an agent's map made before the file changed "
+                                           "(resolve refuses it until the map is supplied again, or allow_stale)")
 
 
 class ResolvedNode(BaseModel):

@@ -174,7 +174,7 @@ async def test_get_node_shows_one_node_with_its_children_as_ids(client, ids):
     assert node["location"]["pages"] == [6, 8] and node["location"]["modality"] == "document"
     assert node["children"] == [{"id": "chapter_2.method.details"}]
     leaf = await call(client, "getNode", {"resource_id": book, "node_id": "appendix"})
-    assert leaf["children"] == [] and no_nulls(leaf)
+    assert leaf["children"] == [] and no_nulls(leaf) and "stale" not in leaf
 
 
 async def test_resolve_answers_each_reference_call_shape(client, app, ids):
@@ -264,6 +264,7 @@ async def test_an_agent_map_is_checked_stored_and_marked_stale_when_its_file_cha
     (library / "notes.md").write_text(citations_media.MARKDOWN_TEXT + "An added line.\n")
     structure = await call(client, "getStructure", {"resource_id": notes})
     assert structure["metadata"]["stale"] is True and structure["nodes"][0]["id"] == "intro"
+    assert (await call(client, "getNode", {"resource_id": notes, "node_id": "intro"}))["stale"] is True
     text = await refused(client, "resolve", {"resource_id": notes, "node_id": "intro"})
     assert text.startswith("SOURCE_CHANGED:")
     allowed = await call(client, "resolve", {"resource_id": notes, "node_id": "intro", "allow_stale": True})
