@@ -14,6 +14,7 @@ first just gave the same entry; the unique constraint on ``resource_id`` backs t
 
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 import time
@@ -36,7 +37,6 @@ MAX_EXT = 20
 FALLBACK = "resource"  # the id of a name with nothing readable left in it (all punctuation, or a script we drop)
 _LOOKUP_BATCH = 500  # ids asked for in one IN (...) (PostgreSQL and SQLite both take far more; kept modest)
 _PROBE = 8  # candidates of one file looked up at once when choosing a free one
-_MAX_ATTEMPTS = 1000  # candidates tried for one file before giving up (a store with 1000 files named "report")
 _RETRIES = 5  # reservation transactions started over after a unique-constraint refusal
 _LOCK_KEY = 0x61737361_79ce0003  # PostgreSQL advisory lock of the id reservation ("assay", citations)
 
@@ -134,31 +134,44 @@ def _live_entries(conn: Connection, entry_ids: list[int]) -> set[int]:
     return {int(e) for (e,) in conn.execute(select(E.c.id).where(E.c.id.in_(entry_ids)))}
 
 
+def _numbered_taken(conn: Connection, stem: str) -> set[int]:
+    """The numbers n of the ids ``<stem>_<n>`` taken, in one query over the ids starting ``<stem>_``: a range on
+    SQLite (byte order: the unique index answers it), LIKE on PostgreSQL (whose collation may not order bytes; ids
+    hold no ``%`` or ``\\``, and ``_`` is escaped)."""
+    prefix = stem + "_"
+    if conn.dialect.name == "sqlite":
+        where = (R.c.resource_id >= prefix) & (R.c.resource_id < stem + "`")  # "`" follows "_"
+    else:
+        where = R.c.resource_id.like(prefix.replace("_", "\\_") + "%", escape="\\")
+    rows = conn.execute(select(R.c.resource_id).where(where))
+    return {int(r[len(prefix):]) for (r,) in rows
+            if r.startswith(prefix) and r[len(prefix):].isdigit() and not r[len(prefix):].startswith("0")}
+
+
 def _choose(conn: Connection, pending: list[tuple[int, str, str]]) -> dict[int, str]:
-    """The first free candidate of each pending item, as the store is now and not claimed by an earlier item of
-    the same batch: a few candidates per file are looked up at once, so a batch without collisions costs one
-    query."""
+    """The first free candidate of each pending item (in the order given), as the store is now and not claimed by
+    an earlier item of the same batch. The first few candidates of every file are looked up in one query, so a
+    batch without collisions costs one; a file whose name is common (a thousand ``README.md``) then costs one more
+    query for the numbers its stem has taken."""
     chosen: dict[int, str] = {}
     claimed: set[str] = set()
-    streams = {entry_id: candidates(path) for entry_id, path, _ in pending}
-    left = [entry_id for entry_id, _, _ in pending]
-    tried = 0
-    while left:
-        if tried >= _MAX_ATTEMPTS:
-            raise RuntimeError(f"no free resource id among the first {_MAX_ATTEMPTS} candidates of entries "
-                               f"{left[:10]}")
-        probes = {entry_id: [next(streams[entry_id]) for _ in range(_PROBE)] for entry_id in left}
-        taken = _taken(conn, sorted({n for names in probes.values() for n in names}))
-        tried += _PROBE
-        still = []
-        for entry_id in left:
-            free = next((n for n in probes[entry_id] if n not in taken and n not in claimed), None)
-            if free is None:
-                still.append(entry_id)
-            else:
-                chosen[entry_id] = free
-                claimed.add(free)
-        left = still
+    probes = {entry_id: list(itertools.islice(candidates(path), _PROBE)) for entry_id, path, _ in pending}
+    taken = set()
+    names = sorted({n for names in probes.values() for n in names})
+    for start in range(0, len(names), _LOOKUP_BATCH):
+        taken |= _taken(conn, names[start:start + _LOOKUP_BATCH])
+    numbered: dict[str, tuple[set[int], int]] = {}  # stem -> (numbers taken in the store, the next one to try)
+    for entry_id, path, _ in pending:
+        free = next((n for n in probes[entry_id] if n not in taken and n not in claimed), None)
+        if free is None:  # the first candidates are all taken: the smallest number the stem has free
+            stem = probes[entry_id][0]
+            used, n = numbered.get(stem) or (_numbered_taken(conn, stem), 2)
+            while n in used or f"{stem}_{n}" in claimed:
+                n += 1
+            numbered[stem] = (used, n + 1)
+            free = f"{stem}_{n}"
+        chosen[entry_id] = free
+        claimed.add(free)
     return chosen
 
 

@@ -95,6 +95,18 @@ def test_ids_taken_earlier_are_skipped_and_names_are_kept_readable(engine):
     assert all(re.fullmatch(RESOURCE_ID_PATTERN, r) for r in named.values())
 
 
+def test_a_common_name_takes_the_smallest_free_number_past_the_first_candidates(engine):
+    first = entries(engine, *(f"d{i}/README.md" for i in range(12)))
+    ids = reserve_ids(engine, first)
+    assert [ids[e] for e, _, _ in first] == ["README", "README_md"] + [f"README_{n}" for n in range(2, 12)]
+    with engine.begin() as conn:  # a gap, and ids that only look numbered, are not in the way
+        conn.execute(R.delete().where(R.c.resource_id == "README_5"))
+        conn.execute(insert(R).values(resource_id="README_05", kind="text", origin="none", created_at=0.0))
+    more = entries(engine, *(f"e{i}/README.md" for i in range(3)))
+    again = reserve_ids(engine, more)
+    assert [again[e] for e, _, _ in more] == ["README_5", "README_12", "README_13"]
+
+
 def test_reading_ids_of_entries_that_have_them_writes_nothing(engine):
     items = entries(engine, *(f"doc{i}.pdf" for i in range(50)))
     reserve_ids(engine, items)
