@@ -189,7 +189,8 @@ def _build_media(path: str, modality: str, strategy: str, window: float | None,
             raise _unsupported(modality, "chapters", f"the {modality} has no chapters")
     if strategy in ("auto", "scenes", "silences"):
         if modality == "video":
-            cuts = scene_cuts(path, duration=duration, should_cancel=should_cancel)
+            cuts = scene_cuts(path, duration=duration, frame_rate=dict(facts.extra).get("frame_rate"),
+                              should_cancel=should_cancel)
             spans = scene_spans(cuts, duration)
             if len(spans) > 1 or strategy == "scenes":
                 return Built(origin="scenes", title=title, nodes=_span_nodes(spans, modality, "scene", "Scene"),

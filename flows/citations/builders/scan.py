@@ -23,6 +23,12 @@ SCAN_TIMEOUT_PER_SECOND = 1.0
 SCENE_THRESHOLD = 0.3  # ffmpeg scene score (0-1) above which a frame starts a new scene
 SCENE_WIDTH = 160  # frames are scaled to this width before scoring: the score needs shapes and colours, not detail
 MIN_SCENE = 1.0  # seconds: a shorter scene is merged into the one before it
+# the keyframe look: a span between two keyframes is looked at frame by frame when their pictures differ by more
+# than this (mean absolute difference, 0-100; a cut between keyframes scores 10-30+, a still lecture slide ~1)
+CANDIDATE_CHANGE = 5.0
+MIN_KEYFRAME_SPACING = 0.5  # seconds: keyframes closer than this on average: one pass over every frame instead
+SECOND_LOOK_SHARE = 0.6  # share of the duration: when the spans to look at cover more, one pass over every frame
+MAX_SECOND_LOOKS = 200  # spans: more (a ffmpeg run each), one pass over every frame instead
 SILENCE_NOISE_DB = -35  # silencedetect's noise floor
 SILENCE_MIN = 0.5  # seconds of quiet that count as a silence
 MIN_SEGMENT = 0.5  # seconds: a shorter sound between silences is merged into its neighbour
@@ -90,42 +96,111 @@ def _scan_timeout(duration: float | None) -> float:
 
 
 _PTS = re.compile(r"\bpts_time:\s*(-?[0-9.]+(?:e[-+]?\d+)?)")
+_MAFD = re.compile(r"lavfi\.scd\.mafd=\s*([0-9.]+)")
 _SILENCE_START = re.compile(r"silence_start:\s*(-?[0-9.]+(?:e[-+]?\d+)?)")
 _SILENCE_END = re.compile(r"silence_end:\s*(-?[0-9.]+(?:e[-+]?\d+)?)")
 
 
-def scene_cuts(path: str, *, duration: float | None = None,
+def _ffmpeg() -> str:
+    from flows.classify.media.common import MediaError, tool
+
+    try:
+        return tool("ffmpeg")
+    except MediaError as exc:
+        raise failed("ffmpeg", str(exc)) from None
+
+
+def _decode_args(path: str, *, keyframes: bool = False, start: float | None = None,
+                 length: float | None = None) -> list[str]:
+    """ffmpeg's arguments up to the filter: the first video stream only, decoding as little as a scene score needs
+    (no loop filter; no frame nothing references, or only keyframes), from ``start`` for ``length`` seconds."""
+    from flows.classify.media.common import input_path
+
+    seek = ["-ss", f"{start:.3f}"] if start else []
+    span = ["-t", f"{length:.3f}"] if length is not None else []
+    return [_ffmpeg(), "-hide_banner", "-nostdin", "-nostats", "-loglevel", "info", "-threads", "0",
+            "-skip_loop_filter", "all", "-skip_frame", "nokey" if keyframes else "noref", *seek, *span,
+            "-i", input_path(path), "-map", "0:v:0", "-an", "-sn", "-dn"]
+
+
+def _cuts_in(path: str, threshold: float, timeout: float, should_cancel: Callable[[], bool],
+             start: float | None = None, length: float | None = None) -> list[float]:
+    """Cuts by the scene score of every decoded frame, from ``start`` for ``length`` seconds (the whole file when
+    None); times on the file's timeline."""
+    graph = f"scale={SCENE_WIDTH}:-2:flags=fast_bilinear,select='gt(scene\\,{threshold:g})',showinfo"
+    cmd = _decode_args(path, start=start, length=length) + ["-vf", graph, "-f", "null", "-"]
+    cuts = []
+    for line in _ffmpeg_lines(cmd, timeout=timeout, should_cancel=should_cancel, what="ffmpeg scene detection"):
+        if line.startswith("[Parsed_showinfo"):  # only the filter's own lines: never a tag's text
+            found = _PTS.search(line)
+            if found:
+                cuts.append(float(found.group(1)) + (start or 0.0))
+    return cuts
+
+
+def _keyframe_changes(path: str, timeout: float,
+                      should_cancel: Callable[[], bool]) -> list[tuple[float, float]]:
+    """(time, mean absolute difference from the keyframe before, 0-100) of every keyframe: a cheap first look
+    (one decoded frame per GOP) at where the picture changes."""
+    graph = f"scale={SCENE_WIDTH}:-2:flags=fast_bilinear,scdet=t=100,metadata=mode=print:key=lavfi.scd.mafd"
+    cmd = _decode_args(path, keyframes=True) + ["-vf", graph, "-f", "null", "-"]
+    out: list[tuple[float, float]] = []
+    at: float | None = None
+    for line in _ffmpeg_lines(cmd, timeout=timeout, should_cancel=should_cancel, what="ffmpeg keyframe scan"):
+        if not line.startswith("[Parsed_metadata"):
+            continue
+        if (found := _PTS.search(line)) is not None:
+            at = float(found.group(1))
+        elif at is not None and (found := _MAFD.search(line)) is not None:
+            out.append((at, float(found.group(1))))
+            at = None
+    return out
+
+
+def _candidates(keys: list[tuple[float, float]], duration: float) -> list[tuple[float, float]] | None:
+    """The spans between two keyframes that differ (the later keyframe included), merged where they touch; None when
+    keyframes are too dense or the picture changes too often for a second look to save decoding."""
+    if len(keys) < 3 or (keys[-1][0] - keys[0][0]) / (len(keys) - 1) < MIN_KEYFRAME_SPACING:
+        return None
+    spans: list[tuple[float, float]] = []
+    for (before, _), (key, change) in zip(keys, keys[1:]):
+        if change < CANDIDATE_CHANGE:
+            continue
+        if spans and spans[-1][1] >= before:
+            spans[-1] = (spans[-1][0], key)
+        else:
+            spans.append((before, key))
+    if len(spans) > MAX_SECOND_LOOKS or sum(b - a for a, b in spans) > SECOND_LOOK_SHARE * duration:
+        return None
+    return spans
+
+
+def scene_cuts(path: str, *, duration: float | None = None, frame_rate: float | None = None,
                threshold: float = SCENE_THRESHOLD, should_cancel: Callable[[], bool] = lambda: False) -> list[float]:
     """Seconds from the start of the file (ffmpeg's timeline: the container's start time already removed) where a
     new scene starts, by ffmpeg's scene score (the ``select`` filter) above ``threshold``.
 
-    Decoding is nearly all the cost (the score on a 720p frame is cheap next to decoding it), so the decoder does
-    less: ``-skip_frame noref`` decodes no frame other frames do not reference (H.264/HEVC B-frames: a cut is found
-    at most a frame or two late, and encoders start a new scene on a reference frame anyway), ``-skip_loop_filter
-    all`` skips the deblocking filter (invisible to a whole-frame difference). Frames are scaled to 160 px wide
-    before scoring, audio / subtitles / data are not decoded, decoding is threaded. Measured on a 720p
-    H.264 of 10 minutes (x264 veryfast, B-frames): 19.7 s of CPU against 39.4 s for ``select='gt(scene,0.3)'`` alone,
-    the same cuts; on B-frame MPEG-4 / MPEG-2 cuts come at most 2 frames late, on MJPEG / VP9 exact. The
-    selected frames' times come from ``showinfo`` on stderr, read line by line."""
-    from flows.classify.media.common import MediaError, input_path, tool
-
-    try:
-        ffmpeg = tool("ffmpeg")
-    except MediaError as exc:
-        raise failed("ffmpeg", str(exc)) from None
-    graph = f"scale={SCENE_WIDTH}:-2:flags=fast_bilinear,select='gt(scene\\,{threshold:g})',showinfo"
-    cmd = [ffmpeg, "-hide_banner", "-nostdin", "-nostats", "-loglevel", "info", "-threads", "0",
-           "-skip_loop_filter", "all", "-skip_frame", "noref", "-i", input_path(path),
-           "-map", "0:v:0", "-an", "-sn", "-dn", "-vf", graph, "-f", "null", "-"]
-    cuts = []
-    for line in _ffmpeg_lines(cmd, timeout=_scan_timeout(duration), should_cancel=should_cancel,
-                              what="ffmpeg scene detection"):
-        if not line.startswith("[Parsed_showinfo"):  # only the filter's own lines: never a tag's text
-            continue
-        found = _PTS.search(line)
-        if found:
-            cuts.append(float(found.group(1)))
-    return sorted(c for c in cuts if c > 0)
+    Decoding is nearly all the cost, so as little is decoded as finds the same cuts. First only the keyframes (one
+    frame per GOP, a few percent of the decoding): the spans between two keyframes whose pictures differ (mean
+    absolute difference over CANDIDATE_CHANGE) are the only places a cut can be; then only those spans are decoded
+    frame by frame (from the keyframe before, through the keyframe after) and scored as the scene filter scores
+    them. When keyframes are dense (under 0.5 s apart) or the picture changes between most of them, the whole file
+    is scored in one pass instead. Either way the decoder skips H.264's deblocking loop filter and frames nothing
+    references (``-skip_loop_filter all -skip_frame noref``: a cut is found at most a frame or two late), frames
+    are scaled to 160 px wide before scoring, and audio / subtitles / data are not decoded. The times come from
+    ``showinfo`` on stderr, read line by line."""
+    timeout = _scan_timeout(duration)
+    spans = None
+    if duration:
+        spans = _candidates(_keyframe_changes(path, timeout, should_cancel), duration)
+    if spans is None:
+        cuts = _cuts_in(path, threshold, timeout, should_cancel)
+    else:
+        frame = 1.0 / frame_rate if frame_rate else 0.04
+        cuts = []
+        for start, end in spans:
+            cuts += _cuts_in(path, threshold, timeout, should_cancel, start=start, length=end - start + frame / 2)
+    return sorted({round(c, 3) for c in cuts if c > 0})
 
 
 def silences(path: str, *, duration: float | None = None,

@@ -61,6 +61,10 @@ def media_facts(info, modality: str) -> SourceFacts:
         start_time = 0.0
     extra = {"has_video": bool(videos), "has_audio": bool(audios), "chapters": len(info.data.get("chapters") or []),
              "format": info.format.get("format_name")}
+    if modality == "video":
+        from flows.classify.media.video import _rate
+
+        extra["frame_rate"] = _rate(videos[0].get("avg_frame_rate")) or _rate(videos[0].get("r_frame_rate"))
     if start_time:
         extra["start_time"] = start_time
     return SourceFacts(modality=modality, duration=round(duration, 3), width=width, height=height,

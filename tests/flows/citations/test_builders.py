@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from flows.citations.builders import tree
+from flows.citations.builders import scan, tree
 from flows.citations.builders import build, probe
 from flows.outcomes import Cancelled
 from store.errors import CitationError, InvalidInput
@@ -132,6 +132,22 @@ def test_scene_cuts_of_a_three_scene_video_are_found_near_the_true_cuts(src):
     with pytest.raises(CitationError) as err:
         build(str(src["scenes"]), "video", strategy="chapters")
     assert err.value.code == "UNSUPPORTED_FORMAT" and "no chapters" in str(err.value)
+
+
+def test_scene_cuts_look_only_between_differing_keyframes_and_find_what_a_full_pass_finds(src):
+    path = str(src["scenes"])
+    keys = scan._keyframe_changes(path, 60, lambda: False)  # a keyframe a second; the cuts are on 2 and 4
+    assert [k for k, _ in keys] == [0, 1, 2, 3, 4, 5]
+    assert scan._candidates(keys, 6.0) == [(1.0, 2.0), (3.0, 4.0)]
+    assert scan.scene_cuts(path, duration=6.0, frame_rate=25) == sorted(scan._cuts_in(path, 0.3, 60, lambda: False))
+
+
+def test_keyframes_too_dense_or_changing_too_often_mean_one_full_pass():
+    dense = [(i * 0.04, 30.0) for i in range(50)]
+    assert scan._candidates(dense, 2.0) is None
+    busy = [(float(i), 0.0 if i % 4 else 20.0) for i in range(10)]  # 3 of 9 spans differ: a third of the time
+    assert scan._candidates(busy, 10.0) == [(3.0, 4.0), (7.0, 8.0)]
+    assert scan._candidates([(float(i), 20.0) for i in range(10)], 10.0) is None  # all of them
 
 
 def test_audio_segments_are_the_sounds_between_silences(src):
