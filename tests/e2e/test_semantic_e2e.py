@@ -145,6 +145,13 @@ async def test_index_then_search_both_ways_with_filters_and_details(server):
             chunk = await _call(client, "get_file_details", {"filePath": str(tree / "handbook.pdf"),
                                                              "chunkIndex": top["chunk_index"], "contextLines": 1})
             assert chunk["chunk"]["text"] == top["text"] and chunk["chunk"]["citation"] == top["citation"]
+
+            # each hit's citation is an address resolve accepts: the pages into a PDF, the lines into a text file
+            pages = await _call(client, "resolve", {"address": top["citation"]})
+            assert pages["address"] == top["citation"] and pages["modality"] == "document"
+            assert pages["output_path"].endswith(".pdf") and pages["source_path"] == str(tree / "handbook.pdf")
+            lines = await _call(client, "resolve", {"address": text_hit["citation"]})
+            assert text_hit["text"].splitlines()[0] in Path(lines["output_path"]).read_text()
             assert chunk["path"] == "handbook.pdf" and "content" not in chunk
 
 
