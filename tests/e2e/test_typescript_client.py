@@ -282,6 +282,20 @@ def media_tree(root: Path) -> Path:
     return root
 
 
+def fetch_resolved_over_http(result: dict) -> None:
+    """GET the url the HTTP session's resolve gave for its crop (the server's /api/content), noting what came."""
+    import httpx
+
+    for session in result["sessions"]:
+        crops = [s.get("structuredContent") or {} for s in session["steps"]
+                 if s["kind"] == "call" and s["tool"] == "resolve" and s["id"].startswith("good")]
+        url = next((c["url"] for c in crops if c.get("mime_type") == "image/png" and c.get("url")), None)
+        if url is not None:
+            r = httpx.get(url, timeout=30)
+            session["fetchedCrop"] = {"status": r.status_code, "type": r.headers.get("content-type"),
+                                      "head": r.content[:4].hex()}
+
+
 @pytest.fixture(scope="module")
 def report(tmp_path_factory) -> dict:
     if shutil.which("node") is None or not SDK_PACKAGE.exists():
@@ -308,6 +322,7 @@ def report(tmp_path_factory) -> dict:
                              capture_output=True, text=True, timeout=600)
         assert run.returncode == 0, f"node failed:\n{run.stdout}\n{run.stderr[-4000:]}"
         result = json.loads(out.read_text())
+        fetch_resolved_over_http(result)  # while the HTTP server still runs
     finally:
         _stop(server)
     for session in result["sessions"]:
@@ -438,8 +453,10 @@ def test_citations_resolve_virtually_and_into_files_through_the_typescript_clien
                    if s["kind"] == "call" and s["tool"] == "resolve" and s["id"].startswith("good")]
         virtual, lines, pages, crop = answers
         assert virtual["output_path"] is None and virtual["address"].endswith("#lines=1-2"), session["label"]
-        assert lines["address"].endswith("#lines=1-1") and lines["mime_type"].startswith("text/plain")
+        assert lines["address"].endswith("#lines=1") and lines["mime_type"].startswith("text/plain")
         assert pages["address"].endswith("#pages=1-2") and pages["mime_type"] == "application/pdf"
         assert crop["mime_type"] == "image/png" and crop["uri"].startswith("synthesis://content/cache/")
         assert ("url" in crop) == (session["label"] == "http")  # the HTTP server's /api/content address
+        if session["label"] == "http":
+            assert session["fetchedCrop"] == {"status": 200, "type": "image/png", "head": b"\x89PNG".hex()}
         assert all(a["source_hash"].startswith("xxh128:") for a in answers)
