@@ -1,16 +1,21 @@
 """`assay map FILE` prints a file's citation map (and stores it); `assay cite ADDRESS` resolves an address as the
 resolve tool does, prints the address, the source's hash and the output, copies it with -o; exit status 0, or 2 with
-the error's code and message on stderr."""
+the error's code and message on stderr. One library per module: a 5-page PDF with an outline, Markdown with
+headings, two tones separated by a silence."""
 
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from mcp_server.cli import copy_output, format_map, main
 from tests import citations_media
+
+pytestmark = pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="ffmpeg is not installed")
 
 
 @pytest.fixture(scope="module")
@@ -23,6 +28,7 @@ def library(tmp_path_factory):
     root, data = base / "library", base / "data"
     citations_media.pdf_outline(root / "book.pdf", pages=5, toc=[[1, "One", 1], [1, "Two", 2], [2, "Deep", 3]])
     citations_media.markdown_headings(root / "notes.md")
+    citations_media.audio_with_silences(root / "talk.wav", tones=(1.0, 1.0), gap=1.0)
     data.mkdir()
     engine = make_engine(f"sqlite:///{data / 'assay.db'}")
     run_index_job(engine, job_id=store_jobs.create_job(engine, root=str(root)), root=str(root))
@@ -105,3 +111,17 @@ def test_format_map_shows_times_and_regions():
                                   {"id": "box", "location": {"modality": "image", "bbox": [0.1, 0.2, 0.5, 0.6]}}]})
     assert lines == ["talk  video  'Talk'  (chapters, /x/talk.mp4)", "  intro  Intro  0-12.5 s",
                      "  box    bbox 0.1,0.2,0.5,0.6"]
+
+
+def test_audio_is_mapped_by_its_silences_and_cited_as_a_clip(library, capsys, tmp_path):
+    code, out, _ = run(library, capsys, "map", str(library[0] / "talk.wav"), "--json")
+    talk = json.loads(out)
+    assert code == 0 and talk["type"] == "audio" and talk["metadata"]["origin"] == "silences"
+    assert len(talk["nodes"]) == 2 and talk["nodes"][0]["location"]["start"] == pytest.approx(0, abs=0.1)
+    target = tmp_path / "tone.wav"
+    code, out, err = run(library, capsys, "cite", "audio://talk#t=00:02-00:03", "-o", str(target))
+    assert code == 0, err
+    assert out.splitlines()[0] == "address  audio://talk#t=2-3"
+    probe = subprocess.run(["ffprobe", "-v", "error", "-show_entries", "format=duration", "-of", "json", str(target)],
+                           capture_output=True, text=True, check=True)
+    assert float(json.loads(probe.stdout)["format"]["duration"]) == pytest.approx(1.0, abs=0.1)
