@@ -26,7 +26,8 @@ from store.errors import CitationError, InvalidInput
 # resolve writes its output into the content cache (once per source version and address): not read-only, but
 # nothing is lost and the same call gives the same file
 RESOLVES = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=False)
-BUILDS = RESOLVES  # map-build replaces a built map by the same map while the file is unchanged
+# map-build, map-put and map-delete replace or drop a map (an agent's map too, which cannot be rebuilt from the file);
+# the same call again changes nothing more
 REPLACES = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True, openWorldHint=False)
 
 # flows.citations.model.STRATEGIES, spelt out: importing flows.citations registers the capability, which the server
@@ -290,7 +291,7 @@ def register(mcp: MCPServer, app) -> None:
                                                             exact=exact, allow_stale=allow_stale))
         return resolution(result, content_base(app.settings))
 
-    @tool(mcp, "map-build", BUILDS)
+    @tool(mcp, "map-build", REPLACES)
     async def map_build(
         resource: Target,
         strategy: Annotated[Strategy, Field(
