@@ -505,10 +505,13 @@ class ResourceMapRow(SQLModel, table=True):
     comparing them (size and mtime first, the content hash when those differ)."""
 
     __tablename__ = "resource_maps"
+    # one resource per file (NULLs allowed: a resource whose entry is gone); flows.citations.ids reserves under a
+    # lock, the index makes it a rule of the store (a store made before this index keeps working without it)
+    __table_args__ = (Index("uq_resource_maps_entry", "entry_id", unique=True),)
 
     id: int | None = Field(default=None, primary_key=True)
     resource_id: str = Field(sa_column=Column(Text, unique=True, nullable=False))
-    entry_id: int | None = Field(default=None, sa_column=_fk("entries.id", nullable=True))
+    entry_id: int | None = Field(default=None, sa_column=_fk("entries.id", index=False, nullable=True))
     kind: str  # modality: document | video | audio | image | text
     origin: str  # none (id only) | outline | headings | chapters | scenes | silences | windows | whole | agent
     source_size: int | None = None  # what the file was when the map was made, to notice changes

@@ -288,7 +288,11 @@ class CitationService:
             raise CitationError("UNSUPPORTED_FORMAT", f"{path}: this kind of file cannot be cited; what can: "
                                 f"{CITABLE}", field="path")
         entry_id = self._entry_for(target, st)
-        return reserve_ids(self.engine, [(entry_id, target, modality)])[entry_id]
+        reserved = reserve_ids(self.engine, [(entry_id, target, modality)]).get(entry_id)
+        if reserved is None:  # its entry went meanwhile (the file was deleted or moved as we looked)
+            raise CitationError("INVALID_PATH", f"{path} was removed from the index while it was being cited; "
+                                "try again", field="path")
+        return reserved
 
     def resource_ids_for_entries(self, entry_ids: Iterable[int]) -> dict[int, str]:
         """entry id -> resource id, reserving ids for entries that have none (a search hit's address)."""
