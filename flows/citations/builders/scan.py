@@ -21,14 +21,15 @@ from flows.citations.model import MAX_NODES
 SCAN_TIMEOUT_BASE = 120.0
 SCAN_TIMEOUT_PER_SECOND = 1.0
 SCENE_THRESHOLD = 0.3  # ffmpeg scene score (0-1) above which a frame starts a new scene
-SCENE_WIDTH = 160  # frames are scaled to this width before scoring: the score needs shapes and colours, not detail
+SCENE_WIDTH = 160  # keyframes are scaled to this width before they are compared: a change needs no detail
 MIN_SCENE = 1.0  # seconds: a shorter scene is merged into the one before it
 # the keyframe look: a span between two keyframes is looked at frame by frame when their pictures differ by more
 # than this (mean absolute difference, 0-100; a cut between keyframes scores 10-30+, a still lecture slide ~1)
 CANDIDATE_CHANGE = 5.0
 MIN_KEYFRAME_SPACING = 0.5  # seconds: keyframes closer than this on average: one pass over every frame instead
 SECOND_LOOK_SHARE = 0.6  # share of the duration: when the spans to look at cover more, one pass over every frame
-MAX_SECOND_LOOKS = 200  # spans: more (a ffmpeg run each), one pass over every frame instead
+MAX_SECOND_LOOKS = 400  # spans: more, one pass over every frame instead
+SPANS_PER_RUN = 24  # spans looked at by one ffmpeg run (an input, a demuxer and a decoder each)
 SILENCE_NOISE_DB = -35  # silencedetect's noise floor
 SILENCE_MIN = 0.5  # seconds of quiet that count as a silence
 MIN_SEGMENT = 0.5  # seconds: a shorter sound between silences is merged into its neighbour
@@ -96,6 +97,7 @@ def _scan_timeout(duration: float | None) -> float:
 
 
 _PTS = re.compile(r"\bpts_time:\s*(-?[0-9.]+(?:e[-+]?\d+)?)")
+_SPAN = re.compile(r"\[showinfo@s(\d+) @ ")
 _MAFD = re.compile(r"lavfi\.scd\.mafd=\s*([0-9.]+)")
 _SILENCE_START = re.compile(r"silence_start:\s*(-?[0-9.]+(?:e[-+]?\d+)?)")
 _SILENCE_END = re.compile(r"silence_end:\s*(-?[0-9.]+(?:e[-+]?\d+)?)")
@@ -110,31 +112,60 @@ def _ffmpeg() -> str:
         raise failed("ffmpeg", str(exc)) from None
 
 
-def _decode_args(path: str, *, keyframes: bool = False, start: float | None = None,
-                 length: float | None = None) -> list[str]:
-    """ffmpeg's arguments up to the filter: the first video stream only, decoding as little as a scene score needs
-    (no loop filter; no frame nothing references, or only keyframes), from ``start`` for ``length`` seconds."""
+def _decode_args(path: str, *, keyframes: bool = False, start: float | None = None, length: float | None = None,
+                 threads: int = 0) -> list[str]:
+    """ffmpeg's input arguments, decoding as little as a scene score needs: no loop filter, no frame nothing
+    references (or keyframes only), from ``start`` for ``length`` seconds (input options: nothing more is read)."""
     from flows.classify.media.common import input_path
 
     seek = ["-ss", f"{start:.3f}"] if start else []
     span = ["-t", f"{length:.3f}"] if length is not None else []
-    return [_ffmpeg(), "-hide_banner", "-nostdin", "-nostats", "-loglevel", "info", "-threads", "0",
-            "-skip_loop_filter", "all", "-skip_frame", "nokey" if keyframes else "noref", *seek, *span,
-            "-i", input_path(path), "-map", "0:v:0", "-an", "-sn", "-dn"]
+    return ["-threads", str(threads), "-skip_loop_filter", "all", "-skip_frame", "nokey" if keyframes else "noref",
+            *seek, *span, "-i", input_path(path)]
 
 
-def _cuts_in(path: str, threshold: float, timeout: float, should_cancel: Callable[[], bool],
-             start: float | None = None, length: float | None = None) -> list[float]:
-    """Cuts by the scene score of every decoded frame, from ``start`` for ``length`` seconds (the whole file when
-    None); times on the file's timeline."""
-    graph = f"scale={SCENE_WIDTH}:-2:flags=fast_bilinear,select='gt(scene\\,{threshold:g})',showinfo"
-    cmd = _decode_args(path, start=start, length=length) + ["-vf", graph, "-f", "null", "-"]
+def _command(*args: str) -> list[str]:
+    return [_ffmpeg(), "-hide_banner", "-nostdin", "-nostats", "-loglevel", "info", *args]
+
+
+def _score(threshold: float) -> str:
+    return f"select='gt(scene\\,{threshold:g})'"
+
+
+def _cuts_in(path: str, threshold: float, timeout: float, should_cancel: Callable[[], bool]) -> list[float]:
+    """Cuts by the scene score of every decoded frame of the whole file, scored as the scene filter alone scores
+    them (full-size frames: the same scores, so the same cuts)."""
+    cmd = _command(*_decode_args(path), "-map", "0:v:0", "-an", "-sn", "-dn",
+                   "-vf", f"{_score(threshold)},showinfo", "-f", "null", "-")
     cuts = []
     for line in _ffmpeg_lines(cmd, timeout=timeout, should_cancel=should_cancel, what="ffmpeg scene detection"):
         if line.startswith("[Parsed_showinfo"):  # only the filter's own lines: never a tag's text
             found = _PTS.search(line)
             if found:
-                cuts.append(float(found.group(1)) + (start or 0.0))
+                cuts.append(float(found.group(1)))
+    return cuts
+
+
+def _cuts_in_spans(path: str, spans: list[tuple[float, float]], threshold: float, timeout: float,
+                   should_cancel: Callable[[], bool]) -> list[float]:
+    """Cuts in the given (start, length) spans only, SPANS_PER_RUN of them per ffmpeg run: each span is an input of
+    its own (seeking to its keyframe, reading no further than its end), scored by a chain of its own whose showinfo
+    is named after it (``showinfo@s3``), so each time is added to its span's start. One decoding thread per input:
+    the spans are short, frame threads would spend more starting than decoding."""
+    cuts: list[float] = []
+    for first in range(0, len(spans), SPANS_PER_RUN):
+        batch = spans[first:first + SPANS_PER_RUN]
+        inputs: list[str] = []
+        chains, outputs = [], []
+        for i, (start, length) in enumerate(batch):
+            inputs += _decode_args(path, start=start, length=length, threads=1)
+            chains.append(f"[{i}:v:0]{_score(threshold)},showinfo@s{i}[o{i}]")
+            outputs += ["-map", f"[o{i}]", "-f", "null", "-"]
+        cmd = _command(*inputs, "-filter_complex", ";".join(chains), *outputs)
+        for line in _ffmpeg_lines(cmd, timeout=timeout, should_cancel=should_cancel, what="ffmpeg scene detection"):
+            named = _SPAN.match(line)
+            if named and (found := _PTS.search(line)) is not None:
+                cuts.append(batch[int(named.group(1))][0] + float(found.group(1)))
     return cuts
 
 
@@ -143,7 +174,8 @@ def _keyframe_changes(path: str, timeout: float,
     """(time, mean absolute difference from the keyframe before, 0-100) of every keyframe: a cheap first look
     (one decoded frame per GOP) at where the picture changes."""
     graph = f"scale={SCENE_WIDTH}:-2:flags=fast_bilinear,scdet=t=100,metadata=mode=print:key=lavfi.scd.mafd"
-    cmd = _decode_args(path, keyframes=True) + ["-vf", graph, "-f", "null", "-"]
+    cmd = _command(*_decode_args(path, keyframes=True), "-map", "0:v:0", "-an", "-sn", "-dn", "-vf", graph,
+                   "-f", "null", "-")
     out: list[tuple[float, float]] = []
     at: float | None = None
     for line in _ffmpeg_lines(cmd, timeout=timeout, should_cancel=should_cancel, what="ffmpeg keyframe scan"):
@@ -178,28 +210,28 @@ def _candidates(keys: list[tuple[float, float]], duration: float) -> list[tuple[
 def scene_cuts(path: str, *, duration: float | None = None, frame_rate: float | None = None,
                threshold: float = SCENE_THRESHOLD, should_cancel: Callable[[], bool] = lambda: False) -> list[float]:
     """Seconds from the start of the file (ffmpeg's timeline: the container's start time already removed) where a
-    new scene starts, by ffmpeg's scene score (the ``select`` filter) above ``threshold``.
+    new scene starts: frames whose scene score (the ``select`` filter's, on full-size frames, as the scene filter
+    alone scores them) passes ``threshold``.
 
-    Decoding is nearly all the cost, so as little is decoded as finds the same cuts. First only the keyframes (one
-    frame per GOP, a few percent of the decoding): the spans between two keyframes whose pictures differ (mean
-    absolute difference over CANDIDATE_CHANGE) are the only places a cut can be; then only those spans are decoded
-    frame by frame (from the keyframe before, through the keyframe after) and scored as the scene filter scores
-    them. When keyframes are dense (under 0.5 s apart) or the picture changes between most of them, the whole file
-    is scored in one pass instead. Either way the decoder skips H.264's deblocking loop filter and frames nothing
-    references (``-skip_loop_filter all -skip_frame noref``: a cut is found at most a frame or two late), frames
-    are scaled to 160 px wide before scoring, and audio / subtitles / data are not decoded. The times come from
-    ``showinfo`` on stderr, read line by line."""
+    Decoding is nearly all the cost, so only what can hold a cut is decoded. First the keyframes alone (one frame
+    per GOP, a few percent of the decoding), scaled down and compared: a cut can only be between two keyframes whose
+    pictures differ (mean absolute difference over CANDIDATE_CHANGE; a still slide stays near 1, a cut is 10-60).
+    Then only those spans are decoded frame by frame (from the keyframe before through the keyframe after) and
+    scored, many spans to one ffmpeg run. When keyframes are dense (under 0.5 s apart on average), the picture
+    changes between most of them, or there are too many such spans, the whole file is scored in one pass instead.
+    The decoder skips H.264's deblocking loop filter and frames nothing references (``-skip_loop_filter all
+    -skip_frame noref``: a cut is found at most a frame or two late on streams with B-frames); audio, subtitles
+    and data are not decoded. Times come from ``showinfo`` on stderr, read line by line."""
     timeout = _scan_timeout(duration)
     spans = None
     if duration:
         spans = _candidates(_keyframe_changes(path, timeout, should_cancel), duration)
     if spans is None:
         cuts = _cuts_in(path, threshold, timeout, should_cancel)
-    else:
-        frame = 1.0 / frame_rate if frame_rate else 0.04
-        cuts = []
-        for start, end in spans:
-            cuts += _cuts_in(path, threshold, timeout, should_cancel, start=start, length=end - start + frame / 2)
+    else:  # each span through its closing keyframe (half a frame more)
+        half = 0.5 / frame_rate if frame_rate else 0.02
+        cuts = _cuts_in_spans(path, [(start, end - start + half) for start, end in spans], threshold, timeout,
+                              should_cancel)
     return sorted({round(c, 3) for c in cuts if c > 0})
 
 
