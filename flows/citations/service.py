@@ -26,7 +26,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from sqlalchemy import select
+from itertools import islice as _islice
+
+from sqlalchemy import or_, select
 from sqlalchemy.engine import Engine
 
 from flows.citations.model import (MODALITY_SCHEME, STRATEGIES, Address, Location, Node, ResourceMap, SourceFacts,
@@ -46,6 +48,10 @@ TEXT_FORMATS = ("markdown", "text", "code")  # text read from the file itself; o
 BUILT = ("outline", "headings", "chapters", "scenes", "silences", "windows", "whole")
 CITABLE = ("PDF, EPUB and other paged documents (doc://), Markdown, plain text, code, HTML and DOCX (text://), "
            "video (video://), audio (audio://) and images (image://)")
+
+
+def _first(items, n: int):
+    return _islice(items, n)
 
 
 def iso(ts: float | None) -> str:
@@ -446,11 +452,12 @@ class CitationService:
         with self.engine.connect() as conn:
             some, total = store.resource_ids(conn, limit=3)
         if not total:
-            listing = ("there are no resources yet: map-build or map-put a file, or resolve the address of a "
-                       "search hit")
+            listing = "there are no resources yet"
         else:
             listing = (f"listResources lists the {total} resource{'s' if total != 1 else ''} "
                        f"(e.g. {', '.join(some)})")
+        listing += ("; a file gets its id when named by its path (getStructure, map-build or map-put with "
+                    "'folder/name.ext'), or by its bare name once the index knows it")
         return CitationError("RESOURCE_NOT_FOUND", f"no resource {resource_id!r}; {listing}", field="resource_id",
                              details={"resource_id": resource_id})
 
@@ -459,9 +466,51 @@ class CitationService:
             raise self._not_found(str(resource_id))
         with self.engine.connect() as conn:
             row = store.resource(conn, resource_id)
+        if row is None:
+            first = self._first_use(resource_id)
+            if first is not None:
+                with self.engine.connect() as conn:
+                    row = store.resource(conn, first)
         if row is None or row["path"] is None:
             raise self._not_found(resource_id)
         return row
+
+    def _is_file(self, path: str) -> bool:
+        try:
+            return os.path.isfile(self.paths.resolve(path, field="resource_id"))
+        except DocumentError:
+            return False
+
+    def _first_use(self, resource_id: str) -> str | None:
+        """The resource id a caller used before any was reserved: a path inside the roots (``lib/lecture_01.mp4``)
+        reserves that file's id; a bare name (``lecture_01``) the id of the one indexed file it is the name of (its
+        id would be that name: ``lecture_01.mp4``, or ``report_pdf`` for ``report.pdf``). Several files of that
+        name: RESOURCE_NOT_FOUND naming them, so the caller picks one by path. None when nothing fits."""
+        from flows.citations.ids import candidates
+
+        if "/" in resource_id or self._is_file(resource_id):
+            return self.resource_id_for(resource_id)
+        stem = resource_id
+        pattern = stem.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        like = [E.c.name == stem, E.c.name.like(pattern + ".%", escape="\\")]
+        if "_" in stem:  # report_pdf -> report.pdf
+            head, _, ext = stem.rpartition("_")
+            like.append(E.c.name == f"{head}.{ext}")
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(E.c.id, E.c.path, E.c.name, E.c.media_type)
+                                .where(E.c.kind == "file", or_(*like)).limit(50)).all()
+        fits = [r for r in rows if self.paths.root_of(r.path) is not None
+                and modality_of(r.name, r.media_type) is not None
+                and resource_id in list(_first(candidates(r.path), 2))]
+        if len(fits) > 1:
+            shown = ", ".join(self.paths.display(r.path) for r in fits[:5])
+            raise CitationError("RESOURCE_NOT_FOUND", f"no resource {resource_id!r} yet, and {len(fits)} files could "
+                                f"be it ({shown}); name one by its path (getStructure or map-build with the path) "
+                                "to give it an id", field="resource_id", details={"resource_id": resource_id})
+        if not fits:
+            return None
+        reserved = self.resource_ids_for_entries([fits[0].id]).get(fits[0].id)
+        return reserved if reserved == resource_id else None
 
     def _target(self, target: str) -> str:
         """A resource id given as itself or as the path of its file."""

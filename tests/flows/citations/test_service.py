@@ -311,3 +311,32 @@ def test_the_service_works_alike_on_both_stores(any_store, tmp_path):
     assert svc.get_node(rid, "gameplay")["children"] == [{"id": "gameplay.movement"}]
     assert svc.resolve(address="doc://book#pages=2-3", virtual=True)["node"]["id"] == "gameplay"
     assert svc.resolve(rid, "combat")["size_bytes"] > 0
+
+
+def test_a_resource_is_named_first_by_its_path_or_by_the_bare_name_of_an_indexed_file(lib):
+    svc, root = lib
+    by_path = svc.get_structure("book.pdf")  # a root-relative path where an id is expected reserves the file's id
+    assert by_path.resource_id == "book" and svc.list_resources()["resources"] == ["book"]
+    with pytest.raises(CitationError) as err:  # a bare name the index does not know yet: how to name it instead
+        svc.get_structure("notes")
+    assert _code(err) == "RESOURCE_NOT_FOUND" and "by its path" in str(err.value)
+    svc.resource_id_for("notes.md")
+    svc.delete_map("notes")
+    with svc.engine.begin() as conn:  # the file stays indexed, its id is forgotten
+        conn.execute(delete(store_citations.R).where(store_citations.R.c.resource_id == "notes"))
+    assert svc.resolve(address="text://notes#lines=1-2", virtual=True)["resource_id"] == "notes"
+    (root / "sub" / "notes.md").write_text("# other\n")
+    svc.resource_id_for("sub/notes.md")  # now two files are named notes: the second has notes_md
+    assert svc.resolve(address="text://notes_md#lines=1", virtual=True)["source_path"] == str(root / "sub/notes.md")
+
+
+def test_a_bare_name_of_several_indexed_files_is_refused_naming_them(lib):
+    svc, root = lib
+    (root / "dup.md").write_text("# a\n")
+    (root / "sub" / "dup.md").write_text("# b\n")
+    svc.resource_id_for("dup.md"), svc.resource_id_for("sub/dup.md")
+    with svc.engine.begin() as conn:
+        conn.execute(delete(store_citations.R))
+    with pytest.raises(CitationError) as err:
+        svc.get_structure("dup")
+    assert _code(err) == "RESOURCE_NOT_FOUND" and "dup.md, sub/dup.md" in str(err.value)
