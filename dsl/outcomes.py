@@ -166,7 +166,10 @@ class LabelOutcome(OutcomeBase):
 
 
 class MapOutcome(OutcomeBase):
-    """Build a citation map of each matched entry's structure (the citation module)."""
+    """Build a citation map of each matched file (the citations module): ``strategy`` auto (the best the file has),
+    outline (PDF bookmarks), headings (Markdown), chapters (video, audio), scenes (video cuts; audio: silences) or
+    windows; ``window``: pages, lines or seconds per node of the windows strategy. A file's map is rebuilt only when
+    the file or the parameters changed; a map an agent supplied is never replaced by a plan."""
 
     type: Literal["map"] = "map"
     strategy: Literal["auto", "outline", "headings", "chapters", "scenes", "windows"] = "auto"
