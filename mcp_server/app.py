@@ -35,7 +35,11 @@ Start with `index` on a folder inside the allowed roots (see session-info), then
 entries into resource sets (a DAG) and query them with the resource-* tools. Paths are absolute.
 To automate: write a plan (sources + rules with conditions and outcomes) with plan-create, as fields or as DSL / YAML
 text; plan-validate checks it, plan-preview shows what it would do, plan-explain says why a file matches or not,
-plan-execute runs it (continuous plans keep watching)."""
+plan-execute runs it (continuous plans keep watching).
+To find passages: search (hybrid semantic + full-text) or search_documents. To cite one: each hit's citation is an
+address (doc://ID#pages=3-5, video://ID#t=192-230, audio://ID#t=..., image://ID#bbox=x1,y1,x2,y2, text://ID#lines=10-20)
+that resolve checks against the file and extracts (virtual: true only checks); getStructure shows a file's map
+(give a path the first time), getNode one node, map-put takes a map an agent made."""
 
 
 

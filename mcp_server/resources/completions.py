@@ -23,7 +23,7 @@ from sqlalchemy.engine import Engine
 from flows.roots import Roots
 from store import set_queries
 from store.errors import AssayError
-from store.models import Job, Plan, ResourceSet
+from store.models import Job, Plan, ResourceMapRow, ResourceSet
 
 MAX_VALUES = 100  # the protocol's limit for one answer
 
@@ -85,6 +85,8 @@ for _template in ("synthesis://plans/{name}", "synthesis://plans/{name}/executio
 COMPLETERS[("synthesis://resource-sets/{name}/metrics/{metric}", "metric")] = \
     lambda app, v: _matches(list(set_queries.METRICS), v)
 COMPLETERS[("synthesis://jobs/{id}", "id")] = lambda app, v: complete_column(app.engine, Job.__table__.c.id, v)
+COMPLETERS[("synthesis://maps/{resource_id}", "resource_id")] = \
+    lambda app, v: complete_column(app.engine, ResourceMapRow.__table__.c.resource_id, v)
 for _template in ("synthesis://nodes/{+path}", "synthesis://nodes/{+path}/thumbnail",
                   "synthesis://nodes/{+path}/metadata"):
     COMPLETERS[(_template, "path")] = lambda app, v: complete_path(app.roots, v)

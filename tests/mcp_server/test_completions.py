@@ -42,6 +42,12 @@ async def test_metric_and_plan_names_and_job_ids_complete(client, named):
     assert (await complete(client, "synthesis://jobs/{id}", "id", "")).values == ["1"]
 
 
+async def test_resource_ids_complete_in_the_map_template(client, named, tree):
+    await call(client, "map-build", {"resource": str(tree / "Photos" / "notes.txt")})
+    got = await complete(client, "synthesis://maps/{resource_id}", "resource_id", "no")
+    assert got.values == ["notes"] and got.total == 1
+
+
 async def test_a_prefix_with_like_wildcards_is_taken_literally(client, named):
     await call(client, "resource-set-create", {"name": "a_b"})
     await call(client, "resource-set-create", {"name": "axb"})
