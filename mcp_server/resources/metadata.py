@@ -149,6 +149,9 @@ def duplicates_listing(engine: Engine, roots: Roots, *, limit: int = GROUPS_LIMI
     return result
 
 
+MAX_BLOB_BYTES = 64 * 1024 * 1024  # an artifact read as an MCP blob (base64 in one JSON message) at most
+
+
 def read_content(data_dir, rel: str) -> Content:
     """A cached artifact's bytes; InvalidInput for anything not shaped like a cache path, NotFound when gone."""
     if not cache.is_cache_path(rel):
@@ -158,6 +161,11 @@ def read_content(data_dir, rel: str) -> Content:
     if file is None:
         raise NotFound(f"{rel} is not in the cache (it may have been swept after its entry went; inspect the entry "
                        "again)", field="path")
+    size = file.stat().st_size
+    if size > MAX_BLOB_BYTES:  # a blob travels base64-encoded in one message: a long clip is for HTTP
+        raise InvalidInput(f"{rel} is {size:,} bytes, more than a resource read carries ({MAX_BLOB_BYTES:,}); "
+                           "fetch it from the HTTP server's /api/content?path=" + rel + " (resolve's url) or read "
+                           "the file at resolve's output_path", field="path")
     return Content(file.read_bytes(), cache.mime_type(rel))
 
 

@@ -230,6 +230,15 @@ async def test_content_resource_serves_a_cache_file_and_nothing_else(client, see
         await client.read_resource("synthesis://content/cache/00/00/" + "0" * 32 + ".jpg")
 
 
+async def test_a_content_blob_too_big_for_one_message_points_at_http(client, seeded, monkeypatch):
+    from mcp_server.resources import metadata
+
+    monkeypatch.setattr(metadata, "MAX_BLOB_BYTES", 10)
+    with pytest.raises(MCPError, match="more than a resource read carries .*/api/content\\?path=cache/") as err:
+        await client.read_resource("synthesis://content/" + seeded.sheet)
+    assert err.value.error.code == -32602
+
+
 async def test_metadata_listing_pages_newest_first_to_the_end(client, seeded):
     first = await read_json(client, "synthesis://metadata")
     assert first["total"] == 7 and first["hasMore"] is False
