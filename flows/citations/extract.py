@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -107,10 +106,7 @@ def extract(data_dir: str | Path, source_path: str, source_hash: str, address: A
         return Extracted(rel, target, cache.mime_type(rel), target.stat().st_size, cached=True)
     except FileNotFoundError:
         pass
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix="." + ext)
-    os.close(fd)
-    try:
+    with cache.written_beside(target) as tmp:  # nothing half-written is ever left in the cache
         if modality == "document":
             _pdf_pages(source_path, suffix, address, tmp)
         elif modality == "image":
@@ -123,13 +119,6 @@ def extract(data_dir: str | Path, source_path: str, source_hash: str, address: A
         if size == 0:
             raise CitationError("EXTRACTION_FAILED", f"{address.format()}: extracting produced an empty file",
                                 field="address")
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
     log.info("extracted %s from %s into %s (%d bytes)", address.format(), source_path, rel, size)
     return Extracted(rel, target, cache.mime_type(rel), size, cached=False)
 

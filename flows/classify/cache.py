@@ -13,7 +13,9 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import xxhash
 
@@ -44,11 +46,22 @@ def put(data_dir: str | Path, data: bytes, ext: str = "jpg") -> str:
             return rel
         except FileNotFoundError:  # swept just now: write it again
             pass
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix="." + ext)
-    try:
-        with os.fdopen(fd, "wb") as fh:
+    with written_beside(target) as tmp:
+        with open(tmp, "wb") as fh:
             fh.write(data)
+    return rel
+
+
+@contextmanager
+def written_beside(target: Path) -> Iterator[str]:
+    """A temporary name in ``target``'s directory (``.tmp-*`` with its extension) for the block to write; renamed
+    onto ``target`` when the block ends well, removed when it raises: readers never see half a file, and a failure
+    leaves nothing behind."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=target.suffix)
+    os.close(fd)
+    try:
+        yield tmp
         os.replace(tmp, target)
     except BaseException:
         try:
@@ -56,7 +69,6 @@ def put(data_dir: str | Path, data: bytes, ext: str = "jpg") -> str:
         except OSError:
             pass
         raise
-    return rel
 
 
 def is_cache_path(rel: str) -> bool:
