@@ -65,6 +65,23 @@ def test_pdf_pages_become_a_new_pdf_of_those_pages_in_the_order_asked(sources, d
         assert documents_media.pdf_lines(number)[0] in text
 
 
+def test_the_form_fields_of_a_form_pdf_come_with_its_pages(tmp_path, data_dir):
+    source = tmp_path / "form.pdf"
+    with pymupdf.open() as doc:
+        for number in range(1, 4):
+            page = doc.new_page()
+            page.insert_text((72, 72), f"page {number}")
+            field = pymupdf.Widget()
+            field.field_name, field.field_type = f"name{number}", pymupdf.PDF_WIDGET_TYPE_TEXT
+            field.rect, field.field_value = pymupdf.Rect(72, 100, 300, 120), f"value {number}"
+            page.add_widget(field)
+        doc.save(source)
+    out = extract(data_dir, str(source), HASH, Address("doc", "form", pages=((2, 3),)),
+                  SourceFacts("document", page_count=3))
+    with pymupdf.open(out.path) as doc:
+        assert [[w.field_value for w in page.widgets()] for page in doc] == [["value 2"], ["value 3"]]
+
+
 def test_other_paged_formats_are_written_as_pdf(tmp_path, data_dir):
     source = documents_media.epub(tmp_path / "tiny.epub")
     with pymupdf.open(source) as doc:
