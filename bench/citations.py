@@ -2,7 +2,7 @@
 PyMuPDF and ffmpeg calls that do the same work, and map building against the raw outline read and scene filter.
 Every figure beside the limit it is measured against, in the same run.
 
-    .venv/bin/python -m bench.citations [--quick] [--calls 200] [--clips 8] [--work /tmp/assay-bench-citations]
+    .venv/bin/python -m bench.citations [--quick] [--calls 200] [--clips 16] [--work /tmp/assay-bench-citations]
                                         [--out bench/out/citations.md] [--json FILE] [--keep]
 
 0. Media (bench/citations_media.py), generated once under ``--work`` and reused: a 300-page PDF with a nested outline
@@ -13,16 +13,18 @@ Every figure beside the limit it is measured against, in the same run.
    of 5 each), and ``build_map(path, strategy="scenes")`` of the video against ffmpeg's scene filter alone
    (``ffmpeg -i V -vf "select='gt(scene,0.3)',showinfo" -f null -``; one run each).
 2. ``assay serve --no-prefect`` over stdio on that store, the Python SDK's client (``mcp.Client``): the transport's
-   floor (``list_collections`` of the two-file folder: the server answers no MCP ping), ``listResources``, ``getStructure`` of the PDF's 300-node map, ``getNode`` of random nodes,
-   ``resolve`` with ``virtual: true`` of random nodes: p50 / p95 over ``--calls`` calls each (getStructure a quarter
-   of them), beside reference 003's targets (listResources < 10 ms, getStructure 10-50 ms, getNode < 5 ms, virtual
-   resolve ~10 ms; our goal for virtual resolve: < 5 ms).
-3. Physical resolution, ``--clips`` samples each, a different range every time (so every one is a cache miss), each
-   beside its raw limit run by this process on the same range just before it: a 10-page excerpt of the PDF
-   (``resolve`` of ``doc://ID#pages=A-B``) against ``pymupdf.open`` + ``insert_pdf`` + ``save`` of the same pages;
-   a 30-second clip of the video (``video://ID#t=S-E``, stream copy) against ``ffmpeg -ss S -i V -t 30 -c copy``
-   (goal: p50 ratio <= 1.5x). Then the same addresses again, answered from the cache (goal p50 < 10 ms). Every
-   output is checked: the excerpt has 10 pages, the clip lasts at least 30 s, the second resolve says ``cached``.
+   floor (``list_collections`` of the two-file folder: the server answers no MCP ping), ``listResources``,
+   ``getStructure`` of the PDF's 300-node map (the client's output-schema check of its answer also timed apart),
+   ``getNode`` of random nodes, ``resolve`` with ``virtual: true`` of random nodes: p50 / p95 over ``--calls`` calls
+   each (getStructure a quarter of them), beside reference 003's targets (listResources < 10 ms, getStructure 10-50
+   ms, getNode < 5 ms, virtual resolve ~10 ms; our goal for virtual resolve: < 5 ms).
+3. Physical resolution, ``--clips`` samples each (default 16), a different range every time (so every one is a cache
+   miss), each beside its raw limit run by this process on the same range just before it: a 10-page excerpt of the
+   PDF (``resolve`` of ``doc://ID#pages=A-B``) against ``pymupdf.open`` + ``insert_pdf`` + ``save`` of the same
+   pages; a 30-second clip of the video (``video://ID#t=S-E``, stream copy) against ``ffmpeg -ss S -i V -t 30 -c
+   copy`` (goal: p50 ratio <= 1.5x). Then the same addresses again, answered from the cache (goal p50 < 10 ms).
+   Every output is checked: the excerpt has 10 pages, the clip lasts at least 30 s, the second resolve says
+   ``cached``.
 
 Progress goes to stderr; stdout gets the table only. ``--quick`` runs every part on tiny media (a 20-page PDF, a
 24-second 320x240 video; seconds, the real server): tests/test_bench_citations_smoke.py checks the table's shape.
@@ -426,7 +428,8 @@ def check_rows(fig: dict) -> list[tuple]:
                      fig["toc"]["entries"], "—", "—", "**no**"))
     if m:
         if any(p != m["pdf"]["span"] for p in m["pdf"]["pages"]):
-            rows.append(("**mismatch**: excerpt page counts", m["pdf"]["pages"], m["pdf"]["span"], "—", "—", "**no**"))
+            rows.append(("**mismatch**: excerpt page counts", m["pdf"]["pages"], m["pdf"]["span"], "—", "—",
+                         "**no**"))
         if any(m["pdf"]["flags"] + m["video"]["flags"]):
             rows.append(("**mismatch**: a first resolve said cached", m["pdf"]["flags"] + m["video"]["flags"], "—",
                          "—", "—", "**no**"))
@@ -461,14 +464,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--quick", action="store_true", help="tiny media (seconds): the smoke test")
     ap.add_argument("--calls", type=int, default=None, help="calls per latency figure (default 200; quick 10)")
     ap.add_argument("--clips", type=int, default=None,
-                    help="physical resolutions of each kind, each a new range (default 8; quick 2)")
+                    help="physical resolutions of each kind, each a new range (default 16; at most 30 excerpts: the "
+                         "10-page ranges of 300 pages; quick 2)")
     ap.add_argument("--work", default=str(DEFAULT_WORK), help="media cache and scratch stores")
     ap.add_argument("--out", default=str(REPO / "bench" / "out" / "citations.md"))
     ap.add_argument("--json", default=None)
     ap.add_argument("--keep", action="store_true", help="keep the scratch store")
     args = ap.parse_args(argv)
     args.calls = args.calls or (10 if args.quick else 200)
-    args.clips = args.clips or (2 if args.quick else 8)
+    args.clips = args.clips or (2 if args.quick else 16)
     return args
 
 
