@@ -250,7 +250,7 @@ def register(mcp: MCPServer, app) -> None:
         headings, video chapters or scene cuts, windows) and rebuilt when the file changed; an agent's map of a
         changed file shows metadata.stale = true."""
         result = await run(lambda: service_for(app).get_structure(resource_id))
-        return ResourceMapView.model_validate(map_view(result))
+        return ResourceMapView.model_validate(result.model_dump())  # once: the SDK validates it again
 
     @tool(mcp, "getNode", READ_ONLY)
     async def getNode(resource_id: ResourceId, node_id: NodeId) -> NodeDetail:
