@@ -8,9 +8,10 @@ once into a cache dir and reused by later runs.
   subsections (full: 20 x 2 x 6, so 20 + 40 + 240 = 300 entries over 300 pages), the subsections spread over their
   chapter's pages.
 - ``<work>/media-<spec key>/lecture.mp4``: ``segments`` segments of ``segment_seconds`` seconds each (full: 30 x 20 s
-  = 10 minutes at 1280x720, 25 fps), each a different lavfi test pattern (testsrc2, SMPTE bars, a colour table, gradients...,
-  hue-rotated, alternately bright and dark, so each cut is plain to a scene detector) with a tone of its own; libx264 ultrafast (crf 28: ~1 Mbit/s, a lecture's rate) with a keyframe every
-  ``gop`` frames (full: 125 = 5 s; x264 also puts one at each cut), AAC audio. Each segment is encoded alone, then the
+  = 10 minutes at 1280x720, 25 fps), each a different lavfi test pattern (testsrc2, SMPTE bars, a colour table,
+  gradients...), hue-rotated and alternately bright and dark so each cut is plain to a scene detector, with a tone of
+  its own; libx264 ultrafast (crf 28: ~0.6 Mbit/s, a lecture's rate) with a keyframe every ``gop`` frames (full: 125
+  = 5 s) and one at each cut (every segment starts with one), AAC audio. Each segment is encoded alone, then the
   segments are joined with ffmpeg's concat demuxer (stream copy), so memory stays flat.
 
 Every file is written beside its final name and renamed, so a file that exists is complete; a manifest records the
@@ -170,7 +171,7 @@ def _save_atomic(path: Path, write) -> None:
 
 def ensure_media(work: Path, spec: MediaSpec) -> Media:
     """The PDF and the video of ``spec`` under ``work`` (generated when missing); the manifest says how long each
-    took to make the time it was made, and ``generated_now`` which ones this call made."""
+    took to make when it was made, and ``generated_now`` which ones this call made."""
     folder = work / f"media-{spec.key}"
     folder.mkdir(parents=True, exist_ok=True)
     pdf, video, manifest_path = folder / "book.pdf", folder / "lecture.mp4", folder.parent / f"manifest-{spec.key}.json"
@@ -190,5 +191,5 @@ def ensure_media(work: Path, spec: MediaSpec) -> Media:
         manifest["generated_now"].append("video")
         log.info("video: %d s at %s in %.1f s", spec.duration, spec.size, manifest["video_seconds"])
     manifest.update(pdf_bytes=pdf.stat().st_size, video_bytes=video.stat().st_size)
-    manifest_path.write_text(json.dumps(manifest, indent=2) + "\n")  # beside the folder: the server's root is the folder
+    manifest_path.write_text(json.dumps(manifest, indent=2) + "\n")  # beside the folder: the server's root is it
     return Media(folder=folder, pdf=pdf, video=video, spec=spec, manifest=manifest)
