@@ -492,6 +492,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--semantic", action="store_true",
                    help="run the semantic benchmark instead (python -m bench.semantic with its defaults, --quick "
                         "passed on; its own options: python -m bench.semantic --help)")
+    p.add_argument("--citations", action="store_true",
+                   help="run the citations benchmark instead (python -m bench.citations with its defaults, --quick "
+                        "passed on; its own options: python -m bench.citations --help)")
     args = p.parse_args(argv)
     args.sizes = [int(s.replace("_", "")) for s in (args.sizes or ("20000" if args.quick else "100000,1000000"))
                   .split(",") if s.strip()]
