@@ -33,7 +33,6 @@ Progress goes to stderr; stdout gets the table only. ``--quick`` runs every part
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import platform
@@ -53,7 +52,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from bench.citations_media import Media, MediaSpec, ensure_media  # noqa: E402
-from bench.common import hwm_kb, publish, render, secs, server_pid  # noqa: E402
+from bench.common import hwm_kb, payload, publish, render, secs, server_env, server_pid  # noqa: E402
 from bench.semantic import mb, ms, percentile, yes_no  # noqa: E402
 
 log = logging.getLogger("bench.citations")
@@ -172,22 +171,6 @@ def build_maps(fig: dict, media: Media, data: Path) -> None:
 
 # --- through an MCP client --------------------------------------------------------------------------------------------
 
-def server_env(scratch: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "ASSAY_"))}
-    env.update(PYTHONPATH=str(REPO), PREFECT_HOME=str(scratch / "prefect-serve"),
-               PREFECT_SERVER_ANALYTICS_ENABLED="false", ASSAY_DOCUMENTS_PLAN="off", PYTHONUNBUFFERED="1")
-    return env
-
-
-def _payload(result) -> dict:
-    if result.is_error:
-        raise RuntimeError(f"tool error: {result.content[0].text if result.content else result}")
-    structured = getattr(result, "structuredContent", None) or getattr(result, "structured_content", None)
-    if isinstance(structured, dict):
-        return structured
-    return json.loads(result.content[0].text)
-
-
 async def _timed(samples: list[float], call) -> dict:
     started = time.perf_counter()
     out = await call()
@@ -221,15 +204,15 @@ async def _mcp_session(params, fig: dict, media: Media, scratch: Path, calls: in
     raw_dir = scratch / "raw"
     raw_dir.mkdir()
     async with Client(params) as client:
-        out["resources"] = _payload(await client.call_tool("listResources", {}))["resources"]
-        structure = _payload(await client.call_tool("getStructure", {"resource_id": pdf_id}))
+        out["resources"] = payload(await client.call_tool("listResources", {}))["resources"]
+        structure = payload(await client.call_tool("getStructure", {"resource_id": pdf_id}))
         node_ids = [n["id"] for n in _walk(structure["nodes"])]
         out["structure_nodes"] = len(node_ids)
-        _payload(await client.call_tool("getStructure", {"resource_id": video_id}))
+        payload(await client.call_tool("getStructure", {"resource_id": video_id}))
 
         ping: list[float] = []  # a tool call that does next to nothing (lists a two-file folder): the floor
         for _ in range(calls):
-            _payload(await _timed(ping, lambda: client.call_tool("list_collections", {"path": ""})))
+            payload(await _timed(ping, lambda: client.call_tool("list_collections", {"path": ""})))
         out["ping"] = ping
         lists: list[float] = []
         for _ in range(calls):
@@ -238,7 +221,7 @@ async def _mcp_session(params, fig: dict, media: Media, scratch: Path, calls: in
         structures: list[float] = []
         for _ in range(max(3, calls // 4)):
             result = await _timed(structures, lambda: client.call_tool("getStructure", {"resource_id": pdf_id}))
-            _payload(result)
+            payload(result)
         out["getStructure"] = structures
         checks: list[float] = []  # the SDK's client checks every answer against the tool's output schema
         for _ in range(max(3, calls // 20)):
@@ -247,14 +230,14 @@ async def _mcp_session(params, fig: dict, media: Media, scratch: Path, calls: in
         nodes: list[float] = []
         for _ in range(calls):
             node_id = rng.choice(node_ids)
-            got = _payload(await _timed(nodes, lambda: client.call_tool(
+            got = payload(await _timed(nodes, lambda: client.call_tool(
                 "getNode", {"resource_id": pdf_id, "node_id": node_id})))
             assert got["id"] == node_id, got
         out["getNode"] = nodes
         virtual: list[float] = []
         for _ in range(calls):
             node_id = rng.choice(node_ids)
-            got = _payload(await _timed(virtual, lambda: client.call_tool(
+            got = payload(await _timed(virtual, lambda: client.call_tool(
                 "resolve", {"resource_id": pdf_id, "node_id": node_id, "virtual": True})))
             assert got["output_path"] is None and got["node"]["id"] == node_id, got
         out["virtual"] = virtual
@@ -264,8 +247,8 @@ async def _mcp_session(params, fig: dict, media: Media, scratch: Path, calls: in
 
         spec = media.spec
         started = time.perf_counter()  # the first physical resolves load the extraction code: one-time, apart
-        _payload(await client.call_tool("resolve", {"address": f"doc://{pdf_id}#pages={spec.pages}"}))
-        _payload(await client.call_tool("resolve", {"address": f"video://{video_id}#t=0-1"}))
+        payload(await client.call_tool("resolve", {"address": f"doc://{pdf_id}#pages={spec.pages}"}))
+        payload(await client.call_tool("resolve", {"address": f"video://{video_id}#t=0-1"}))
         out["first_physical"] = time.perf_counter() - started
         span_pages = min(10, max(1, spec.pages // 6))
         span_t = 30.0 if spec.duration >= 120 else 4.0
@@ -274,7 +257,7 @@ async def _mcp_session(params, fig: dict, media: Media, scratch: Path, calls: in
         addresses = [f"doc://{pdf_id}#pages={a}-{b}" for a, b in ranges]
         for k, ((a, b), address) in enumerate(zip(ranges, addresses)):
             out["pdf"]["raw"].append(raw_excerpt(media.pdf, a, b, raw_dir / f"excerpt-{k}.pdf"))
-            got = _payload(await _timed(out["pdf"]["ours"], lambda: client.call_tool("resolve",
+            got = payload(await _timed(out["pdf"]["ours"], lambda: client.call_tool("resolve",
                                                                                       {"address": address})))
             out["pdf"]["flags"].append(bool(got.get("cached")))
             out["pdf"]["pages"].append(pdf_pages(got["output_path"]))
@@ -288,7 +271,7 @@ async def _mcp_session(params, fig: dict, media: Media, scratch: Path, calls: in
             video_addresses.append(address)
             raw_out = raw_dir / f"clip-{k}.mp4"
             out["video"]["raw"].append(raw_clip(media.video, start, span_t, raw_out))
-            got = _payload(await _timed(out["video"]["ours"], lambda: client.call_tool("resolve",
+            got = payload(await _timed(out["video"]["ours"], lambda: client.call_tool("resolve",
                                                                                         {"address": address})))
             out["video"]["flags"].append(bool(got.get("cached")))
             out["video"]["durations"].append(media_duration(got["output_path"]))
@@ -298,7 +281,7 @@ async def _mcp_session(params, fig: dict, media: Media, scratch: Path, calls: in
         for kind, addrs in (("pdf", addresses), ("video", video_addresses)):
             again = []
             for address in addrs:
-                got = _payload(await _timed(out[kind]["cached"], lambda: client.call_tool("resolve",
+                got = payload(await _timed(out[kind]["cached"], lambda: client.call_tool("resolve",
                                                                                            {"address": address})))
                 again.append(bool(got.get("cached")))
             out[kind]["cached_flags"] = again

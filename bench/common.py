@@ -57,3 +57,29 @@ def hwm_kb(pid: int | None) -> int:
     except OSError:
         pass
     return 0
+
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def server_env(scratch: Path, **extra: str) -> dict[str, str]:
+    """The environment of an ``assay serve`` a benchmark starts: ours without any PREFECT_/ASSAY_ setting of the
+    caller's, Prefect's home in ``scratch``, no built-in documents plan (the benchmark indexes what it measures), and
+    ``extra`` on top (ASSAY_DATA_DIR=..., HF_HUB_OFFLINE=1)."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "ASSAY_"))}
+    env.update(PYTHONPATH=str(REPO), PREFECT_HOME=str(Path(scratch) / "prefect-serve"),
+               PREFECT_SERVER_ANALYTICS_ENABLED="false", ASSAY_DOCUMENTS_PLAN="off", PYTHONUNBUFFERED="1", **extra)
+    return env
+
+
+def payload(result, *, keys: tuple[str, ...] = ()) -> dict:
+    """A tool call's answer: its structured content (when it has one of ``keys``, if given), else its text as JSON;
+    RuntimeError with the text for a tool error."""
+    if result.is_error:
+        raise RuntimeError(f"tool error: {result.content[0].text if result.content else result}")
+    structured = getattr(result, "structuredContent", None) or getattr(result, "structured_content", None)
+    if isinstance(structured, dict) and (not keys or any(k in structured for k in keys)):
+        return structured
+    return json.loads(result.content[0].text)

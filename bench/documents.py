@@ -30,7 +30,6 @@ Progress goes to stderr; stdout gets the table only.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import platform
@@ -46,7 +45,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.common import hwm_kb, publish, render, secs, server_pid  # noqa: E402
+from bench.common import hwm_kb, payload, publish, render, secs, server_env, server_pid  # noqa: E402
 from bench.classify import ProcessSampler, available_cores, read_all, start_prefect  # noqa: E402
 from bench.documents_corpus import QUERIES, DocCorpus, Query, ensure_corpus, word  # noqa: E402
 from bench.run import percentile  # noqa: E402
@@ -271,20 +270,9 @@ def export_text(engine, folder: Path, out: Path) -> int:
 
 # --- ours: MCP calls -------------------------------------------------------------------------------------------------
 
-def server_env(scratch: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "ASSAY_"))}
-    env.update(PYTHONPATH=str(REPO), PREFECT_HOME=str(scratch / "prefect-serve"),
-               PREFECT_SERVER_ANALYTICS_ENABLED="false", ASSAY_DOCUMENTS_PLAN="off", PYTHONUNBUFFERED="1")
-    return env
-
-
 def _payload(result) -> dict:
-    if result.is_error:
-        raise RuntimeError(f"tool error: {result.content[0].text if result.content else result}")
-    structured = getattr(result, "structuredContent", None) or getattr(result, "structured_content", None)
-    if isinstance(structured, dict) and ("matches" in structured or "results" in structured):
-        return structured
-    return json.loads(result.content[0].text)
+    """A search tool's answer (list_collections' structured content is not what the figures read)."""
+    return payload(result, keys=("matches", "results"))
 
 
 async def _mcp_session(params, calls: int) -> dict:

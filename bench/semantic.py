@@ -32,7 +32,6 @@ model and the real server): tests/test_bench_semantic_smoke.py checks the table'
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import platform
@@ -51,7 +50,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.common import hwm_kb, publish, render, secs, server_pid  # noqa: E402
+from bench.common import hwm_kb, payload, publish, render, secs, server_env, server_pid  # noqa: E402
 from bench.semantic_corpus import (  # noqa: E402
     BLOCK, CHUNKS_PER_DOC, DEFAULT_WORK, TOPIC_NAMES, EmbeddingCache, queries, sentence_transformer_encode, topic_of,
     write_documents,
@@ -391,23 +390,6 @@ def index_section(fig: dict, scratch: Path, work: Path, docs: int, n_queries: in
     return data
 
 
-def server_env(scratch: Path, data: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "ASSAY_"))}
-    env.update(PYTHONPATH=str(REPO), PREFECT_HOME=str(scratch / "prefect-serve"), ASSAY_DATA_DIR=str(data),
-               PREFECT_SERVER_ANALYTICS_ENABLED="false", ASSAY_DOCUMENTS_PLAN="off", PYTHONUNBUFFERED="1",
-               HF_HUB_OFFLINE="1")
-    return env
-
-
-def _payload(result) -> dict:
-    if result.is_error:
-        raise RuntimeError(f"tool error: {result.content[0].text if result.content else result}")
-    structured = getattr(result, "structuredContent", None) or getattr(result, "structured_content", None)
-    if isinstance(structured, dict):
-        return structured
-    return json.loads(result.content[0].text)
-
-
 def _hits(payload: dict) -> list[dict]:
     for key in ("results", "hits", "matches"):
         if isinstance(payload.get(key), list):
@@ -435,17 +417,17 @@ async def _mcp_session(params, qs) -> dict:
     out: dict = {"first_call": 0.0}
     async with Client(params) as client:
         started = time.perf_counter()  # the first call loads the model and the index: one-time, reported apart
-        _payload(await client.call_tool(*TOOLS["search_documents"]("warm up")))
+        payload(await client.call_tool(*TOOLS["search_documents"]("warm up")))
         out["first_call"] = time.perf_counter() - started
         for _ in range(3):
-            _payload(await client.call_tool(*TOOLS["search"]("warm up")))
+            payload(await client.call_tool(*TOOLS["search"]("warm up")))
         for key, make in TOOLS.items():
             samples, on_topic, returned = [], [], []
             for q in qs:
                 started = time.perf_counter()
-                payload = _payload(await client.call_tool(*make(q.text)))
+                answer = payload(await client.call_tool(*make(q.text)))
                 samples.append(time.perf_counter() - started)
-                hits = _hits(payload)
+                hits = _hits(answer)
                 returned.append(len(hits))
                 on_topic += [_doc_topic(_hit_path(h)) == q.topic for h in hits]
             out[key] = {"samples": samples, "on_topic": float(np.mean(on_topic)) if on_topic else 0.0,
@@ -468,7 +450,7 @@ def mcp_section(fig: dict, scratch: Path, data: Path, folder: Path, n_queries: i
         command=sys.executable,
         args=["-m", "mcp_server.cli", "serve", "--root", str(folder), "--data-dir", str(data), "--no-prefect",
               "--log-level", "WARNING"],
-        env=server_env(scratch, data), cwd=str(REPO))
+        env=server_env(scratch, ASSAY_DATA_DIR=str(data), HF_HUB_OFFLINE="1"), cwd=str(REPO))
     fig["mcp"] = anyio.run(_mcp_session, params, queries(n_queries))
 
 
