@@ -213,8 +213,10 @@ def resolution(result: dict[str, Any], base: str | None) -> Resolution:
     return Resolution.model_validate(data)
 
 
-ResourceId = Annotated[str, Field(min_length=1, max_length=128, description="A resource id, as listResources lists "
-                                                                            "it (e.g. textbook, lecture_01)")]
+ResourceId = Annotated[str, Field(min_length=1, max_length=4096, description="A resource id, as listResources "
+                                                                             "lists it (e.g. textbook, lecture_01); "
+                                                                             "a file's path inside the roots also "
+                                                                             "works, and gives the file its id")]
 NodeId = Annotated[str, Field(min_length=1, max_length=1000, description="A node id of the resource's map, dotted "
                                                                          "(e.g. chapter_1.intro); getStructure "
                                                                          "lists them")]
@@ -261,8 +263,9 @@ def register(mcp: MCPServer, app) -> None:
 
     @tool(mcp, "resolve", RESOLVES)
     async def resolve(
-        resource_id: Annotated[str | None, Field(max_length=128, description="The resource (with node_id); may be "
-                                                                             "left out with an address")] = None,
+        resource_id: Annotated[str | None, Field(max_length=4096, description="The resource (with node_id): its id "
+                                                                              "or its file's path; may be left out "
+                                                                              "with an address")] = None,
         node_id: Annotated[str | None, Field(max_length=1000, description="The node to resolve (dotted id, as "
                                                                           "getStructure lists it)")] = None,
         virtual: Annotated[bool, Field(description="true: only the address and its proof, no file (fast); false: "
