@@ -12,7 +12,8 @@ The flow of one batch (``map_rows``):
 4. The rest are built one by one with no transaction open (``builders.build``: PyMuPDF, ffmpeg), each stored at
    once in one short transaction (``store.citations.save_map``). A strategy that does not apply to a file (an
    outline of a video) is ``unchanged``, a file that cannot be read (corrupt, truncated) an outcome error, so the
-   execution ends ``partial`` and plan-get names it. Entries deleted meanwhile are dropped. Each mapped file gets an
+   execution ends ``partial`` and plan-get names it; the same bytes fail the same way, so it is ``skipped`` on later
+   runs until the file changes. Entries deleted meanwhile are dropped. Each mapped file gets an
    outcome record under the execution.
 """
 
@@ -74,6 +75,10 @@ def map_rows(engine: Engine, rows: Sequence[Any], *, strategy: str = "auto", win
     reserve_ids(engine, [(row["id"], row["path"], modality) for row, modality in wanted])
     with engine.connect() as conn:
         resources = store.resources_by_entries(conn, [row["id"] for row, _ in wanted])
+        # the same bytes fail the same way: a file that could not be mapped in this state is not tried again
+        failed_before = store_plans.known_work_keys(
+            conn, [_record_key(row["id"], strategy, window, int(row["size"]), float(row["mtime"]))
+                   for row, _ in wanted], statuses=("error",))
     records: list[dict[str, Any]] = []
     for row, modality in wanted:
         if should_cancel():
@@ -88,6 +93,9 @@ def map_rows(engine: Engine, rows: Sequence[Any], *, strategy: str = "auto", win
             continue
         size, mtime = int(row["size"]), float(row["mtime"])
         if _same_work(res, strategy, window) and res["source_size"] == size and res["source_mtime"] == mtime:
+            result.skipped += 1
+            continue
+        if _record_key(entry_id, strategy, window, size, mtime) in failed_before:
             result.skipped += 1
             continue
         status, detail = "applied", None

@@ -1,5 +1,5 @@
 """The map outcome through real plan runs: citable files mapped (others not applicable, a corrupt one an outcome
-error), unchanged files skipped on a re-run, a changed strategy rebuilding, agent maps never overwritten."""
+error), unchanged files skipped on a re-run (a failed one too, until it changes), a changed strategy rebuilding, agent maps never overwritten."""
 
 from __future__ import annotations
 
@@ -59,7 +59,11 @@ def test_citable_files_are_mapped_and_a_rerun_skips_them(setup, monkeypatch):
     monkeypatch.setattr(builders, "build", lambda path, *a, **kw: built.append(Path(path).name) or real(path, *a,
                                                                                                           **kw))
     _, again = _run(plans, root, {"type": "map"})
-    assert again["skipped_unchanged_entries"] == 3 and built == ["broken.pdf"]  # a failure is tried again
+    # the same bytes fail the same way: the broken file is not tried again while it is unchanged
+    assert again["skipped_unchanged_entries"] == 4 and built == []
+    (root / "broken.pdf").write_bytes((root / "broken.pdf").read_bytes() + b"x")  # changed: tried again
+    _, changed = _run(plans, root, {"type": "map"})
+    assert built == ["broken.pdf"] and changed["errors"] == 1
 
     built.clear()
     _, windows = _run(plans, root, {"type": "map", "strategy": "windows", "window": 2}, when="extension = .pdf")
