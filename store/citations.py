@@ -191,8 +191,7 @@ def record_extract(engine: Engine, entry_id: int, *, mime_type: str, cache_path:
     entry's extract artifacts of another source version (their files become orphans the cache sweep removes).
     True when a row was inserted. One short transaction."""
     with engine.begin() as conn:
-        conn.execute(delete(A).where(A.c.entry_id == entry_id, A.c.type == EXTRACT,
-                                     or_(A.c.source_hash.is_(None), A.c.source_hash != source_hash)))
+        drop_old_extracts(conn, entry_id, source_hash)
         if conn.execute(select(A.c.id).where(A.c.entry_id == entry_id, A.c.type == EXTRACT,
                                              A.c.cache_path == cache_path).limit(1)).first() is not None:
             return False
