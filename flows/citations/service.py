@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from itertools import islice as _islice
+from itertools import islice
 
 from sqlalchemy import or_, select
 from sqlalchemy.engine import Engine
@@ -48,10 +48,6 @@ TEXT_FORMATS = ("markdown", "text", "code")  # text read from the file itself; o
 BUILT = ("outline", "headings", "chapters", "scenes", "silences", "windows", "whole")
 CITABLE = ("PDF, EPUB and other paged documents (doc://), Markdown, plain text, code, HTML and DOCX (text://), "
            "video (video://), audio (audio://) and images (image://)")
-
-
-def _first(items, n: int):
-    return _islice(items, n)
 
 
 def iso(ts: float | None) -> str:
@@ -501,7 +497,7 @@ class CitationService:
                                 .where(E.c.kind == "file", or_(*like)).limit(50)).all()
         fits = [r for r in rows if self.paths.root_of(r.path) is not None
                 and modality_of(r.name, r.media_type) is not None
-                and resource_id in list(_first(candidates(r.path), 2))]
+                and resource_id in islice(candidates(r.path), 2)]
         if len(fits) > 1:
             shown = ", ".join(self.paths.display(r.path) for r in fits[:5])
             raise CitationError("RESOURCE_NOT_FOUND", f"no resource {resource_id!r} yet, and {len(fits)} files could "
