@@ -10,7 +10,8 @@ importing it registers the ``map`` outcome executor. Modules:
 - ``builders``: maps built locally: PDF outline, Markdown headings, line windows, video chapters / scene cuts /
   windows, audio chapters / silences / windows, the whole image.
 - ``extract``: physical resolution into the content cache: PDF pages, ffmpeg clips, Pillow crops, text lines.
-- ``store.citations``: resources, maps and nodes in the store; ``service``: the four tools' logic, staleness, ids.
+- ``store.citations``: resources, maps and nodes in the store; ``maps``: rows to trees, facts, building and saving a
+  map; ``ids``: readable resource ids; ``service``: the tools' logic and staleness.
 - ``executor``: the ``map`` outcome.
 """
 

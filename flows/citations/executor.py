@@ -47,10 +47,10 @@ def _record_key(entry_id: int, strategy: str, window: float | None, size: int, m
 
 def _same_work(res: dict[str, Any], strategy: str, window: float | None) -> bool:
     """Whether ``res`` holds a current built map made with ``strategy`` and ``window``."""
-    from flows.citations.service import BUILT, _window_of
+    from flows.citations.maps import BUILT, window_of
 
     return (res["origin"] in BUILT and not res["stale"] and (res["strategy"] or "auto") == strategy
-            and _window_of(res["metadata_json"]) == window)
+            and window_of(res["metadata_json"]) == window)
 
 
 def map_rows(engine: Engine, rows: Sequence[Any], *, strategy: str = "auto", window: float | None = None,
@@ -60,7 +60,7 @@ def map_rows(engine: Engine, rows: Sequence[Any], *, strategy: str = "auto", win
     """Build the maps of ``rows`` (entry rows) whose map is not current: see the module docstring. Never raises for
     a bad file; a cancel request stops it between files (a build under way is stopped too)."""
     from flows.citations.ids import reserve_ids
-    from flows.citations.service import build_source, hash_of, save_built
+    from flows.citations.maps import build_source, hash_of, save_built
 
     result = BatchResult()
     wanted: list[tuple[Any, str]] = []
