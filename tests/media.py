@@ -279,3 +279,18 @@ def fifo(path: Path) -> Path:
 
 
 HOSTILE_NAMES = ("-i.mp4", ";rm -rf.mp4", "$(touch pwned).mp4", "a b'c\".mp4", "-vf.jpg")
+
+
+def keyframe_times(path: Path) -> list[float]:
+    """The presentation times (seconds) of the keyframes of the first video stream, as ffprobe reads them."""
+    out = subprocess.run(["ffprobe", "-v", "error", "-select_streams", "v:0", "-skip_frame", "nokey",
+                          "-show_entries", "frame=pts_time", "-of", "csv=p=0", str(path)],
+                         capture_output=True, text=True, check=True).stdout
+    return sorted(float(line.split(",")[0]) for line in out.split() if line.strip())
+
+
+def duration_of(path: Path) -> float:
+    """The container's duration in seconds, as ffprobe reads it."""
+    out = subprocess.run(["ffprobe", "-v", "error", "-show_entries", "format=duration", "-of", "csv=p=0", str(path)],
+                         capture_output=True, text=True, check=True).stdout
+    return float(out.strip())
