@@ -52,7 +52,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from bench.citations_media import Media, MediaSpec, ensure_media  # noqa: E402
-from bench.common import hwm_kb, payload, publish, render, secs, server_env, server_pid  # noqa: E402
+from bench.common import bench_logging, hwm_kb, payload, publish, render, secs, server_env, server_pid  # noqa: E402
 from bench.semantic import mb, ms, percentile, yes_no  # noqa: E402
 
 log = logging.getLogger("bench.citations")
@@ -461,9 +461,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
-    for noisy in ("prefect", "httpx", "flows", "store", "mcp_server", "mcp"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    bench_logging("mcp")
     work = Path(args.work).resolve()
     work.mkdir(parents=True, exist_ok=True)
     spec = MediaSpec.quick() if args.quick else MediaSpec.full()

@@ -44,7 +44,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.common import publish, render, secs  # noqa: E402
+from bench.common import bench_logging, publish, render, secs  # noqa: E402
 from bench.media import Corpus, ensure_corpus  # noqa: E402
 
 log = logging.getLogger("bench.classify")
@@ -474,9 +474,7 @@ def best(runs: list[dict]) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
-    for noisy in ("prefect", "httpx", "flows", "store", "mcp_server"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    bench_logging()
     work = Path(args.corpus).resolve()
     corpus = ensure_corpus(work, images=args.images, videos=args.videos, pdfs=args.pdfs, quick=args.quick,
                            long_seconds=None if args.skip_timeline else (20 if args.quick else 600))

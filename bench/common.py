@@ -83,3 +83,12 @@ def payload(result, *, keys: tuple[str, ...] = ()) -> dict:
     if isinstance(structured, dict) and (not keys or any(k in structured for k in keys)):
         return structured
     return json.loads(result.content[0].text)
+
+
+def bench_logging(*also_quiet: str) -> None:
+    """Progress on stderr at INFO; the libraries' and assay's own loggers (and ``also_quiet``) at WARNING only."""
+    import logging
+
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
+    for noisy in ("prefect", "httpx", "flows", "store", "mcp_server", *also_quiet):
+        logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -45,7 +45,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.common import hwm_kb, payload, publish, render, secs, server_env, server_pid  # noqa: E402
+from bench.common import bench_logging, hwm_kb, payload, publish, render, secs, server_env, server_pid  # noqa: E402
 from bench.classify import ProcessSampler, available_cores, read_all, start_prefect  # noqa: E402
 from bench.documents_corpus import QUERIES, DocCorpus, Query, ensure_corpus, word  # noqa: E402
 from bench.run import percentile  # noqa: E402
@@ -556,9 +556,7 @@ def warm_documents(corpus: DocCorpus, target: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
-    for noisy in ("prefect", "httpx", "flows", "store", "mcp_server", "mcp"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    bench_logging("mcp")
     work = Path(args.work).resolve()
     corpus = ensure_corpus(work, docs=args.docs, scale=args.scale)
     scratch = Path(tempfile.mkdtemp(prefix="run-", dir=work))

@@ -29,6 +29,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from bench.common import bench_logging  # noqa: E402
 from bench.run import machine_facts, ms, percentile, render, secs, yes_no  # noqa: E402
 from bench.tree import ensure_tree  # noqa: E402
 
@@ -169,9 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--watch-files", type=int, default=50, help="files written for the watch latency (default 50)")
     p.add_argument("--out", default=str(REPO / "bench" / "out" / "plans.md"), help="where to write the table")
     args = p.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
-    for noisy in ("prefect", "httpx", "flows", "store", "mcp_server"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    bench_logging()
 
     work = Path(args.work)
     root, spec, _ = ensure_tree(work, args.files)

@@ -50,7 +50,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.common import hwm_kb, payload, publish, render, secs, server_env, server_pid  # noqa: E402
+from bench.common import bench_logging, hwm_kb, payload, publish, render, secs, server_env, server_pid  # noqa: E402
 from bench.semantic_corpus import (  # noqa: E402
     BLOCK, CHUNKS_PER_DOC, DEFAULT_WORK, TOPIC_NAMES, EmbeddingCache, queries, sentence_transformer_encode, topic_of,
     write_documents,
@@ -667,9 +667,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
-    for noisy in ("prefect", "httpx", "flows", "store", "mcp_server", "mcp", "sentence_transformers"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    bench_logging("mcp", "sentence_transformers")
     skip = {s for s in args.skip.split(",") if s}
     work = Path(args.work).resolve()
     work.mkdir(parents=True, exist_ok=True)
