@@ -61,7 +61,22 @@ class QueryTimeout(AssayError):
     code = "QUERY_TIMEOUT"
 
 
-class DocumentError(AssayError):
+class CodedError(AssayError):
+    """An error whose code is one of the class's ``CODES`` (the named codes of a reference), with ``details``."""
+
+    CODES: tuple[str, ...] = ()
+    KIND = "coded"
+
+    def __init__(self, code: str, message: str, *, field: str | None = None,
+                 details: dict[str, Any] | None = None) -> None:
+        if code not in self.CODES:
+            raise ValueError(f"{code!r} is not a {self.KIND} error code; known: {', '.join(self.CODES)}")
+        super().__init__(message, field=field)
+        self.code = code
+        self.details = details or {}
+
+
+class DocumentError(CodedError):
     """A refusal of the document tools under one of reference 001's codes, with the reference's ``details``
     (``{"path": ...}``): DOCUMENT_NOT_FOUND, COLLECTION_NOT_FOUND, NOT_A_DIRECTORY, PATH_TRAVERSAL_DETECTED,
     SYMLINK_NOT_ALLOWED, SEARCH_TIMEOUT, INVALID_QUERY, SCOPE_NOT_FOUND, UNSUPPORTED_FORMAT, PAGE_OUT_OF_RANGE,
@@ -73,13 +88,7 @@ class DocumentError(AssayError):
              "PAGE_OUT_OF_RANGE", "FILTER_FAILED", "METADATA_EXTRACTION_FAILED",
              "INVALID_PATH", "INDEX_NOT_FOUND", "GPU_NOT_AVAILABLE", "MODEL_MISMATCH")
 
-    def __init__(self, code: str, message: str, *, field: str | None = None,
-                 details: dict[str, Any] | None = None) -> None:
-        if code not in self.CODES:
-            raise ValueError(f"{code!r} is not a document error code; known: {', '.join(self.CODES)}")
-        super().__init__(message, field=field)
-        self.code = code
-        self.details = details or {}
+    KIND = "document"
 
 
 def check_choice(value: Any, allowed, *, field: str, what: str) -> str:
@@ -91,7 +100,7 @@ def check_choice(value: Any, allowed, *, field: str, what: str) -> str:
     return value
 
 
-class CitationError(AssayError):
+class CitationError(CodedError):
     """A refusal of the citation tools (reference 003), under a code an agent can act on:
 
     - RESOURCE_NOT_FOUND: no resource of that id (the message names how to list them);
@@ -109,10 +118,4 @@ class CitationError(AssayError):
     CODES = ("RESOURCE_NOT_FOUND", "NODE_NOT_FOUND", "INVALID_ADDRESS", "INVALID_MAP", "SOURCE_CHANGED",
              "UNSUPPORTED_FORMAT", "EXTRACTION_FAILED", "INVALID_PATH")
 
-    def __init__(self, code: str, message: str, *, field: str | None = None,
-                 details: dict[str, Any] | None = None) -> None:
-        if code not in self.CODES:
-            raise ValueError(f"{code!r} is not a citation error code; known: {', '.join(self.CODES)}")
-        super().__init__(message, field=field)
-        self.code = code
-        self.details = details or {}
+    KIND = "citation"
