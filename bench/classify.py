@@ -17,7 +17,7 @@ loops and commands that do the same work, measured on the same machine in the sa
    - metadata (+ content hash): ffprobe per video, PyMuPDF per PDF, Pillow + EXIF per photo, one core (goal >= 0.9x);
    - timeline: 5 frames spread over the long video, against ONE raw ffmpeg command extracting the frames at the same
      timestamps (N inputs, each with its own input seek, scaled to the same box) (goal: ours <= 1.5x its time);
-   - hashing: flows.classify.media.hashing.hash_file over the corpus through the worker pool, against ``xxh128sum``
+   - hashing: flows.media.hashing.hash_file over the corpus through the worker pool, against ``xxh128sum``
      over the same files (one process) and the xxhash library's own streaming loop (goal >= 0.8x);
    - re-run: the thumbnail and metadata plans run again on the unchanged files (goal < 5% of the first run);
    - peak RSS: this process, the pool's workers and their ffmpeg/ffprobe children, sampled together every 20 ms
@@ -307,7 +307,7 @@ def timeline_timestamps(engine) -> list[float]:
 
 def _hash_task(task):
     """Pool function for the hashing figure: the content hash alone (the metadata operation's hash function)."""
-    from flows.classify.media.hashing import hash_file
+    from flows.media.hashing import hash_file
     from flows.classify.model import FileResult
 
     started = time.perf_counter()

@@ -132,8 +132,8 @@ def _failed(address: Address, what: str) -> CitationError:
 
 def _open_document(path: str, suffix: str, address: Address):
     """The PyMuPDF document of ``path`` (a PDF, or another format PyMuPDF opens, by its extension)."""
-    from flows.classify.media.common import MediaError
-    from flows.classify.media.pdf import _mupdf_said, _pymupdf, open_pdf
+    from flows.media.common import MediaError
+    from flows.media.pdf import load_pymupdf, mupdf_said, open_pdf
     from flows.documents import formats
 
     if suffix == ".pdf":
@@ -141,12 +141,12 @@ def _open_document(path: str, suffix: str, address: Address):
             return open_pdf(path)
         except MediaError as exc:
             raise _failed(address, str(exc)) from None
-    pymupdf = _pymupdf()
+    pymupdf = load_pymupdf()
     pymupdf.TOOLS.mupdf_warnings(reset=True)
     try:
         doc = pymupdf.open(path, filetype=formats.PYMUPDF.get(suffix, suffix.lstrip(".")))
     except Exception as exc:  # noqa: BLE001 - FileDataError, EmptyFileError, RuntimeError: all "cannot open"
-        raise _failed(address, f"cannot open the document: {(_mupdf_said(pymupdf) or str(exc))[:200]}") from None
+        raise _failed(address, f"cannot open the document: {(mupdf_said(pymupdf) or str(exc))[:200]}") from None
     if doc.needs_pass:
         doc.close()
         raise _failed(address, "the document is encrypted: it needs a password")
@@ -206,8 +206,8 @@ def _crop(path: str, address: Address, tmp: str) -> None:
     one. INVALID_ADDRESS when the crop rounds to zero pixels."""
     from PIL import Image, ImageOps
 
-    from flows.classify.media.common import MediaError
-    from flows.classify.media.images import open_image
+    from flows.media.common import MediaError
+    from flows.media.images import open_image
 
     try:
         img = open_image(path)
@@ -303,7 +303,7 @@ def clip_timeout(seconds: float, exact: bool) -> float:
 def clip_command(ffmpeg: str, source_path: str, modality: str, suffix: str, start: float | None,
                  duration: float | None, exact: bool, tmp: str) -> list[str]:
     """The ffmpeg argument list of one clip: the whole file without ``start``."""
-    from flows.classify.media.common import input_path
+    from flows.media.common import input_path
 
     muxer, _, codec = _clip_format(modality, suffix, exact)
     cmd = [ffmpeg, "-nostdin", "-hide_banner", "-loglevel", "error", "-nostats", "-progress", "pipe:1"]
@@ -328,7 +328,7 @@ def _progress(out: bytes) -> dict[str, str]:
 
 def _clip(path: str, suffix: str, address: Address, facts: SourceFacts, exact: bool, tmp: str) -> None:
     """The address's time range as a clip at ``tmp`` (one ffmpeg process; an end past the duration is the end)."""
-    from flows.classify.media.common import MediaError, run_tool, tool
+    from flows.media.common import MediaError, run_tool, tool
 
     start = duration = None
     if address.t is not None:

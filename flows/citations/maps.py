@@ -178,7 +178,7 @@ def build_source(engine: Engine, entry_id: int, path: str, modality: str, size: 
 
 
 def hash_of(path: str) -> str:
-    from flows.classify.media.hashing import hash_file
+    from flows.media.hashing import hash_file
 
     return hash_file(path)
 

@@ -15,8 +15,8 @@ import time
 from typing import Any, Callable
 
 from flows.classify import cache
-from flows.classify.media import hashing, images, pdf, text, video
-from flows.classify.media.common import MediaError, encode_jpeg
+from flows.media import hashing, images, pdf, text, video
+from flows.media.common import MediaError, encode_jpeg
 from flows.classify.model import ArtifactOut, FileResult, FileTask, Params
 
 log = logging.getLogger(__name__)

@@ -104,7 +104,7 @@ _SILENCE_END = re.compile(r"silence_end:\s*(-?[0-9.]+(?:e[-+]?\d+)?)")
 
 
 def _ffmpeg() -> str:
-    from flows.classify.media.common import MediaError, tool
+    from flows.media.common import MediaError, tool
 
     try:
         return tool("ffmpeg")
@@ -116,7 +116,7 @@ def _decode_args(path: str, *, keyframes: bool = False, start: float | None = No
                  threads: int = 0) -> list[str]:
     """ffmpeg's input arguments, decoding as little as a scene score needs: no loop filter, no frame nothing
     references (or keyframes only), from ``start`` for ``length`` seconds (input options: nothing more is read)."""
-    from flows.classify.media.common import input_path
+    from flows.media.common import input_path
 
     seek = ["-ss", f"{start:.3f}"] if start else []
     span = ["-t", f"{length:.3f}"] if length is not None else []
@@ -239,7 +239,7 @@ def silences(path: str, *, duration: float | None = None,
              should_cancel: Callable[[], bool] = lambda: False) -> list[tuple[float, float]]:
     """(start, end) seconds of the silences ffmpeg's silencedetect finds (noise -35 dB, at least 0.5 s); a silence
     still open at the end runs to ``duration``."""
-    from flows.classify.media.common import MediaError, input_path, tool
+    from flows.media.common import MediaError, input_path, tool
 
     try:
         ffmpeg = tool("ffmpeg")

@@ -24,8 +24,8 @@ def failed(what: str, said: str) -> CitationError:
 
 def ffprobe(path: str):
     """ffprobe's answer (format, streams, chapters) through the classify capability's runner (timeout, killed)."""
-    from flows.classify.media import video
-    from flows.classify.media.common import MediaError
+    from flows.media import video
+    from flows.media.common import MediaError
 
     try:
         return video.probe(path, PROBE_TIMEOUT)
@@ -62,9 +62,9 @@ def media_facts(info, modality: str) -> SourceFacts:
     extra = {"has_video": bool(videos), "has_audio": bool(audios), "chapters": len(info.data.get("chapters") or []),
              "format": info.format.get("format_name")}
     if modality == "video":
-        from flows.classify.media.video import _rate
+        from flows.media.video import frame_rate
 
-        extra["frame_rate"] = _rate(videos[0].get("avg_frame_rate")) or _rate(videos[0].get("r_frame_rate"))
+        extra["frame_rate"] = frame_rate(videos[0].get("avg_frame_rate")) or frame_rate(videos[0].get("r_frame_rate"))
     if start_time:
         extra["start_time"] = start_time
     return SourceFacts(modality=modality, duration=round(duration, 3), width=width, height=height,
@@ -72,20 +72,20 @@ def media_facts(info, modality: str) -> SourceFacts:
 
 
 def open_document(path: str, fmt: str | None):
-    from flows.classify.media.common import MediaError
-    from flows.classify.media.pdf import _mupdf_said, _pymupdf, open_pdf
+    from flows.media.common import MediaError
+    from flows.media.pdf import load_pymupdf, mupdf_said, open_pdf
 
     if fmt == "pdf" or (fmt is None and path.lower().endswith(".pdf")):
         try:
             return open_pdf(path)
         except MediaError as exc:
             raise failed("PyMuPDF", str(exc)) from None
-    pymupdf = _pymupdf()
+    pymupdf = load_pymupdf()
     pymupdf.TOOLS.mupdf_warnings(reset=True)
     try:
         doc = pymupdf.open(path)
     except Exception as exc:  # noqa: BLE001 - every "cannot open" of MuPDF
-        raise failed("PyMuPDF", f"cannot open: {(_mupdf_said(pymupdf) or str(exc))[:200]}") from None
+        raise failed("PyMuPDF", f"cannot open: {(mupdf_said(pymupdf) or str(exc))[:200]}") from None
     if doc.needs_pass:
         doc.close()
         raise failed("PyMuPDF", "encrypted document: needs a password")
@@ -174,8 +174,8 @@ def probe(path: str, modality: str, *, fmt: str | None = None, text: str | None 
 def image_facts(path: str) -> SourceFacts:
     """Width and height as displayed (EXIF orientations 5-8 swap them, as ``ImageOps.exif_transpose`` would), from
     the header alone."""
-    from flows.classify.media.common import MediaError
-    from flows.classify.media.images import _ROTATED, _orientation, open_image
+    from flows.media.common import MediaError
+    from flows.media.images import ROTATED, exif_orientation, open_image
 
     try:
         img = open_image(path)
@@ -183,11 +183,11 @@ def image_facts(path: str) -> SourceFacts:
         raise failed("Pillow", str(exc)) from None
     try:
         width, height = img.size
-        orientation = _orientation(img)
+        orientation = exif_orientation(img)
         fmt = img.format
     finally:
         img.close()
-    if orientation in _ROTATED:
+    if orientation in ROTATED:
         width, height = height, width
     return SourceFacts(modality="image", width=width, height=height,
                        extra=(("format", fmt), ("orientation", orientation)))

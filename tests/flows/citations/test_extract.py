@@ -213,7 +213,7 @@ def test_a_stream_copy_that_produced_no_frames_fails_suggesting_exact(sources, d
     """A source with no keyframe at or before the start (an intra-refresh stream): ffmpeg's copy writes a file with
     headers and no frames, reported by its -progress output (faked here: real encoders always write a first
     keyframe, so ffmpeg copies from it)."""
-    from flows.classify.media import common
+    from flows.media import common
 
     def no_frames(cmd, *, timeout, what):
         Path(cmd[-1].removeprefix("file:")).write_bytes(b"\x00" * 64)  # what a header-only output looks like

@@ -13,7 +13,7 @@ from sqlalchemy import delete, select
 
 from flows.citations import builders
 from flows.citations.service import CitationService
-from flows.classify.media.hashing import hash_file
+from flows.media.hashing import hash_file
 from flows.roots import Roots
 from store import citations as store_citations
 from store.engine import make_engine

@@ -1,4 +1,4 @@
-"""PDF thumbnails and metadata (flows/classify/media/pdf.py) on PDFs made with PyMuPDF, good and bad."""
+"""PDF thumbnails and metadata (flows/media/pdf.py) on PDFs made with PyMuPDF, good and bad."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from flows.classify.media import pdf
-from flows.classify.media.common import MediaError
+from flows.media import pdf
+from flows.media.common import MediaError
 from tests import media
 
 

@@ -1,4 +1,4 @@
-"""Image thumbnails and metadata (flows/classify/media/images.py) on generated photos, good and bad."""
+"""Image thumbnails and metadata (flows/media/images.py) on generated photos, good and bad."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from flows.classify.media import images
-from flows.classify.media.common import MediaError, fit, to_rgb
+from flows.media import images
+from flows.media.common import MediaError, fit, to_rgb
 from tests import media
 
 

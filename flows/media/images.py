@@ -16,7 +16,7 @@ from typing import Any
 
 from PIL import ExifTags, Image, ImageOps, UnidentifiedImageError
 
-from flows.classify.media.common import MediaError, encode_jpeg, fit
+from flows.media.common import MediaError, encode_jpeg, fit
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +25,7 @@ _heif_registered = False
 _SKIP_TAGS = {"ExifOffset", "GPSInfo", "InteropOffset", "MakerNote", "PrintImageMatching", "UserComment",
               "JPEGInterchangeFormat", "JPEGInterchangeFormatLength", "StripOffsets", "StripByteCounts",
               "TileOffsets", "TileByteCounts", "XMLPacket", "InterColorProfile", "ImageResources", "IPTCNAA"}
-_ROTATED = {5, 6, 7, 8}  # orientations that swap width and height
+ROTATED = {5, 6, 7, 8}  # orientations that swap width and height
 MAX_TEXT = 200  # a longer EXIF string is cut
 
 
@@ -92,7 +92,9 @@ def open_image(path: str) -> Image.Image:
     return img
 
 
-def _orientation(img: Image.Image) -> int:
+def exif_orientation(img: Image.Image) -> int:
+    """The image's EXIF orientation (1-8; 1, upright, when it has none or its EXIF is broken); those in
+    :data:`ROTATED` swap width and height."""
     try:
         value = img.getexif().get(ExifTags.Base.Orientation, 1)
         return int(value) if value else 1
@@ -105,9 +107,9 @@ def thumbnail(path: str, max_width: int, max_height: int, quality: int) -> tuple
     first frame), and its width and height."""
     img = open_image(path)
     try:
-        orientation = _orientation(img)
+        orientation = exif_orientation(img)
         width, height = img.size
-        box = (max_height, max_width) if orientation in _ROTATED else (max_width, max_height)
+        box = (max_height, max_width) if orientation in ROTATED else (max_width, max_height)
         target = fit(width, height, *box)
         if img.format == "JPEG":
             img.draft("RGB", target)  # scaled decode: at least `target`, up to 8x fewer pixels each way
@@ -219,9 +221,9 @@ def metadata(path: str) -> tuple[dict[str, Any], dict[str, Any]]:
     (when more than one), and ``exif.<Tag>`` for every scalar EXIF value."""
     img = open_image(path)
     try:
-        orientation = _orientation(img)
+        orientation = exif_orientation(img)
         width, height = img.size
-        if orientation in _ROTATED:
+        if orientation in ROTATED:
             width, height = height, width
         frames = int(getattr(img, "n_frames", 1) or 1)
         flat: dict[str, Any] = {"width": width, "height": height, "format": img.format or "", "mode": img.mode}

@@ -1,4 +1,4 @@
-"""Text statistics (flows/classify/media/text.py) and the streamed content hash (hashing.py)."""
+"""Text statistics (flows/media/text.py) and the streamed content hash (hashing.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import codecs
 import pytest
 import xxhash
 
-from flows.classify.media import hashing, text
+from flows.media import hashing, text
 from tests import media
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from PIL import Image, ImageDraw, ImageStat
 
-from flows.classify.media.common import MediaError, encode_jpeg, image_from_bytes, input_path, run_tool, tool
+from flows.media.common import MediaError, encode_jpeg, image_from_bytes, input_path, run_tool, tool
 
 THUMBNAIL_FRAMES = 30  # frames ffmpeg's `thumbnail` filter compares to pick a representative one
 DARK = 18.0  # mean luma under which a frame counts as black: another point is tried
@@ -77,7 +77,7 @@ def _number(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def _rate(value: Any) -> float | None:
+def frame_rate(value: Any) -> float | None:
     """``"30000/1001"`` -> 29.97; None for ``"0/0"``."""
     if not value or not isinstance(value, str):
         return None
@@ -124,7 +124,7 @@ def metadata(info: Probe) -> tuple[dict[str, Any], dict[str, Any]]:
         for key in ("width", "height"):
             if isinstance(video.get(key), int) and video[key] > 0:
                 flat[key] = video[key]
-        fps = _rate(video.get("avg_frame_rate")) or _rate(video.get("r_frame_rate"))
+        fps = frame_rate(video.get("avg_frame_rate")) or frame_rate(video.get("r_frame_rate"))
         if fps:
             flat["fps"] = fps
         if video.get("codec_name"):

@@ -13,39 +13,43 @@ from typing import Any
 
 from PIL import Image
 
-from flows.classify.media.common import MediaError, encode_jpeg
+from flows.media.common import MediaError, encode_jpeg
 
 _DATE = re.compile(r"D:(\d{4})(\d{2})?(\d{2})?(\d{2})?(\d{2})?(\d{2})?\s*([Zz]|[+-]\d{2}'?\d{2}'?|[+-]\d{2})?")
 _FIELDS = ("title", "author", "subject", "keywords", "creator", "producer")
 
 
-def _pymupdf():
-    import pymupdf
+def load_pymupdf():
+    """The ``pymupdf`` module, with MuPDF's own printing of errors and warnings turned off (read them with
+    :func:`mupdf_said`). Imported on first use: MuPDF is heavy and only PDF work needs it."""
+    import pymupdf  # heavy: loaded when a PDF is first opened
 
     pymupdf.TOOLS.mupdf_display_errors(False)  # MuPDF's messages come back in the error, not on stderr
     pymupdf.TOOLS.mupdf_display_warnings(False)
     return pymupdf
 
 
-def _mupdf_said(pymupdf) -> str:
+def mupdf_said(pymupdf) -> str:
+    """What MuPDF warned about since it was last asked (each message once, ``; ``-joined, at most 200 characters),
+    and forget it."""
     said = [ln.strip() for ln in pymupdf.TOOLS.mupdf_warnings(reset=True).splitlines() if ln.strip()]
     return "; ".join(dict.fromkeys(said))[:200]
 
 
 def open_pdf(path: str):
     """The PyMuPDF document of ``path`` (lazy), or MediaError: encrypted, broken, or empty."""
-    pymupdf = _pymupdf()
+    pymupdf = load_pymupdf()
     pymupdf.TOOLS.mupdf_warnings(reset=True)
     try:
         doc = pymupdf.open(path, filetype="pdf")
     except Exception as exc:  # noqa: BLE001 - FileDataError, EmptyFileError, RuntimeError: all "cannot open"
-        said = _mupdf_said(pymupdf) or str(exc)
+        said = mupdf_said(pymupdf) or str(exc)
         raise MediaError(f"broken PDF: {said[:200]}") from None
     if doc.needs_pass:
         doc.close()
         raise MediaError("encrypted PDF: needs a password")
     if doc.page_count < 1:
-        said = _mupdf_said(pymupdf)
+        said = mupdf_said(pymupdf)
         doc.close()
         raise MediaError("broken PDF: no readable pages" + (f" (MuPDF: {said})" if said else ""))
     return doc
@@ -71,7 +75,7 @@ def pdf_date(value: str | None) -> str | None:
 
 def thumbnail(path: str, max_width: int, max_height: int, quality: int) -> tuple[bytes, int, int]:
     """The first page as a JPEG within the box, rendered at the zoom that fits (no full-resolution pixmap)."""
-    pymupdf = _pymupdf()
+    pymupdf = load_pymupdf()
     doc = open_pdf(path)
     try:
         try:
@@ -80,7 +84,7 @@ def thumbnail(path: str, max_width: int, max_height: int, quality: int) -> tuple
             zoom = min(max_width / max(rect.width, 1), max_height / max(rect.height, 1))
             pix = page.get_pixmap(matrix=pymupdf.Matrix(zoom, zoom), alpha=False)
         except Exception as exc:  # noqa: BLE001
-            said = _mupdf_said(pymupdf) or str(exc)
+            said = mupdf_said(pymupdf) or str(exc)
             raise MediaError(f"cannot render the first page: {said[:200]}") from None
         img = Image.frombytes("RGB", (pix.width, pix.height), pix.samples)
         if img.width > max_width or img.height > max_height:  # rounding of the zoom: one pixel too many

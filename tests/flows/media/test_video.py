@@ -1,4 +1,4 @@
-"""Video and audio (flows/classify/media/video.py) with the real ffmpeg/ffprobe on generated media."""
+"""Video and audio (flows/media/video.py) with the real ffmpeg/ffprobe on generated media."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from PIL import Image, ImageChops, ImageStat
 
-from flows.classify.media import common, video
-from flows.classify.media.common import MediaError
+from flows.media import common, video
+from flows.media.common import MediaError
 from tests import media
 
 pytestmark = pytest.mark.skipif(not media.HAVE_FFMPEG, reason="ffmpeg and ffprobe are needed")
