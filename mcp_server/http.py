@@ -27,8 +27,8 @@ from mcp.server.transport_security import TransportSecurityMiddleware, Transport
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from flows.classify import cache
 from mcp_server.config import ConfigError
+from store import cache
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ from typing import Callable
 import xxhash
 
 from flows.citations.model import Address, SourceFacts, format_number
-from flows.classify import cache
+from store import cache
 from store.errors import CitationError
 
 log = logging.getLogger(__name__)

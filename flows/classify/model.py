@@ -1,6 +1,6 @@
 """What crosses the process boundary of classification: a :class:`FileTask` goes to a worker process, a
 :class:`FileResult` comes back. Both are small, picklable, and hold no pixels: the worker writes thumbnails and frames
-straight into the content-addressed cache (``flows.classify.cache``) and returns their cache paths.
+straight into the content-addressed cache (``store.cache``) and returns their cache paths.
 
 Operations (``OPERATIONS``): ``thumbnail``, ``timeline``, ``metadata`` (which includes the content hash). The
 outcome's ``classifierOperation`` and the tools' ``operations`` map onto them with :func:`parse_operations`.

@@ -24,8 +24,8 @@ from typing import Iterator
 
 from sqlalchemy.engine import Engine
 
-from flows.classify import cache
 from store import artifacts as store_artifacts
+from store import cache
 
 log = logging.getLogger(__name__)
 

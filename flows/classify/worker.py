@@ -2,7 +2,7 @@
 
 It runs in a worker process (a pool of them spreads the work over the cores), never raises, never touches the store:
 it decides what kind of file it has (media type, then extension, then MIME type), runs each requested operation,
-writes the images it makes into the content-addressed cache (``flows.classify.cache.put``) and returns small data.
+writes the images it makes into the content-addressed cache (``store.cache.put``) and returns small data.
 Each operation's failure is caught on its own and recorded as a short reason, so a broken video still gets its hash.
 """
 
@@ -14,10 +14,10 @@ import stat
 import time
 from typing import Any, Callable
 
-from flows.classify import cache
+from flows.classify.model import ArtifactOut, FileResult, FileTask, Params
 from flows.media import hashing, images, pdf, text, video
 from flows.media.common import MediaError, encode_jpeg
-from flows.classify.model import ArtifactOut, FileResult, FileTask, Params
+from store import cache
 
 log = logging.getLogger(__name__)
 

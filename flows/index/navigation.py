@@ -8,8 +8,8 @@ from urllib.parse import quote
 
 from sqlalchemy.engine import Engine
 
-from flows.classify import cache
 from flows.roots import Roots
+from store import cache
 from store import entries as store_entries
 from store import metadata as store_metadata
 from store.errors import InvalidInput

@@ -33,11 +33,11 @@ from sqlalchemy import or_
 from sqlalchemy.engine import Engine
 
 from dsl.errors import PlanError
-from flows.classify import cache
 from flows.index.navigation import artifact_item, node_uri
 from flows.roots import Roots
 from mcp_server.http import content_base
 from mcp_server.resources.common import int_param, json_resource
+from store import cache
 from store import metadata as store_metadata
 from store.entries import iso, subtree_clause
 from store.errors import AssayError, InvalidInput, NotFound

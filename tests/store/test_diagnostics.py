@@ -143,8 +143,8 @@ def test_a_store_made_before_scan_error_existed_gains_the_column_and_keeps_its_e
 
 def test_artifact_cache_orphans_and_missing_files_are_reported_with_warnings(engine, indexed, data_dir,
                                                                              monkeypatch):
-    from flows.classify import cache
     from mcp_server.tools.database import cache_report
+    from store import cache
     from store.models import Artifact
 
     monkeypatch.setattr("flows.capabilities._data_dir", data_dir)

@@ -13,7 +13,7 @@ from PIL import Image, ImageOps
 
 from flows.citations.extract import extract, output_key
 from flows.citations.model import Address, SourceFacts
-from flows.classify import cache
+from store import cache
 from store.errors import CitationError
 from tests import documents_media, media
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from flows.classify import cache
 from flows.classify import executor as cx
 from flows.classify.model import ArtifactOut, FileResult, FileTask
+from store import cache
 
 
 class FakeClassifier:

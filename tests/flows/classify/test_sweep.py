@@ -8,8 +8,8 @@ import time
 
 from sqlalchemy import delete, insert
 
-from flows.classify import cache
 from flows.classify.sweep import find_orphans, missing_files, sweep_cache
+from store import cache
 from store.models import Artifact, Entry
 
 A, E = Artifact.__table__, Entry.__table__

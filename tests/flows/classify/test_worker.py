@@ -11,9 +11,9 @@ import pytest
 import xxhash
 from PIL import Image
 
-from flows.classify import cache
 from flows.classify.model import OPERATIONS, FileTask, Params
 from flows.classify.worker import classify_file, kind_of
+from store import cache
 from store.entries import types_for
 from tests import media
 

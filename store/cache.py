@@ -1,11 +1,14 @@
-"""The content-addressed artifact cache under the data dir: ``<data dir>/cache/ab/cd/<xxh3-128 of the bytes>.<ext>``.
+"""The content-addressed file cache under a data dir: ``<data dir>/cache/ab/cd/<xxh3-128 of the bytes>.<ext>``.
 
 A file's name is the hash of its bytes, so identical thumbnails are stored once, a file is never rewritten in place
-(readers never see half a file: it is written beside and renamed), and HTTP can serve it as immutable. Citation excerpts
-(flows.citations.extract: PDF pages, clips, crops, line ranges) are named instead by the hash of what they are cut from
-(source content hash, address, exact), which as surely names one content. Rows in the
-``artifacts`` table point at cache paths; a file no row points at is an orphan, removed by :func:`sweep`. Cache paths
-are relative to the data dir and always start with ``cache/`` (the form ``/api/content?path=cache/...`` takes).
+(readers never see half a file: it is written beside and renamed), and HTTP can serve it as immutable. Excerpts cut
+from a source (PDF pages, clips, crops, line ranges) are named instead by the hash of what they are cut from (source
+content hash, address, exact), which as surely names one content. Rows in the ``artifacts`` table point at cache
+paths; a file no row points at is an orphan, removed by the classifier's sweep. Cache paths are relative to the data
+dir and always start with ``cache/`` (the form ``/api/content?path=cache/...`` takes).
+
+Every function takes the data dir it works in (the one the server was configured with); nothing here knows where
+that is.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import xxhash
 
 CACHE_DIR = "cache"
 # what the classifiers write (thumbnails, timelines, metadata) and what citations extract (page ranges as PDF, clips,
-# crops as PNG, line ranges as text: flows.citations.extract)
+# crops as PNG, line ranges as text)
 MIME_TYPES = {"jpg": "image/jpeg", "png": "image/png", "webp": "image/webp", "json": "application/json",
               "pdf": "application/pdf", "txt": "text/plain; charset=utf-8",
               "mp4": "video/mp4", "m4v": "video/x-m4v", "mkv": "video/x-matroska", "webm": "video/webm",
