@@ -19,33 +19,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from flows.documents.model import ExtractOptions
-
-_TRUE = ("1", "on", "true", "yes")
-_FALSE = ("0", "off", "false", "no")
-
-
-def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
-    value = env.get(name, "").strip().lower()
-    if not value:
-        return default
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise ValueError(f"{name}={value!r} is not on or off (accepted: {', '.join(_TRUE + _FALSE)})")
-
-
-def _number(env: Mapping[str, str], name: str, default: float, *, minimum: float = 0, integer: bool = False):
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw) if integer else float(raw)
-    except ValueError:
-        raise ValueError(f"{name}={raw!r} is not a {'whole ' if integer else ''}number") from None
-    if value < minimum:
-        raise ValueError(f"{name}={raw!r} is below the minimum {minimum:g}")
-    return value
+from flows.env import read_flag, read_number
 
 
 @dataclass(frozen=True)
@@ -64,15 +38,15 @@ class DocumentSettings:
         """The settings in ``env`` (default: os.environ); ValueError naming the variable for a bad value."""
         env = os.environ if env is None else env
         return cls(
-            max_bytes=_number(env, "ASSAY_DOCUMENT_MAX_BYTES", cls.max_bytes, minimum=1, integer=True),
-            timeout=_number(env, "ASSAY_DOCUMENT_TIMEOUT", cls.timeout, minimum=0.1),
-            ocr=_flag(env, "ASSAY_OCR", cls.ocr),
+            max_bytes=read_number(env, "ASSAY_DOCUMENT_MAX_BYTES", cls.max_bytes, minimum=1, integer=True),
+            timeout=read_number(env, "ASSAY_DOCUMENT_TIMEOUT", cls.timeout, minimum=0.1),
+            ocr=read_flag(env, "ASSAY_OCR", cls.ocr),
             ocr_language=env.get("ASSAY_OCR_LANGUAGE", "").strip() or cls.ocr_language,
-            max_read_chars=_number(env, "ASSAY_MAX_DOCUMENT_READ_CHARS", cls.max_read_chars, minimum=1,
-                                   integer=True),
-            search_timeout=_number(env, "ASSAY_SEARCH_TIMEOUT", cls.search_timeout, minimum=0.01),
-            allow_symlinks=_flag(env, "ASSAY_ALLOW_SYMLINKS", cls.allow_symlinks),
-            builtin_plan=_flag(env, "ASSAY_DOCUMENTS_PLAN", cls.builtin_plan),
+            max_read_chars=read_number(env, "ASSAY_MAX_DOCUMENT_READ_CHARS", cls.max_read_chars, minimum=1,
+                                       integer=True),
+            search_timeout=read_number(env, "ASSAY_SEARCH_TIMEOUT", cls.search_timeout, minimum=0.01),
+            allow_symlinks=read_flag(env, "ASSAY_ALLOW_SYMLINKS", cls.allow_symlinks),
+            builtin_plan=read_flag(env, "ASSAY_DOCUMENTS_PLAN", cls.builtin_plan),
         )
 
     def extract_options(self) -> ExtractOptions:

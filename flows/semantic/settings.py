@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass
 from typing import Mapping
 
-from flows.documents.settings import _number
+from flows.env import read_number
 from flows.semantic.model import BACKENDS, DEFAULT_MODEL
 
 
@@ -41,10 +41,10 @@ class SemanticSettings:
         return cls(
             model=env.get("ASSAY_EMBED_MODEL", "").strip() or cls.model,
             backend=backend,
-            batch_size=_number(env, "ASSAY_EMBED_BATCH", cls.batch_size, minimum=1, integer=True),
+            batch_size=read_number(env, "ASSAY_EMBED_BATCH", cls.batch_size, minimum=1, integer=True),
             device=env.get("ASSAY_EMBED_DEVICE", "").strip().lower() or cls.device,
-            search_ef=_number(env, "ASSAY_SEARCH_EF", cls.search_ef, minimum=10, integer=True),
-            threads=_number(env, "ASSAY_EMBED_THREADS", cls.threads, minimum=0, integer=True),
+            search_ef=read_number(env, "ASSAY_SEARCH_EF", cls.search_ef, minimum=10, integer=True),
+            threads=read_number(env, "ASSAY_EMBED_THREADS", cls.threads, minimum=0, integer=True),
         )
 
 
