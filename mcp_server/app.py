@@ -14,7 +14,7 @@ from sqlalchemy.engine import Engine
 
 from flows.capabilities import load_capabilities
 from flows.roots import Roots
-from flows.runner import JobRunner
+from flows.core.runner import JobRunner
 from flows.index.sources import SourceManager
 from mcp_server.config import TOOL_GROUPS, Settings, prepare_environment
 from mcp_server.tools import GROUP_MODULES
@@ -66,11 +66,11 @@ class AssayApp:
         if reaped:
             log.warning("marked %d job(s) left running by a previous server as failed", reaped)
         roots = Roots.of(settings.effective_roots)
-        runner = JobRunner(engine, settings.db_url, use_prefect=settings.use_prefect)
+        runner = JobRunner(engine, settings.db_url, use_prefect=settings.use_prefect, max_workers=4)
         reaped = store_plans.reap_running(engine) if reap else 0
         if reaped:
             log.warning("marked %d plan execution(s) left running by a previous server as errors", reaped)
-        plans = PlanService(engine, roots, use_prefect=settings.use_prefect)
+        plans = PlanService(engine, roots, use_prefect=settings.use_prefect, runner=runner)
         plans.watching = PlanWatchers(plans)
         if settings.plans_dir is not None:
             from flows.plans.files import PlansDirectory

@@ -157,6 +157,17 @@ def get_engine(url: str) -> Engine:
         return engine
 
 
+def store_url(engine: Engine) -> str:
+    """The URL ``engine`` was made from, password included (flows find their engine by it: never shown)."""
+    return engine.url.render_as_string(hide_password=False)
+
+
+def share_engine(url: str, engine: Engine) -> Engine:
+    """Make ``engine`` the one :func:`get_engine` gives for ``url`` (unless one is already set: that one)."""
+    with _lock:
+        return _engines.setdefault(url, engine)
+
+
 def dispose_engines() -> None:
     with _lock:
         for engine in _engines.values():

@@ -235,3 +235,19 @@ def job_public(job: dict[str, Any]) -> dict[str, Any]:
         "completedAt": iso(job["completed_at"]), "durationMs": job["duration_ms"],
         "flowRunId": job["flow_run_id"], "statusUrl": f"synthesis://jobs/{job['id']}",
     }
+
+
+def reopen_job(engine: Engine, *, job_id: int) -> None:
+    """Make a finished job pending again (a retry of its run: Prefect's Retry reruns the same flow run)."""
+    with engine.begin() as conn:
+        conn.execute(update(J).where(J.c.id == job_id).values(
+            status="pending", cancel_requested=False, error_message=None, completed_at=None, duration_ms=None,
+            progress=0.0))
+
+
+def find_by_flow_run(engine: Engine, *, flow_run_id: str) -> dict[str, Any] | None:
+    """The job a Prefect flow run is running, if it got as far as recording itself."""
+    with engine.connect() as conn:
+        row = conn.execute(select(J).where(J.c.flow_run_id == flow_run_id).order_by(J.c.id.desc()).limit(1)) \
+            .mappings().first()
+    return dict(row) if row else None

@@ -145,6 +145,15 @@ def finish_execution(engine: Engine, *, execution_id: int, status: str, error_me
     return get_execution(engine, execution_id=execution_id)
 
 
+def run_of_execution(engine: Engine, *, execution_id: int) -> int | None:
+    """The run (a row of the runs table, ``store.jobs``) that carries execution ``execution_id``."""
+    with engine.connect() as conn:
+        row = conn.execute(select(X.c.run_id).where(X.c.id == execution_id)).first()
+    if row is None:
+        raise NotFound(f"no plan execution with id {execution_id}", field="execution_id")
+    return row[0]
+
+
 def execution_public(row: dict[str, Any]) -> dict[str, Any]:
     return {"execution_id": row["id"], "plan_name": row["plan_name"], "status": row["status"],
             "trigger": row["trigger"], "entries_processed": row["entries_processed"],

@@ -14,7 +14,12 @@ import json
 import logging
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator
+
+from prefect import flow, task
+from prefect.cache_policies import NO_CACHE
+from prefect.runtime import flow_run as current_flow_run
 
 from sqlalchemy import and_, func, or_, select
 from sqlalchemy.engine import Engine
@@ -22,7 +27,10 @@ from sqlalchemy.engine import Engine
 from flows.classify import data_dir
 from flows.classify.executor import ClassifyRun, classify_rows, params_from
 from flows.classify.model import FileResult, parse_operations
-from flows.prefect_support import JobHooks, lazy_flow
+from flows.core import hooks
+from flows.core.runner import JobKind, JobRunner, register_job_kind
+from flows.core.settings import run_settings
+from flows.classify.sweep import sweep_cache
 from store import jobs as store_jobs
 from store.engine import get_engine
 from store.entries import T
@@ -136,48 +144,99 @@ class Cancelled(Exception):
     pass
 
 
-def run_classify_job(engine: Engine, *, job_id: int, cancel_event: threading.Event | None = None,
-                     on_progress: ProgressHook | None = None, flow_run_id: str | None = None,
-                     run: ClassifyRun | None = None,
-                     batch_call: Callable[[int, Callable[[], Any]], Any] | None = None) -> dict:
-    """Run classify job ``job_id`` to its end, keeping its row current; returns the final job row.
-    ``batch_call(k, fn)`` wraps each batch (a Prefect task run); None calls it directly."""
+@dataclass
+class ClassifyJob:
+    """What the batches of one classify job share in the process that runs them: the job's options, its counters
+    (``JobState``) and its cancel check. Built from the job's row (``job_context``), so a batch runs from its
+    parameters alone."""
+
+    engine: Engine
+    job_id: int
+    path: str
+    operations: tuple[str, ...]
+    force: bool
+    params: Any
+    state: JobState
+    should_cancel: Callable[[], bool]
+    run: ClassifyRun | None = None
+
+
+_jobs: dict[tuple[str, int], ClassifyJob] = {}
+_jobs_lock = threading.Lock()
+
+
+def job_context(store: str, job_id: int, *, run: ClassifyRun | None = None) -> ClassifyJob:
+    key = (store, job_id)
+    with _jobs_lock:
+        found = _jobs.get(key)
+    if found is not None:
+        return found
+    engine = get_engine(store)
     job = store_jobs.get_job(engine, job_id=job_id)
-    if not store_jobs.mark_running(engine, job_id=job_id, flow_run_id=flow_run_id):
-        return job  # cancelled before it started
-    params_json = json.loads(job["params_json"] or "{}")
+    options = json.loads(job["params_json"] or "{}")
     path = job["root"]
-    should_cancel = store_jobs.cancel_check(engine, job_id=job_id, event=cancel_event, every=16)  # per file
+    ctx = ClassifyJob(engine=engine, job_id=job_id, path=path, operations=check_operations(options.get("operations")),
+                      force=bool(options.get("force", True)), params=params_from(None, load_preferences(engine)),
+                      state=JobState(engine, job_id, count_files(engine, path), hooks.on_progress(job_id)),
+                      should_cancel=hooks.cancel_check(engine, job_id=job_id), run=run)
+    with _jobs_lock:
+        return _jobs.setdefault(key, ctx)
 
-    state: JobState | None = None
+
+def classify_batch_at(store: str, job_id: int, after: str) -> dict[str, Any]:
+    """Classify the next batch of the job's files whose path sorts after ``after``; what it did, and where the next
+    batch starts (``last``, ``done``)."""
+    ctx = job_context(store, job_id)
+    if ctx.should_cancel():
+        raise Cancelled
+    with ctx.engine.connect() as conn:
+        rows = conn.execute(select(T).where(_scope(ctx.path), T.c.path > after).order_by(T.c.path).limit(BATCH)) \
+            .mappings().all()
+    if not rows:
+        return {"last": after, "done": True, "applied": 0, "skipped": 0, "errors": 0}
+    res = classify_rows(ctx.engine, rows, operations=ctx.operations, params=ctx.params, rule="rerun-classifier",
+                        force=ctx.force, should_cancel=ctx.should_cancel, on_item=ctx.state.item,
+                        on_result=ctx.state.result, run=ctx.run)
+    ctx.state.done += res.skipped  # files already done count as done (each finished one called item)
+    ctx.state.report(None, force=True)
+    return {"last": rows[-1]["path"], "done": len(rows) < BATCH, "applied": res.applied, "skipped": res.skipped,
+            "errors": len(res.errors)}
+
+
+BatchCall = Callable[[int, str], dict[str, Any]]
+
+
+def run_classify_job(store: str, job_id: int, *, flow_run_id: str | None = None,
+                     batch_call: BatchCall | None = None, run: ClassifyRun | None = None) -> dict:
+    """Run classify job ``job_id`` to its end, keeping its row current; returns the final job row.
+    ``batch_call(k, after)`` runs batch k (a Prefect task run); None runs it directly."""
+    engine = get_engine(store)
+    if not store_jobs.mark_running(engine, job_id=job_id, flow_run_id=flow_run_id):
+        return store_jobs.get_job(engine, job_id=job_id)  # cancelled before it started
+    call = batch_call or (lambda k, after: classify_batch_at(store, job_id, after))
+    ctx: ClassifyJob | None = None
     try:
-        operations = check_operations(params_json.get("operations"))
-        force = bool(params_json.get("force", True))
-        params = params_from(None, load_preferences(engine))
-        state = JobState(engine, job_id, count_files(engine, path), on_progress)
-        call = batch_call or (lambda k, fn: fn())
-        for k, rows in enumerate(iter_batches(engine, path), start=1):
-            if should_cancel() or (cancel_event is None and store_jobs.cancel_requested(engine, job_id=job_id)):
-                raise Cancelled
-
-            def one(rows=rows) -> dict:
-                res = classify_rows(engine, rows, operations=operations, params=params, rule="rerun-classifier",
-                                    force=force, should_cancel=should_cancel, on_item=state.item,
-                                    on_result=state.result, run=run)
-                state.done += res.skipped  # files already done count as done (each finished one called item)
-                return {"applied": res.applied, "skipped": res.skipped, "errors": len(res.errors)}
-
-            call(k, one)
-            state.report(None, force=True)
-        if should_cancel():
+        ctx = job_context(store, job_id, run=run)
+        after, k = "", 1
+        while True:
+            out = call(k, after)
+            if out["done"]:
+                break
+            after, k = out["last"], k + 1
+        if ctx.should_cancel():
             raise Cancelled
     except Cancelled:
-        _finish(engine, job_id, state, "cancelled", "cancelled on request; the files done so far were kept")
+        _finish(engine, job_id, ctx.state if ctx else None, "cancelled",
+                "cancelled on request; the files done so far were kept")
         return store_jobs.get_job(engine, job_id=job_id)
     except Exception as exc:
         log.exception("classify job %s failed", job_id)
-        _finish(engine, job_id, state, "failed", f"{type(exc).__name__}: {exc}")
+        _finish(engine, job_id, ctx.state if ctx else None, "failed", f"{type(exc).__name__}: {exc}")
         raise
+    finally:
+        with _jobs_lock:
+            _jobs.pop((store, job_id), None)
+    state = ctx.state
     status, message = "completed", None
     if state.errors and state.errors >= state.total:
         status, message = "failed", f"every file failed ({state.errors}); job issues say why"
@@ -198,8 +257,6 @@ def _finish(engine: Engine, job_id: int, state: JobState | None, status: str, me
 
 def sweep_after(engine: Engine) -> None:
     """Sweep the cache after a job or a plan execution with a classifier (errors are logged, never raised)."""
-    from flows.classify.sweep import sweep_cache
-
     try:
         sweep_cache(engine, data_dir())
     except Exception:
@@ -208,48 +265,36 @@ def sweep_after(engine: Engine) -> None:
 
 # --- the Prefect flow ---------------------------------------------------------------------------------------------
 
-_hooks = JobHooks()
-register_job_hooks = _hooks.register
+
+@task(task_run_name="classify [batch {k}]", cache_policy=NO_CACHE, persist_result=False)
+def classify_batch(store: str, run_id: int, k: int, after: str) -> dict[str, Any]:
+    """Classify one batch of files and write the results."""
+    return classify_batch_at(store, run_id, after)
 
 
-_batch_fns: dict[tuple[int, int], Callable[[], Any]] = {}
+@flow(name="classify", flow_run_name="classify {path}", persist_result=False, log_prints=False,
+      validate_parameters=False)
+def classify_flow(path: str, run_id: int | None = None, operations: list[str] | None = None, force: bool = True,
+                  store: str | None = None) -> dict:
+    """Regenerate thumbnails, timelines and metadata of the indexed files at a path (a file or a folder)."""
+    url = store or run_settings().store_url
+    if run_id is None:  # started from Prefect with a path alone: confined to the roots like any caller's path
+        path = run_settings().effective_roots().resolve(path, field="path")
+        run_id = create_classify_job(get_engine(url), path=path, operations=check_operations(operations),
+                                     force=force)
+    job = run_classify_job(url, run_id, flow_run_id=str(current_flow_run.get_id() or "") or None,
+                           batch_call=lambda k, after: classify_batch(url, run_id, k, after))
+    return {k: job[k] for k in ("id", "status", "files", "error_count")}
 
 
-def _build_flow():
-    from prefect import flow, task
-    from prefect.cache_policies import NO_CACHE
-    from prefect.runtime import flow_run
-
-    @task(name="classify-batch", cache_policy=NO_CACHE, persist_result=False)
-    def batch(job_id: int, k: int) -> Any:
-        """Classify one batch of files and write the results."""
-        return _batch_fns.pop((job_id, k))()
-
-    def call(job_id: int, k: int, fn: Callable[[], Any]) -> Any:
-        _batch_fns[(job_id, k)] = fn  # flow parameters must serialise; the work stays in this process
-        try:
-            return batch.with_options(task_run_name=f"classify [batch {k}]")(job_id, k)
-        finally:
-            _batch_fns.pop((job_id, k), None)
-
-    @flow(name="classify", flow_run_name="classify {path}", persist_result=False, log_prints=False,
-          validate_parameters=False)
-    def classify_flow(database_url: str, job_id: int, path: str) -> dict:
-        """Regenerate thumbnails, timelines and metadata of the indexed files at a path."""
-        try:
-            engine = get_engine(database_url)
-            job = run_classify_job(engine, job_id=job_id, cancel_event=_hooks.cancel_event(job_id),
-                                   on_progress=_hooks.on_progress(job_id),
-                                   flow_run_id=str(flow_run.get_id() or "") or None,
-                                   batch_call=lambda k, fn: call(job_id, k, fn))
-            return {k: job[k] for k in ("id", "status", "files", "error_count")}
-        finally:
-            _hooks.drop(job_id)
-
-    return classify_flow
+def _parameters(job: dict[str, Any], store: str) -> dict[str, Any]:
+    options = json.loads(job["params_json"] or "{}")
+    return {"path": job["root"], "run_id": job["id"], "operations": options.get("operations"),
+            "force": bool(options.get("force", True)), "store": store}
 
 
-classify_flow = lazy_flow(_build_flow)  # classify_flow() is the Prefect flow object
+CLASSIFY_JOBS = register_job_kind(JobKind(name=KIND, flow=classify_flow, parameters=_parameters,
+                                          run_plain=lambda store, job_id: run_classify_job(store, job_id)))
 
 
 # --- what tools and the command line call ------------------------------------------------------------------------
@@ -282,14 +327,28 @@ def get_classify_job(engine: Engine, job_id: int) -> dict[str, Any]:
     return job
 
 
-def classify_path(runner, *, path: str, operations: tuple[str, ...], force: bool = True, async_: bool = True,
+def classify_path(runner: JobRunner, *, path: str, operations: tuple[str, ...], force: bool = True, async_: bool = True,
                   on_progress: ProgressHook | None = None,
                   on_start: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Start (async) or run (sync) a classify job of ``path`` (already resolved inside the roots); returns the
     classifier tools' job shape."""
     if async_:
-        job_id = runner.submit_classify(path=path, operations=operations, force=force)
+        job_id = start_classify(runner, path=path, operations=operations, force=force)
     else:
-        job_id = runner.run_classify(path=path, operations=operations, force=force, on_progress=on_progress,
-                                     on_start=on_start)["id"]
+        job_id = run_classify(runner, path=path, operations=operations, force=force, on_progress=on_progress,
+                              on_start=on_start)["id"]
     return job_public(get_classify_job(runner.engine, job_id), runner.engine, issues=not async_)
+
+
+def start_classify(runner: JobRunner, *, path: str, operations: tuple[str, ...], force: bool = True) -> int:
+    """Create a classify job of ``path`` (an indexed file or directory) and start it in the background; its id."""
+    job_id = create_classify_job(runner.engine, path=path, operations=operations, force=force)
+    return runner.submit(KIND, job_id)
+
+
+def run_classify(runner: JobRunner, *, path: str, operations: tuple[str, ...], force: bool = True,
+                 on_progress: ProgressHook | None = None,
+                 on_start: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """Create a classify job and run it in this thread; its finished row."""
+    job_id = create_classify_job(runner.engine, path=path, operations=operations, force=force)
+    return runner.run(KIND, job_id, on_progress=on_progress, on_start=on_start)

@@ -1,11 +1,14 @@
 """Indexing as a Prefect flow: one flow run per index job, with `scan <root>` and `sweep` visible as task runs.
 
-``run_index_job`` is the plain function (tests call it directly); ``index_flow`` is the same work as a Prefect flow.
-The job row in the store is the source of truth for status and progress; the flow run id is recorded on it.
+``run_index_job`` is the plain function (tests call it directly); ``index_flow`` is the same work as a Prefect flow,
+run from its parameters (the folder, the job's id in the runs table, the store's URL): by the job runner, or from
+its deployment in Prefect's UI. The job row in the store is the source of truth for status and progress; the flow
+run id is recorded on it.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -13,7 +16,13 @@ from typing import Callable
 
 from sqlalchemy.engine import Engine
 
-from flows.prefect_support import JobHooks, lazy_flow
+from prefect import flow, task
+from prefect.cache_policies import NO_CACHE
+from prefect.runtime import flow_run as current_flow_run
+
+from flows.core import hooks
+from flows.core.runner import JobKind, register_job_kind
+from flows.core.settings import run_settings
 from flows.index.indexer import Cancelled, IndexProgress, IndexResult, index_tree
 from store import jobs as store_jobs
 from store.engine import get_engine
@@ -77,34 +86,40 @@ def _counts(result: IndexResult) -> dict:
 
 # --- the Prefect flow ---------------------------------------------------------------------------------------------
 
-_hooks = JobHooks()
-register_job_hooks = _hooks.register
+
+@task(task_run_name="scan {root}", cache_policy=NO_CACHE, persist_result=False)
+def scan(store: str, run_id: int, root: str, follow_symlinks: bool, batch_size: int) -> dict:
+    """Walk the tree, write entries in batches, sweep what disappeared."""
+    engine = get_engine(store)
+    job = run_index_job(engine, job_id=run_id, root=root, follow_symlinks=follow_symlinks,
+                        cancel_event=hooks.cancel_event(run_id), on_progress=hooks.on_progress(run_id),
+                        batch_size=batch_size, flow_run_id=str(current_flow_run.get_id() or "") or None)
+    return {k: job[k] for k in ("id", "status", "files", "directories", "total_size", "removed")}
 
 
-def _build_flow():
-    from prefect import flow, task
-    from prefect.runtime import flow_run
-
-    @task(task_run_name="scan {root}", persist_result=False)
-    def scan(database_url: str, job_id: int, root: str, follow_symlinks: bool, batch_size: int) -> dict:
-        """Walk the tree, write entries in batches, sweep what disappeared."""
-        engine = get_engine(database_url)
-        job = run_index_job(engine, job_id=job_id, root=root, follow_symlinks=follow_symlinks,
-                            cancel_event=_hooks.cancel_event(job_id), on_progress=_hooks.on_progress(job_id),
-                            batch_size=batch_size, flow_run_id=str(flow_run.get_id() or "") or None)
-        return {k: job[k] for k in ("id", "status", "files", "directories", "total_size", "removed")}
-
-    @flow(name="index", flow_run_name="index {root}", persist_result=False, log_prints=False,
-          validate_parameters=False)
-    def index_flow(database_url: str, job_id: int, root: str, follow_symlinks: bool = False,
-                   batch_size: int = 2000) -> dict:
-        """Index a directory tree into the assay store."""
-        try:
-            return scan(database_url, job_id, root, follow_symlinks, batch_size)
-        finally:
-            _hooks.drop(job_id)
-
-    return index_flow
+@flow(name="index", flow_run_name="index {root}", persist_result=False, log_prints=False, validate_parameters=False)
+def index_flow(root: str, run_id: int | None = None, follow_symlinks: bool = False, batch_size: int = 2000,
+               store: str | None = None) -> dict:
+    """Index a directory tree into the assay store. From the UI give the folder; the rest is found in the store."""
+    url = store or run_settings().store_url
+    if run_id is None:  # started from Prefect with a folder alone: confined to the roots like any caller's path
+        root = run_settings().effective_roots().resolve(root, field="root")
+        run_id = store_jobs.create_job(get_engine(url), root=root, params={"trigger": "prefect"})
+    return scan(url, run_id, root, follow_symlinks, batch_size)
 
 
-index_flow = lazy_flow(_build_flow)  # index_flow() is the Prefect flow object
+def _run_plain(store: str, job_id: int) -> dict:
+    engine = get_engine(store)
+    job = store_jobs.get_job(engine, job_id=job_id)
+    params = json.loads(job["params_json"] or "{}")
+    return run_index_job(engine, job_id=job_id, root=job["root"], follow_symlinks=bool(params.get("followSymlinks")),
+                         cancel_event=hooks.cancel_event(job_id), on_progress=hooks.on_progress(job_id))
+
+
+def _parameters(job: dict, store: str) -> dict:
+    params = json.loads(job["params_json"] or "{}")
+    return {"root": job["root"], "run_id": job["id"], "follow_symlinks": bool(params.get("followSymlinks")),
+            "store": store}
+
+
+INDEX_JOBS = register_job_kind(JobKind(name="index", flow=index_flow, parameters=_parameters, run_plain=_run_plain))

@@ -6,8 +6,8 @@ import os
 import time
 from typing import Any, Callable
 
-from flows.index.flow import ProgressHook
-from flows.runner import JobRunner
+from flows.core.runner import JobRunner
+from flows.index.flow import INDEX_JOBS, ProgressHook
 from store import jobs as store_jobs
 from store.errors import InvalidInput, NotFound
 
@@ -35,10 +35,9 @@ def index_path(runner: JobRunner, *, root: str, async_: bool = True, force: bool
             }
     params = {"force": force, "maxAge": max_age, "followSymlinks": follow_symlinks}
     if async_:
-        job_id = runner.submit_index(root=root, follow_symlinks=follow_symlinks, params=params)
+        job_id = start_index_job(runner, root=root, params=params)
         return {"jobId": job_id, "root": root, "status": "pending", "statusUrl": f"synthesis://jobs/{job_id}"}
-    job = runner.run_index(root=root, follow_symlinks=follow_symlinks, on_progress=on_progress, params=params,
-                           on_start=on_start)
+    job = run_index(runner, root=root, params=params, on_progress=on_progress, on_start=on_start)
     return {
         "jobId": job["id"], "root": root, "status": job["status"], "files": job["files"],
         "directories": job["directories"], "totalSize": job["total_size"], "removed": job["removed"],
@@ -47,3 +46,16 @@ def index_path(runner: JobRunner, *, root: str, async_: bool = True, force: bool
         "error": job["error_message"],
         "statusUrl": f"synthesis://jobs/{job['id']}",
     }
+
+
+def start_index_job(runner: JobRunner, *, root: str, params: dict[str, Any] | None = None) -> int:
+    """Create an index job of ``root`` and start it in the background; its id."""
+    job_id = store_jobs.create_job(runner.engine, root=root, kind=INDEX_JOBS.name, params=params)
+    return runner.submit(INDEX_JOBS.name, job_id)
+
+
+def run_index(runner: JobRunner, *, root: str, params: dict[str, Any] | None = None,
+              on_progress: ProgressHook | None = None, on_start: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """Create an index job of ``root`` and run it in this thread; its finished row."""
+    job_id = store_jobs.create_job(runner.engine, root=root, kind=INDEX_JOBS.name, params=params)
+    return runner.run(INDEX_JOBS.name, job_id, on_progress=on_progress, on_start=on_start)

@@ -17,7 +17,8 @@ from typing import Any
 from sqlalchemy.engine import Engine
 
 from flows.roots import Roots
-from flows.runner import JobRunner
+from flows.core.runner import JobRunner
+from flows.index.service import start_index_job
 from flows.index.watch import ChangeSet, TreeWatcher, count_under
 from store import jobs as store_jobs
 from store import sources as store_sources
@@ -143,7 +144,7 @@ class SourceManager:
             if job_id is not None:
                 return {"name": name, "type": "manual", "status": "running", "started": False, "job_id": job_id,
                         "message": f"source {name} is already indexing {path} (job {job_id})"}
-            job_id = self.runner.submit_index(root=path, params={"source": name})
+            job_id = start_index_job(self.runner, root=path, params={"source": name})
             self._jobs[name] = job_id
         store_sources.set_status(self.engine, name=name, status="running")
         thread = threading.Thread(target=self._finish_manual, args=(name, job_id), name=f"assay-source {name}",

@@ -5,8 +5,6 @@ executions (as Prefect flows, in the background or in the caller's thread), and 
 from __future__ import annotations
 
 import logging
-import threading
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable
 
 from sqlalchemy.engine import Engine
@@ -14,8 +12,13 @@ from sqlalchemy.engine import Engine
 from dsl.errors import PlanValidationError, Problem
 from dsl.model import Plan
 from dsl.parse import parse_plan_text
-from flows.plans import engine as plan_exec
+from flows.core.runner import JobRunner
+from flows.plans.checks import check_plan, validated
+from flows.plans.execution import open_execution, stored_plan
+from flows.plans.flow import PLAN_JOBS
+from flows.plans.stages import DEFAULT_BATCH
 from flows.roots import Roots
+from store.engine import store_url
 from store import plans as store_plans
 from store.errors import Conflict, InvalidInput
 
@@ -23,35 +26,32 @@ log = logging.getLogger(__name__)
 
 
 class PlanService:
-    def __init__(self, engine: Engine, roots: Roots, *, use_prefect: bool = True, plans_dir=None,
-                 batch_size: int = plan_exec.DEFAULT_BATCH, id_batch_size: int | None = None) -> None:
+    """Plans and their executions; executions run on the job runner (one ``plan`` job each, see
+    :mod:`flows.plans.execution`)."""
+
+    def __init__(self, engine: Engine, roots: Roots, *, use_prefect: bool = True, plans_dir: Any = None,
+                 batch_size: int = DEFAULT_BATCH, id_batch_size: int | None = None,
+                 runner: JobRunner | None = None) -> None:
         self.engine = engine
         self.roots = roots
         self.use_prefect = use_prefect
         self.plans_dir = plans_dir  # a flows.plans.files.PlansDirectory, or None
         self.batch_size = batch_size
         self.id_batch_size = id_batch_size
-        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="assay-plan")
-        self._lock = threading.Lock()
-        self._futures: dict[int, Future] = {}
-        self._cancel: dict[int, threading.Event] = {}
-        self._plan_locks: dict[str, threading.Lock] = {}
-        self.watching = None  # a flows.plans.watch.PlanWatchers, set by the app when watching is available
+        self.runner = runner or JobRunner(engine, store_url(engine), use_prefect=use_prefect)
+        self._owns_runner = runner is None
+        self._plain = JobRunner(engine, store_url(engine), use_prefect=False, max_workers=1)
+        self.watching: Any = None  # a flows.plans.watch.PlanWatchers, set by the app when watching is available
+        self.deployments: Any = None  # flows.plans.deployments.PlanDeployments when the server serves them
 
     # -- definitions --
 
     def check(self, plan: Plan) -> Plan:
-        return plan_exec.validated(plan, roots=self.roots)
+        return validated(plan, roots=self.roots)
 
     def load(self, name: str) -> Plan:
         """The stored plan; a plan from a file resolves relative source paths against the file's folder."""
-        import os
-
-        row = store_plans.get_plan(self.engine, name=name)
-        plan = Plan.model_validate(row["definition"])
-        if row["origin_path"]:
-            plan.with_base_dir(os.path.dirname(row["origin_path"]))
-        return plan
+        return stored_plan(self.engine, name)
 
     def save(self, plan: Plan, *, create: bool | None, origin_path: str | None = None,
              write_file: bool = True) -> dict[str, Any]:
@@ -62,6 +62,8 @@ class PlanService:
             if path and row.get("origin_path") != path:
                 row = store_plans.save_plan(self.engine, definition=plan.to_object(), create=False, origin_path=path)
         self._sync_watch(plan)
+        if self.deployments is not None:
+            self.deployments.sync(plan)
         return row
 
     def delete(self, name: str) -> dict[str, Any]:
@@ -70,6 +72,8 @@ class PlanService:
             self.watching.stop(name)
         if self.plans_dir is not None:
             self.plans_dir.remove(name, row.get("origin_path"))
+        if self.deployments is not None:
+            self.deployments.remove(name)
         return row
 
     def _sync_watch(self, plan: Plan) -> None:
@@ -84,74 +88,48 @@ class PlanService:
 
     # -- executions --
 
-    def _plan_lock(self, name: str) -> threading.Lock:
-        with self._lock:
-            return self._plan_locks.setdefault(name, threading.Lock())
-
-    def execute(self, plan: Plan, *, wait: bool = False, trigger: str = "manual", restrict_ids=None,
-                scan: bool = True, use_prefect: bool | None = None,
-                on_progress: Callable[[dict], None] | None = None) -> dict[str, Any]:
+    def execute(self, plan: Plan, *, wait: bool = False, trigger: str = "manual",
+                restrict_ids: list[int] | None = None, scan: bool = True, use_prefect: bool | None = None,
+                on_progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
         """Start an execution of ``plan``; returns its row at once (status running), or when done with ``wait``."""
         if plan.status != "active":
             raise Conflict(f"plan {plan.name!r} is {plan.status}, so it does not run; plan-update with status "
                            "active makes it runnable again", field="name")
         self.check(plan)
-        execution_id = store_plans.start_execution(self.engine, plan_name=plan.name, trigger=trigger)
-        event = threading.Event()
-        run = plan_exec.PlanRun(self.engine, plan, roots=self.roots, execution_id=execution_id,
-                                batch_size=self.batch_size, id_batch_size=self.id_batch_size,
-                                restrict_ids=restrict_ids, scan=scan,
-                                cancel_event=event, on_progress=on_progress)
+        execution_id, job_id = open_execution(
+            self.engine, plan, trigger=trigger, roots=self.roots, restrict_ids=restrict_ids, scan=scan,
+            batch_size=self.batch_size, id_batch_size=self.id_batch_size)
         prefect = self.use_prefect if use_prefect is None else use_prefect
-        with self._lock:
-            self._cancel[execution_id] = event
+        runner = self.runner if prefect or not self.runner.use_prefect else self._plain
 
-        def work() -> dict[str, Any]:
-            try:
-                with self._plan_lock(plan.name):  # executions of one plan never overlap
-                    if prefect:
-                        from flows.plans.flow import run_as_flow
-
-                        try:
-                            run_as_flow(run)
-                        except Exception:
-                            log.info("plan %s execution %s ended with an error (recorded on the execution)",
-                                     plan.name, execution_id)
-                    else:
-                        plan_exec.run_stages(run)
-                row = store_plans.get_execution(self.engine, execution_id=execution_id)
-                if row["status"] == "running":  # the flow died before our code could finish the row
-                    row = store_plans.finish_execution(self.engine, execution_id=execution_id, status="error",
-                                                       error_message="the Prefect flow run failed before the "
-                                                                     "execution finished")
-                if plan.mode == "continuous" and trigger == "manual" and self.watching is not None:
-                    self.watching.ensure(plan)
-                return row
-            finally:
-                with self._lock:
-                    self._cancel.pop(execution_id, None)
-                    self._futures.pop(execution_id, None)
+        def after(_job: dict[str, Any]) -> None:
+            if plan.mode == "continuous" and trigger == "manual" and self.watching is not None:
+                self.watching.ensure(plan)
 
         if wait:
-            return work()
-        with self._lock:
-            self._futures[execution_id] = self._pool.submit(work)
+            after(runner.run(PLAN_JOBS.name, job_id, on_progress=on_progress))
+            return store_plans.get_execution(self.engine, execution_id=execution_id)
+        runner.submit(PLAN_JOBS.name, job_id, on_progress=on_progress, after=after)
         return store_plans.get_execution(self.engine, execution_id=execution_id)
 
+    def run_id(self, execution_id: int) -> int | None:
+        return store_plans.run_of_execution(self.engine, execution_id=execution_id)
+
     def wait(self, execution_id: int, timeout: float | None = None) -> dict[str, Any]:
-        with self._lock:
-            future = self._futures.get(execution_id)
-        if future is not None:
-            future.result(timeout=timeout)
+        job_id = self.run_id(execution_id)
+        if job_id is not None:
+            for runner in (self.runner, self._plain):
+                if runner.is_running_here(job_id):
+                    runner.wait(job_id, timeout=timeout)
         return store_plans.get_execution(self.engine, execution_id=execution_id)
 
     def cancel(self, execution_id: int) -> bool:
-        with self._lock:
-            event = self._cancel.get(execution_id)
-        if event is None:
+        """Ask a running execution to stop (in this process or any other); False when it is not running."""
+        job_id = self.run_id(execution_id)
+        if job_id is None:
             return False
-        event.set()
-        return True
+        runner = self._plain if self._plain.is_running_here(job_id) else self.runner
+        return bool(runner.cancel(job_id).get("cancelled"))
 
     # -- previews --
 
@@ -173,13 +151,11 @@ class PlanService:
             self.watching.resume()
 
     def shutdown(self) -> None:
-        with self._lock:
-            events = list(self._cancel.values())
-        for event in events:
-            event.set()
         if self.watching is not None:
             self.watching.shutdown()
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._plain.shutdown()
+        if self._owns_runner:
+            self.runner.shutdown()
 
 
 def validation_problems(make: Callable[[], Plan], roots: Roots, *, text: str | None = None,
@@ -193,7 +169,7 @@ def validation_problems(make: Callable[[], Plan], roots: Roots, *, text: str | N
         plan = make()
     except PlanError as exc:
         return None, exc.problems or [Problem(exc.message)]
-    problems = plan_exec.check_plan(plan, roots=roots)
+    problems = check_plan(plan, roots=roots)
     if problems and isinstance(text, str):
         problems = locate_problems(problems, text, format)
     return plan, problems

@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 
 
 def watched_sources(plan: Plan):
-    from flows.plans.engine import is_watched
+    from flows.plans.selection import is_watched
 
     for source in plan.sources:
         if is_watched(plan, source):
@@ -53,7 +53,7 @@ class PlanWatchers:
         self.ensure(plan)
 
     def _start(self, plan: Plan) -> None:
-        from flows.plans.engine import resolved_paths
+        from flows.plans.checks import resolved_paths
         from flows.index.watch import TreeWatcher
 
         watchers = []

@@ -243,7 +243,7 @@ def _scan(engine, folder: str, plan: Plan, on_progress: Callable[[dict], None] |
 def _matching(engine, plan: Plan, roots: Roots):
     """The SQL condition of the entries the plan's rule matches among its candidates."""
     from flows.plans import conditions as cond_sql
-    from flows.plans.engine import candidates_clause
+    from flows.plans.selection import candidates_clause
 
     push, residual = cond_sql.split(plan.rules[0].when)
     assert residual is None  # extension in [...] runs in SQL

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from sqlalchemy import event, inspect
+import json
+
+from sqlalchemy import event, insert, inspect, update
 from sqlmodel import SQLModel
 
 # Columns added after a store may already exist: create_all makes new tables but never adds a column, so each
@@ -16,7 +18,10 @@ ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("resource_maps", "stale", "INTEGER"),
     ("resource_maps", "metadata_json", "TEXT"),
     ("resource_maps", "updated_at", "DOUBLE PRECISION"),
+    ("plan_executions", "run_id", "INTEGER"),
 )
+
+_RUN_STATUS = {"running": "failed", "success": "completed", "partial": "completed", "error": "failed"}
 
 
 @event.listens_for(SQLModel.metadata, "after_create")
@@ -26,3 +31,30 @@ def _add_missing_columns(metadata, connection, **_kw) -> None:
     for table, column, sql_type in ADDED_COLUMNS:
         if table in tables and column not in {c["name"] for c in insp.get_columns(table)}:
             connection.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {column} {sql_type}")
+    if "plan_executions" in tables and "jobs" in tables:
+        backfill_plan_runs(connection)
+
+
+def backfill_plan_runs(connection) -> int:
+    """Give every plan execution of an older store its row in the runs table (kind "plan"), so the store's history
+    is one table of runs; returns how many it made. Runs once: later executions are made with their run."""
+    rows = connection.exec_driver_sql(
+        "SELECT id, plan_name, status, error_message, flow_run_id, started_at, completed_at, duration_ms "
+        "FROM plan_executions WHERE run_id IS NULL ORDER BY id").fetchall()
+    for execution_id, name, status, message, flow_run_id, started, completed, duration in rows:
+        run_status = "cancelled" if status == "error" and (message or "").startswith("cancelled") \
+            else _RUN_STATUS.get(status, "failed")
+        run_id = connection.execute(
+            insert(_jobs()).values(
+                kind="plan", root=name, status=run_status, progress=100.0 if run_status == "completed" else 0.0,
+                files=0, directories=0, total_size=0, removed=0, error_count=0, error_message=message,
+                params_json=json.dumps({"execution_id": execution_id}), cancel_requested=False,
+                flow_run_id=flow_run_id, created_at=started, started_at=started, completed_at=completed,
+                duration_ms=duration)).inserted_primary_key[0]
+        executions = SQLModel.metadata.tables["plan_executions"]
+        connection.execute(update(executions).where(executions.c.id == execution_id).values(run_id=run_id))
+    return len(rows)
+
+
+def _jobs():
+    return SQLModel.metadata.tables["jobs"]

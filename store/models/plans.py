@@ -58,6 +58,9 @@ class PlanExecution(SQLModel, table=True):
     started_at: float = Field(default_factory=now)
     completed_at: float | None = None
     duration_ms: int | None = None
+    # the execution's row in the runs table (jobs, kind "plan"), which the job runner follows; filled for the
+    # executions of an older store when it is opened (store.models.added_columns)
+    run_id: int | None = None
 
 
 class OutcomeRecord(SQLModel, table=True):

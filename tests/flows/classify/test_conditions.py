@@ -124,7 +124,7 @@ def test_durations_are_compared_in_seconds_with_units():
 
 
 def test_the_issue_examples_pass_validation_now_the_classifier_is_installed(store):
-    from flows.plans.engine import check_plan
+    from flows.plans.checks import check_plan
 
     for expression, obj, _ in EXAMPLES:
         for plan in forms(store.root, expression, obj).values():
@@ -313,7 +313,7 @@ def test_without_the_classifier_duplicates_is_refused_with_the_usual_message(sto
     from dsl import fields as dsl_fields
     from dsl.evaluate import FieldNotAvailable
     from flows.plans import conditions as cond_sql
-    from flows.plans.engine import check_plan
+    from flows.plans.checks import check_plan
 
     monkeypatch.setattr(dsl_fields, "INSTALLED_PRODUCERS", dsl_fields.INSTALLED_PRODUCERS - {"metadata"})
     plan = plan_of(store.root, [{"name": "r", "when": "duplicates > 0",

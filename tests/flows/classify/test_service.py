@@ -9,7 +9,9 @@ import pytest
 from sqlalchemy import select
 
 from flows.classify import service
-from flows.runner import JobRunner
+from flows.classify.service import run_classify, start_classify
+from flows.core.runner import JobRunner
+from flows.index.service import run_index
 from store import jobs as store_jobs
 from store.errors import InvalidInput, NotFound
 from store.models import Artifact
@@ -33,13 +35,13 @@ def photos(tmp_path, runner):
         (root / name).write_bytes(f"pixels {i}".encode() * 5)
     (tmp_path / "photos-other").mkdir()  # a sibling whose name starts like the folder: not under it
     (tmp_path / "photos-other" / "z.jpg").write_bytes(b"z")
-    runner.run_index(root=str(root))
-    runner.run_index(root=str(tmp_path / "photos-other"))
+    run_index(runner, root=str(root))
+    run_index(runner, root=str(tmp_path / "photos-other"))
     return root
 
 
 def test_a_job_classifies_every_indexed_file_under_the_directory_and_records_issues(runner, engine, photos, fake):
-    job = runner.run_classify(path=str(photos), operations=("thumbnail", "metadata"))
+    job = run_classify(runner, path=str(photos), operations=("thumbnail", "metadata"))
     assert job["kind"] == "classify" and job["status"] == "completed"
     assert job["progress"] == 100 and job["files"] == 4 and job["error_count"] == 1
     assert sorted(fake.calls) == ["a.jpg", "b.jpg", "bad.jpg", "c.jpg"]  # not photos-other/z.jpg
@@ -53,24 +55,24 @@ def test_a_job_classifies_every_indexed_file_under_the_directory_and_records_iss
 
 
 def test_a_job_regenerates_work_already_done_and_one_file_can_be_named(runner, engine, photos, fake):
-    runner.run_classify(path=str(photos), operations=("metadata",))
+    run_classify(runner, path=str(photos), operations=("metadata",))
     fake.calls.clear()
-    job = runner.run_classify(path=str(photos / "a.jpg"), operations=("metadata",))
+    job = run_classify(runner, path=str(photos / "a.jpg"), operations=("metadata",))
     assert job["status"] == "completed" and fake.calls == ["a.jpg"] and job["files"] == 1
     fake.calls.clear()
-    runner.run_classify(path=str(photos), operations=("metadata",), force=False)
+    run_classify(runner, path=str(photos), operations=("metadata",), force=False)
     assert fake.calls == []  # without force nothing is redone, not even the file that failed on the same bytes
 
 
 def test_every_file_failing_fails_the_job(runner, engine, photos, fake):
-    job = runner.run_classify(path=str(photos / "bad.jpg"), operations=("metadata",))
+    job = run_classify(runner, path=str(photos / "bad.jpg"), operations=("metadata",))
     assert job["status"] == "failed" and "every file failed" in job["error_message"]
 
 
 def test_a_path_not_in_the_index_is_refused_with_what_to_do(runner, tmp_path, fake):
     (tmp_path / "new").mkdir()
     with pytest.raises(NotFound, match="not in the index; index it first"):
-        runner.submit_classify(path=str(tmp_path / "new"), operations=("metadata",))
+        start_classify(runner, path=str(tmp_path / "new"), operations=("metadata",))
     with pytest.raises(InvalidInput, match="use any of: all, thumbnail"):
         service.check_operations(["thumbnail", "sharpen"])
 
@@ -78,9 +80,9 @@ def test_a_path_not_in_the_index_is_refused_with_what_to_do(runner, tmp_path, fa
 def test_cancelling_a_running_job_stops_it_between_files(runner, engine, photos, fake):
     for i in range(30):
         (photos / f"more{i:02}.jpg").write_bytes(b"m" * (i + 1))
-    runner.run_index(root=str(photos))
+    run_index(runner, root=str(photos))
     fake.gate = threading.Event()
-    job_id = runner.submit_classify(path=str(photos), operations=("thumbnail",))
+    job_id = start_classify(runner, path=str(photos), operations=("thumbnail",))
     wait_for(lambda: fake.calls, what="the job to reach the classifier")
     runner.cancel(job_id)
     fake.gate.set()
@@ -93,7 +95,7 @@ def test_cancelling_a_running_job_stops_it_between_files(runner, engine, photos,
 def test_the_job_runs_as_the_prefect_flow_classify(engine, photos, fake):
     runner = JobRunner(engine, str(engine.url), use_prefect=True)
     try:
-        job = runner.run_classify(path=str(photos / "sub"), operations=("metadata",))
+        job = run_classify(runner, path=str(photos / "sub"), operations=("metadata",))
     finally:
         runner.shutdown()
     assert job["status"] == "completed" and job["files"] == 1 and job["flow_run_id"]

@@ -14,7 +14,7 @@ from dsl.model import Plan
 from flows.documents import executor as ex
 from flows.documents import service
 from flows.documents.formats import EXTENSIONS
-from flows.plans.engine import check_plan
+from flows.plans.checks import check_plan
 from flows.plans.service import PlanService, merge_update
 from flows.plans.watch import PlanWatchers
 from flows.roots import Roots

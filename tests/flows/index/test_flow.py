@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 import uuid
 
-from flows.runner import JobRunner
+from flows.core.runner import JobRunner
+from flows.index.service import run_index, start_index_job
 from store import entries
 
 
@@ -31,7 +32,7 @@ def prefect_runs(flow_run_id: str):
 def test_index_job_runs_as_a_prefect_flow_with_a_named_scan_task(engine, tree, data_dir):
     runner = JobRunner(engine, str(engine.url), use_prefect=True)
     try:
-        job = runner.run_index(root=str(tree))
+        job = run_index(runner, root=str(tree))
     finally:
         runner.shutdown()
     assert job["status"] == "completed" and job["files"] == 10
@@ -52,7 +53,7 @@ def test_index_job_runs_as_a_prefect_flow_with_a_named_scan_task(engine, tree, d
 def test_async_index_job_through_prefect_completes_in_the_background(engine, tree):
     runner = JobRunner(engine, str(engine.url), use_prefect=True)
     try:
-        job_id = runner.submit_index(root=str(tree))
+        job_id = start_index_job(runner, root=str(tree))
         job = runner.wait(job_id, timeout=120)
     finally:
         runner.shutdown()

@@ -13,7 +13,7 @@ import flows.index.indexer as indexer_mod
 from flows.index.flow import run_index_job
 from flows.index.indexer import Cancelled, index_tree
 from flows.index.service import index_path
-from flows.runner import JobRunner
+from flows.core.runner import JobRunner
 from store import entries, jobs
 from tests.flows.index.checks import assert_store_consistent, stored_under, vanishing_mid_walk
 

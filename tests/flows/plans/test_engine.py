@@ -9,7 +9,7 @@ import pytest
 from dsl.model import Plan
 from flows import outcomes as flow_outcomes
 from flows.plans.service import PlanService
-from flows.plans.engine import check_plan
+from flows.plans.checks import check_plan
 from flows.roots import Roots
 from store import plans as store_plans
 from store import queries as store_queries

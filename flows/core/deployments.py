@@ -1,0 +1,119 @@
+"""Deployments of assay's flows, served from the ``assay serve`` process, so that a person can run, retry and cancel
+them from Prefect's UI.
+
+A Prefect :class:`~prefect.runner.Runner` runs in a thread of its own (with its own event loop): it creates the
+deployments (one per plan, named after it, and one for index and classify jobs), polls Prefect for their scheduled
+runs — a Run pressed in the UI, a Retry of a failed run, a schedule — and runs each in a *spawned* subprocess
+(Prefect's ``run_flow_in_subprocess``: never a fork of this threaded process), which it owns: it kills it on a
+cancel from the UI and when the server stops. Such a run finds everything else in the store, through the settings
+this process exported to its environment (data dir, store URL, roots), so it does what the same run does when an
+agent starts it.
+
+A run an agent starts is a flow run of the plan's deployment too (``flow_run_for``), executed in this process: the UI
+shows it under the deployment, and a Retry of it, once failed, is run by the Runner from its parameters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+from typing import Any
+from uuid import UUID
+
+from prefect.client.orchestration import get_client
+from prefect.deployments.runner import EntrypointType
+from prefect.runner import Runner
+
+log = logging.getLogger(__name__)
+
+START_TIMEOUT = 120.0  # seconds for the Runner to create its first deployments on a busy machine
+
+
+class Deployments:
+    """The Runner thread and the deployments it serves; ``add``/``remove`` may be called from any thread."""
+
+    def __init__(self, *, name: str | None = None) -> None:
+        self.name = name or f"assay-{os.getpid()}"
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._runner: Runner | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._failed: BaseException | None = None
+        self._ids: dict[str, UUID] = {}
+        self._lock = threading.Lock()
+
+    # -- life --
+
+    def start(self, initial: list[tuple[Any, str, dict[str, Any], str]]) -> None:
+        """Start the Runner with deployments ``(flow, name, parameters, description)``; returns once they exist."""
+        self._thread = threading.Thread(target=self._main, args=(initial,), name="assay-deployments", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(START_TIMEOUT):
+            raise RuntimeError(f"Prefect's runner did not start within {START_TIMEOUT:.0f} s")
+        if self._failed is not None:
+            raise RuntimeError(f"serving deployments failed: {self._failed}") from self._failed
+
+    def _main(self, initial: list[tuple[Any, str, dict[str, Any], str]]) -> None:
+        try:
+            asyncio.run(self._serve(initial))
+        except BaseException as exc:  # noqa: BLE001 (reported to start(), or logged when it happens later)
+            if not self._ready.is_set():
+                self._failed = exc
+                self._ready.set()
+            else:
+                log.exception("Prefect's runner stopped")
+
+    async def _serve(self, initial: list[tuple[Any, str, dict[str, Any], str]]) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._runner = Runner(name=self.name, pause_on_shutdown=False, query_seconds=2)
+        for flow, name, parameters, description in initial:
+            await self._add(flow, name, parameters, description)
+        self._ready.set()
+        await self._runner.start()
+
+    async def _add(self, flow: Any, name: str, parameters: dict[str, Any], description: str) -> UUID:
+        deployment_id = await self._runner.aadd_flow(
+            flow, name=name, parameters=parameters, description=description,
+            entrypoint_type=EntrypointType.MODULE_PATH, enforce_parameter_schema=False)
+        with self._lock:
+            self._ids[f"{flow.name}/{name}"] = deployment_id
+        return deployment_id
+
+    def add(self, flow: Any, name: str, parameters: dict[str, Any], description: str) -> UUID | None:
+        """Create (or update) deployment ``name`` of ``flow`` and serve it; None when the Runner is not running."""
+        if self._loop is None or not self._ready.is_set():
+            return None
+        future = asyncio.run_coroutine_threadsafe(self._add(flow, name, parameters, description), self._loop)
+        return future.result(timeout=60)
+
+    def remove(self, flow: Any, name: str) -> None:
+        """Delete deployment ``name`` of ``flow`` (a deleted plan's)."""
+        with self._lock:
+            deployment_id = self._ids.pop(f"{flow.name}/{name}", None)
+        if deployment_id is None or self._loop is None:
+            return
+
+        async def delete() -> None:
+            async with get_client() as client:
+                await client.delete_deployment(deployment_id)
+
+        try:
+            asyncio.run_coroutine_threadsafe(delete(), self._loop).result(timeout=30)
+        except Exception:  # noqa: BLE001 (the deployment stays in the UI; runs of it find no plan)
+            log.warning("deleting deployment %s failed", name, exc_info=True)
+
+    def deployment_id(self, flow: Any, name: str) -> UUID | None:
+        with self._lock:
+            return self._ids.get(f"{flow.name}/{name}")
+
+    def stop(self) -> None:
+        """Stop polling, cancel the runs the Runner started (their subprocesses end) and end the thread."""
+        if self._loop is not None and self._runner is not None and self._runner.started:
+            try:
+                asyncio.run_coroutine_threadsafe(self._runner.astop(), self._loop).result(timeout=30)
+            except Exception:  # noqa: BLE001 (shutting down: what could not stop is logged)
+                log.warning("stopping Prefect's runner failed", exc_info=True)
+        if self._thread is not None:
+            self._thread.join(timeout=30)

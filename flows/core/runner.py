@@ -1,0 +1,168 @@
+"""The one job runner: every kind of long work — index jobs, classifier jobs, plan executions (text extraction,
+embedding and map building run inside those) — is a row of the runs table (``store.jobs``, with its ``kind``) and a
+Prefect flow run of that kind's flow, called with small serialisable parameters (``JobKind.parameters``).
+
+The runner starts a job in a worker thread of its own (``submit``) or in the caller's thread (``run``), hands it the
+in-process extras a flow's parameters cannot carry (a cancel event, a progress callback: :mod:`flows.core.hooks`),
+waits for it, cancels it, and at ``shutdown`` asks every job it runs to stop and waits for them. A flow that dies
+before its code finished the row (a crash inside Prefect, say) leaves the row failed, not running.
+
+Without Prefect (``use_prefect=False``: tests, a store opened by a script) the same kind runs through
+``JobKind.run_plain``, the plain function its flow wraps, with the same row, events and progress.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from sqlalchemy.engine import Engine
+
+from flows.core import hooks
+from flows.core.prefect import flow_settings
+from store import jobs as store_jobs
+from store.engine import share_engine
+
+log = logging.getLogger(__name__)
+
+ProgressHook = Callable[[Any], None]
+
+
+@dataclass(frozen=True)
+class JobKind:
+    """How one kind of job runs: ``flow`` is its Prefect flow, called with ``parameters(job_row, store_url)``;
+    ``run_plain(store_url, job_id)`` does the same work without Prefect (the hooks are registered either way);
+    ``finish_failed(engine, job_id, message)`` records a flow that died before the job's row was finished."""
+
+    name: str
+    flow: Any
+    parameters: Callable[[dict[str, Any], str], dict[str, Any]]
+    run_plain: Callable[[str, int], Any]
+    finish_failed: Callable[[Engine, int, str], None] | None = None
+
+
+KINDS: dict[str, JobKind] = {}
+
+
+def register_job_kind(kind: JobKind) -> JobKind:
+    """Register a kind of job (a capability does, once); a second registration of a name is an error."""
+    if kind.name in KINDS:
+        raise ValueError(f"a job kind named {kind.name!r} is already registered")
+    KINDS[kind.name] = kind
+    return kind
+
+
+def job_kind(name: str) -> JobKind:
+    try:
+        return KINDS[name]
+    except KeyError:
+        raise LookupError(f"no job kind {name!r}; registered: {', '.join(sorted(KINDS)) or 'none'}") from None
+
+
+class JobRunner:
+    """Owns the worker threads and the in-process cancel events of the jobs this process runs."""
+
+    def __init__(self, engine: Engine, database_url: str, *, use_prefect: bool = True, max_workers: int = 2) -> None:
+        self.engine = engine
+        self.database_url = database_url
+        self.use_prefect = use_prefect
+        share_engine(database_url, engine)  # the flows this process runs find this engine by the store's URL
+        self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="assay-job")
+        self._events: dict[int, threading.Event] = {}
+        self._futures: dict[int, Future[dict[str, Any]]] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+
+    # -- starting --
+
+    def submit(self, kind: str, job_id: int, *, on_progress: ProgressHook | None = None,
+               after: Callable[[dict[str, Any]], None] | None = None) -> int:
+        """Start job ``job_id`` (a row of kind ``kind``) in the background; returns its id at once. ``after`` gets
+        the finished row (in the worker thread)."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the job runner is shut down")
+            self._events[job_id] = threading.Event()
+            self._futures[job_id] = self._pool.submit(self._execute, kind, job_id, on_progress, after)
+        return job_id
+
+    def run(self, kind: str, job_id: int, *, on_progress: ProgressHook | None = None,
+            on_start: Callable[[int], None] | None = None) -> dict[str, Any]:
+        """Run job ``job_id`` in this thread; returns its finished row. ``on_start`` gets the id before the work
+        starts (so another thread can cancel it)."""
+        with self._lock:
+            self._events.setdefault(job_id, threading.Event())
+        if on_start is not None:
+            on_start(job_id)
+        return self._execute(kind, job_id, on_progress, None)
+
+    def _execute(self, kind_name: str, job_id: int, on_progress: ProgressHook | None,
+                 after: Callable[[dict[str, Any]], None] | None) -> dict[str, Any]:
+        kind = job_kind(kind_name)
+        with self._lock:
+            event = self._events.setdefault(job_id, threading.Event())
+        hooks.register(job_id, cancel_event=event, on_progress=on_progress)
+        try:
+            if self.use_prefect:
+                job = store_jobs.get_job(self.engine, job_id=job_id)
+                try:
+                    with flow_settings():
+                        kind.flow(**kind.parameters(job, self.database_url))
+                except Exception:
+                    log.exception("%s flow for job %s failed", kind_name, job_id)
+            else:
+                try:
+                    kind.run_plain(self.database_url, job_id)
+                except Exception:
+                    log.exception("%s job %s failed", kind_name, job_id)
+            job = store_jobs.get_job(self.engine, job_id=job_id)
+            if job["status"] in store_jobs.ACTIVE:  # the flow died before its code could finish the row
+                message = "the Prefect flow run failed before the job finished"
+                if kind.finish_failed is not None:
+                    kind.finish_failed(self.engine, job_id, message)
+                else:
+                    store_jobs.finish_job(self.engine, job_id=job_id, status="failed", error_message=message)
+                job = store_jobs.get_job(self.engine, job_id=job_id)
+            if after is not None:
+                after(job)
+            return job
+        finally:
+            hooks.drop(job_id)
+            with self._lock:
+                self._events.pop(job_id, None)
+                self._futures.pop(job_id, None)
+
+    # -- following and stopping --
+
+    def cancel(self, job_id: int) -> dict[str, Any]:
+        """Ask job ``job_id`` to stop: its row's cancel flag (seen by a run in any process) and, when it runs here,
+        its event. Returns the row with ``cancelled`` and ``message``."""
+        result = store_jobs.request_cancel(self.engine, job_id=job_id)
+        with self._lock:
+            event = self._events.get(job_id)
+        if event is not None:
+            event.set()
+        return result
+
+    def is_running_here(self, job_id: int) -> bool:
+        with self._lock:
+            return job_id in self._events
+
+    def wait(self, job_id: int, timeout: float | None = None) -> dict[str, Any]:
+        with self._lock:
+            future = self._futures.get(job_id)
+        if future is not None:
+            future.result(timeout=timeout)
+        return store_jobs.get_job(self.engine, job_id=job_id)
+
+    def shutdown(self) -> None:
+        """Ask every job of this process to stop, then wait for the worker threads (each job keeps what it wrote)."""
+        with self._lock:
+            self._closed = True
+            events = list(self._events.values())
+        for event in events:
+            event.set()
+        self._pool.shutdown(wait=True, cancel_futures=True)
