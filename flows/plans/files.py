@@ -3,12 +3,14 @@ files are reported (plan-list's file_errors, the log) without stopping anything;
 are written back, so the directory stays the source of truth.
 
 Files: ``*.yaml`` / ``*.yml`` / ``*.json`` and DSL text in ``*.plan``. A plan loaded from a file is written back to
-that file in its own format; a new plan goes to ``<name>.yaml``. Deleting a file deletes its plan.
+that file in its own format, changing only what changed (comments, key order and layout elsewhere stay; see
+:mod:`flows.plans.file_edits`); a new plan goes to ``<name>.yaml``. Deleting a file deletes its plan.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import threading
@@ -19,12 +21,14 @@ from dsl.errors import PlanError
 from dsl.model import Plan
 from dsl.parse import parse_plan_text
 from dsl.printer import plan_to_dsl, plan_to_yaml
+from flows.plans.file_edits import edit_plan_text
 from store import plans as store_plans
 from store.errors import AssayError
 
 log = logging.getLogger(__name__)
 
 PLAN_SUFFIXES = (".yaml", ".yml", ".json", ".plan")
+_FORMATS = {".json": "json", ".plan": "dsl"}  # any other plan file is YAML
 
 
 def _digest(text: str) -> str:
@@ -71,8 +75,7 @@ class PlansDirectory:
         if self._written.get(key) == _digest(text):
             return None  # our own write coming back
         try:
-            plan = parse_plan_text(text, format="dsl" if file.suffix == ".plan" else
-                                   "json" if file.suffix == ".json" else "yaml", source=file.name)
+            plan = parse_plan_text(text, format=_FORMATS.get(file.suffix.lower(), "yaml"), source=file.name)
             plan.with_base_dir(str(self.path))
             existing = store_plans.find_plan(self.service.engine, name=plan.name)
             other = existing["origin_path"] if existing else None
@@ -111,14 +114,17 @@ class PlansDirectory:
         existing = store_plans.find_plan(self.service.engine, name=plan.name)
         origin = existing["origin_path"] if existing else None
         target = Path(origin) if origin and Path(origin).parent == self.path else self.path / f"{plan.name}.yaml"
-        if target.suffix == ".plan":
-            text = plan_to_dsl(plan)
-        elif target.suffix == ".json":
-            import json
-
-            text = json.dumps(plan.to_object(), indent=2) + "\n"
-        else:
-            text = plan_to_yaml(plan)
+        format = _FORMATS.get(target.suffix.lower(), "yaml")
+        text = None
+        try:
+            previous = target.read_text()
+        except (OSError, UnicodeDecodeError):  # a new file, or one that is not text
+            previous = None
+        if previous is not None:  # change only what changed: what people wrote in the file stays
+            text = edit_plan_text(previous, plan, format)
+        if text is None:
+            text = plan_to_dsl(plan) if format == "dsl" else \
+                json.dumps(plan.to_object(), indent=2) + "\n" if format == "json" else plan_to_yaml(plan)
         self.path.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{target.name}.tmp")
         tmp.write_text(text)

@@ -1,0 +1,157 @@
+"""DSL plan files edited statement by statement: the statements whose printed form changed are rewritten, new ones
+go after the statement before them in the printer's order, removed ones are deleted; comments, blank lines and the
+layout of every other statement stay. Used by :func:`flows.plans.file_edits.edit_plan_text`.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+
+from lark import Token, Tree
+
+from dsl.grammar import PARSER
+from dsl.model import Plan
+from dsl.printer import plan_to_dsl
+
+__all__ = ["Unsupported", "edit_dsl"]
+
+
+class Unsupported(Exception):
+    """The file's shape is one that is not edited in place (the caller writes the plan whole)."""
+
+
+@dataclass
+class _Statement:
+    key: tuple[str, ...]
+    start: int  # line indexes (from 0) of its first and last line
+    end: int
+    head_end: int = -1  # a rule: the last line of ``rule NAME when ...``
+    dos: list[tuple[int, int]] = field(default_factory=list)  # a rule: the first and last line of each do line
+
+
+def _statements(text: str, plan: Plan) -> list[_Statement]:
+    """The top-level statements of DSL ``text`` (whose plan is ``plan``) with their lines, keyed like
+    :func:`_units`."""
+    tree = PARSER.parse(text if text.endswith("\n") else text + "\n", start="plan")
+    name = tree.children[0]
+    found = [_Statement(("plan",), name.line - 1, name.end_line - 1)]
+    sources, rules = iter(plan.sources), iter(plan.rules)
+    for node in tree.children[1:]:
+        if not isinstance(node, Tree):
+            raise Unsupported(f"unexpected {node!r} in the plan's parse tree")
+        kind = str(node.data)
+        key = (kind, next(sources).name) if kind == "source" else (kind, next(rules).name) if kind == "rule" \
+            else (kind,)
+        statement = _Statement(key, node.meta.line - 1, node.meta.end_line - 2)  # its end counts the newline
+        if kind == "rule":
+            head, condition = node.children[0], node.children[1]
+            last = condition.meta.end_line if isinstance(condition, Tree) else \
+                condition.end_line if isinstance(condition, Token) else head.end_line
+            statement.head_end = last - 1
+            statement.dos = [(d.meta.line - 1, d.meta.end_line - 2) for d in node.children[2:]]
+        found.append(statement)
+    return found
+
+
+def _units(plan: Plan) -> dict[tuple[str, ...], list[str]]:
+    """Each statement of ``plan`` as the printer writes it, by key (``("rule", name)``): its line, and for a rule
+    its do lines after it (without their indentation)."""
+    units: dict[tuple[str, ...], list[str]] = {}
+    sources, rules = iter(plan.sources), iter(plan.rules)
+    key: tuple[str, ...] = ()
+    for line in plan_to_dsl(plan).splitlines():
+        if line.startswith(" "):
+            units[key].append(line.strip())
+            continue
+        kind = line.split(" ", 1)[0]
+        key = (kind, next(sources).name) if kind == "source" else (kind, next(rules).name) if kind == "rule" \
+            else (kind,)
+        units[key] = [line]
+    return units
+
+
+def _comment_at(line: str) -> int | None:
+    """Where the ``#`` comment of a DSL line starts (outside quoted text), or None."""
+    quote, i = "", 0
+    while i < len(line):
+        char = line[i]
+        if quote and char == "\\":
+            i += 1
+        elif quote and char == quote:
+            quote = ""
+        elif not quote and char in "\"'":
+            quote = char
+        elif not quote and char == "#":
+            return i
+        i += 1
+    return None
+
+
+def _relined(statement: str, first: str, last: str) -> str:
+    """``statement`` written where ``first``..``last`` were: with the first line's indentation and the last line's
+    comment (at its column when there is room)."""
+    line = first[:len(first) - len(first.lstrip())] + statement.strip()
+    at = _comment_at(last)
+    if at is None:
+        return line
+    return line.ljust(at) + last[at:] if len(line) < at else f"{line}  {last[at:]}"
+
+
+def _indent(line: str) -> str:
+    return line[:len(line) - len(line.lstrip())]
+
+
+def edit_dsl(text: str, old: Plan, new: Plan) -> str | None:
+    lines = text.split("\n")
+    statements = _statements(text, old)
+    where = {s.key: s for s in statements}
+    was, now = _units(old), _units(new)
+    if len(where) != len(statements) or set(where) != set(was):
+        return None  # a statement given twice: the file is not in a shape this module edits
+    do_indent = next((_indent(lines[s.dos[0][0]]) for s in statements if s.dos), "  ")
+    replaced: list[tuple[int, int, list[str]]] = []
+    inserted: dict[int, list[str]] = {}
+    for s in statements:
+        if s.key not in now:
+            replaced.append((s.start, s.end + 1, []))
+        elif was[s.key] != now[s.key] and s.key[0] == "rule":
+            _rule_edits(lines, s, was[s.key], now[s.key], replaced, inserted)
+        elif was[s.key] != now[s.key]:
+            replaced.append((s.start, s.end + 1, [_relined(now[s.key][0], lines[s.start], lines[s.end])]))
+    anchor = where[("plan",)]
+    for key, unit in now.items():  # new statements go after the one before them in the printer's order
+        if key in where:
+            anchor = where[key]
+            continue
+        at = anchor.end + 1
+        gap = key[0] == "rule" and at + 1 < len(lines) and not lines[at].strip()
+        inserted.setdefault(at, []).extend([""] * gap + [unit[0]] + [do_indent + d for d in unit[1:]])
+    edits = replaced + [(at, at, added) for at, added in inserted.items()]
+    for start, end, added in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
+        lines[start:end] = added
+    return "\n".join(lines)
+
+
+def _rule_edits(lines: list[str], s: _Statement, was: list[str], now: list[str],
+                replaced: list[tuple[int, int, list[str]]], inserted: dict[int, list[str]]) -> None:
+    """The edits of one rule: its head line, and its do lines matched in order."""
+    if len(was) - 1 != len(s.dos):
+        raise Unsupported(f"rule {s.key[1]}: its do lines do not match its outcomes")
+    if was[0] != now[0]:
+        replaced.append((s.start, s.head_end + 1, [_relined(now[0], lines[s.start], lines[s.head_end])]))
+    indent = _indent(lines[s.dos[0][0]]) if s.dos else "  "
+    old_dos, new_dos = was[1:], now[1:]
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old_dos, new_dos, autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        if tag == "replace" and i2 - i1 == j2 - j1:
+            for i, j in zip(range(i1, i2), range(j1, j2)):
+                first, last = s.dos[i]
+                replaced.append((first, last + 1, [_relined(new_dos[j], lines[first], lines[last])]))
+            continue
+        for i in range(i1, i2):
+            replaced.append((s.dos[i][0], s.dos[i][1] + 1, []))
+        if j2 > j1:
+            at = s.dos[i1 - 1][1] + 1 if i1 > 0 else s.head_end + 1
+            inserted.setdefault(at, []).extend(indent + d for d in new_dos[j1:j2])
