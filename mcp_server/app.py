@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -13,6 +14,13 @@ from pydantic import ValidationError
 from sqlalchemy.engine import Engine
 
 from flows.capabilities import load_capabilities
+from flows.classify.service import classify_deployment
+from flows.core import prefect
+from flows.core.deployments import Deployments
+from flows.core.prefect import ui_url
+from flows.core.settings import export_for_runs
+from flows.index.flow import index_deployment
+from flows.plans.deployments import PlanDeployments
 from flows.roots import Roots
 from flows.core.runner import JobRunner
 from flows.index.sources import SourceManager
@@ -55,6 +63,8 @@ class AssayApp:
     preferences: dict = field(default_factory=dict)  # session preferences (also persisted in the store)
     sources: SourceManager | None = None  # live and manual sources (reference 000, "Source Management")
     control: ControlSocket | None = None  # <data dir>/assay.sock: `assay index` hands its jobs to this process
+    deployments: Deployments | None = None  # the deployments this serving process runs for Prefect's UI
+    prefect_url: str | None = None  # Prefect's API this process reports to, once it answers
 
     @classmethod
     def create(cls, settings: Settings, *, reap: bool = True) -> "AssayApp":
@@ -84,9 +94,7 @@ class AssayApp:
         """What a serving process runs beside the protocol: starting Prefect, reloading plan files, resuming
         continuous plans, listening for command-line calls (mcp_server/control.py)."""
         if self.settings.use_prefect:
-            from flows.prefect_support import warm_up
-
-            warm_up()
+            self._start_prefect()
         from flows import capabilities
         from mcp_server.control import ControlSocket
 
@@ -98,7 +106,42 @@ class AssayApp:
         capabilities.start_plans(self.plans, self.roots, self.settings)  # plans that ship with a capability
         self.plans.resume()
 
+    def _start_prefect(self) -> None:
+        """Bring Prefect up in a thread (its server with the UI, unless told otherwise), then serve the deployments of
+        the plans, of index and of classify jobs, so runs can be started, retried and cancelled from the UI."""
+        settings = self.settings
+        export_for_runs(data_dir=settings.data_dir, store_url=settings.db_url, roots=self.roots.paths)
+        prefect.configure(settings.data_dir, ui=settings.prefect_ui, port=settings.prefect_port)
+
+        def start() -> None:
+            try:
+                self.prefect_url = prefect.ensure_api()
+                deployments = Deployments()
+                plans = PlanDeployments(self.engine, deployments)
+                deployments.start([*plans.initial(), index_deployment(), classify_deployment()])
+                self.deployments = deployments
+                self.runner.deployments = deployments
+                self.plans.deployments = plans
+                log.info("Prefect is ready: %s; assay's flows are served as deployments", ui_url(self.prefect_url))
+            except Exception:  # the first flow run tries again and reports what is wrong
+                log.exception("starting Prefect failed")
+
+        self._prefect_thread = threading.Thread(target=start, name="assay-prefect-start", daemon=True)
+        self._prefect_thread.start()
+
+    def wait_for_prefect(self, timeout: float | None = None) -> str | None:
+        """Prefect's API URL once it answers (None when it did not start)."""
+        thread = getattr(self, "_prefect_thread", None)
+        if thread is not None:
+            thread.join(timeout)
+        return self.prefect_url
+
     def close(self) -> None:
+        if self.deployments is not None:
+            self.runner.deployments = None
+            self.plans.deployments = None
+            self.deployments.stop()
+            self.deployments = None
         if self.control is not None:
             self.control.stop()  # first: no new calls; those running are cancelled and answered
             self.control = None

@@ -9,6 +9,7 @@ The YAML file uses reference 000's keys (``server.port``, ``server.host``, ``ser
     roots: [~/Photos, ~/Documents]
     tools: {groups: [indexing, navigation, resource-sets]}
     plans: {dir: ./plans}
+    prefect: {ui: true, port: 4200}
 """
 
 from __future__ import annotations
@@ -58,10 +59,17 @@ class PlansSection(BaseModel):
     dir: str | None = None
 
 
+class PrefectSection(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    ui: bool | None = None
+    port: int | None = Field(default=None, ge=0, le=65535)
+
+
 class ConfigFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
     server: ServerSection = ServerSection()
     plans: PlansSection = PlansSection()
+    prefect: PrefectSection = PrefectSection()
     data_dir: str | None = None
     database: DatabaseSection = DatabaseSection()
     roots: list[str] | None = None
@@ -86,6 +94,10 @@ class Settings(BaseModel):
     public_url: str | None = None
     tool_groups: list[str] | None = None  # None: every group
     use_prefect: bool = True
+    # a serving process starts Prefect's server with its UI on this loopback port (0 or taken: any free port);
+    # False: the bare API, no UI (``--no-ui``)
+    prefect_ui: bool = True
+    prefect_port: int = Field(default=4200, ge=0, le=65535)
     plans_dir: Path | None = None
 
     @field_validator("tool_groups")
@@ -124,7 +136,7 @@ def _read_config_file(path: Path) -> ConfigFile:
         )
         raise ConfigError(
             f"config file {path}: {problems}. Known keys: server.transport, server.host, server.port, "
-            "server.cors_origins, server.cors_credentials, server.allowed_hosts, server.public_url, data_dir, database.url, roots, tools.groups, plans.dir",
+            "server.cors_origins, server.cors_credentials, server.allowed_hosts, server.public_url, data_dir, database.url, roots, tools.groups, plans.dir, prefect.ui, prefect.port",
             field="config",
         ) from None
 
@@ -147,6 +159,7 @@ def load_settings(cli: dict[str, Any] | None = None, *, config_file: str | Path 
             "public_url": srv.public_url, "data_dir": cfg.data_dir, "database_url": cfg.database.url,
             "statement_timeout": cfg.database.statement_timeout,
             "roots": cfg.roots, "tool_groups": cfg.tools.groups, "plans_dir": cfg.plans.dir,
+            "prefect_ui": cfg.prefect.ui, "prefect_port": cfg.prefect.port,
         }.items() if v is not None})
     if env.get("ASSAY_DATA_DIR"):
         values["data_dir"] = env["ASSAY_DATA_DIR"]
@@ -164,6 +177,10 @@ def load_settings(cli: dict[str, Any] | None = None, *, config_file: str | Path 
         values["public_url"] = env["ASSAY_PUBLIC_URL"]
     if env.get("ASSAY_PLANS_DIR"):
         values["plans_dir"] = env["ASSAY_PLANS_DIR"]
+    if env.get("ASSAY_PREFECT_UI"):
+        values["prefect_ui"] = env["ASSAY_PREFECT_UI"].strip().lower() not in ("0", "false", "no", "off")
+    if env.get("ASSAY_PREFECT_PORT"):
+        values["prefect_port"] = env["ASSAY_PREFECT_PORT"]
     if env.get("ASSAY_TOOL_GROUPS"):
         values["tool_groups"] = _split(env["ASSAY_TOOL_GROUPS"], ",")
     values.update({k: v for k, v in (cli or {}).items() if v not in (None, [], ())})

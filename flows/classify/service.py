@@ -293,6 +293,11 @@ def _parameters(job: dict[str, Any], store: str) -> dict[str, Any]:
             "force": bool(options.get("force", True)), "store": store}
 
 
+def classify_deployment() -> tuple[Any, str, dict[str, Any], str, bool]:
+    """The deployment "classify" of the classify flow: Run in Prefect's UI asks for the path."""
+    return (classify_flow, KIND, {}, "Regenerate thumbnails, timelines and metadata of indexed files at a path", False)
+
+
 CLASSIFY_JOBS = register_job_kind(JobKind(name=KIND, flow=classify_flow, parameters=_parameters,
                                           run_plain=lambda store, job_id: run_classify_job(store, job_id)))
 

@@ -24,10 +24,14 @@ from uuid import UUID
 
 from prefect.client.orchestration import get_client
 from prefect.deployments.runner import EntrypointType
+from prefect.client.schemas.objects import FlowRun
 from prefect.runner import Runner
+from prefect.states import Pending
 
 log = logging.getLogger(__name__)
 
+# (flow, deployment name, default parameters, description, paused)
+DeploymentSpec = tuple[Any, str, dict[str, Any], str, bool]
 START_TIMEOUT = 120.0  # seconds for the Runner to create its first deployments on a busy machine
 
 
@@ -46,8 +50,8 @@ class Deployments:
 
     # -- life --
 
-    def start(self, initial: list[tuple[Any, str, dict[str, Any], str]]) -> None:
-        """Start the Runner with deployments ``(flow, name, parameters, description)``; returns once they exist."""
+    def start(self, initial: list[DeploymentSpec]) -> None:
+        """Start the Runner with ``initial`` deployments; returns once they exist."""
         self._thread = threading.Thread(target=self._main, args=(initial,), name="assay-deployments", daemon=True)
         self._thread.start()
         if not self._ready.wait(START_TIMEOUT):
@@ -55,7 +59,7 @@ class Deployments:
         if self._failed is not None:
             raise RuntimeError(f"serving deployments failed: {self._failed}") from self._failed
 
-    def _main(self, initial: list[tuple[Any, str, dict[str, Any], str]]) -> None:
+    def _main(self, initial: list[DeploymentSpec]) -> None:
         try:
             asyncio.run(self._serve(initial))
         except BaseException as exc:  # noqa: BLE001 (reported to start(), or logged when it happens later)
@@ -65,28 +69,42 @@ class Deployments:
             else:
                 log.exception("Prefect's runner stopped")
 
-    async def _serve(self, initial: list[tuple[Any, str, dict[str, Any], str]]) -> None:
+    async def _serve(self, initial: list[DeploymentSpec]) -> None:
         self._loop = asyncio.get_running_loop()
         self._runner = Runner(name=self.name, pause_on_shutdown=False, query_seconds=2)
-        for flow, name, parameters, description in initial:
-            await self._add(flow, name, parameters, description)
+        for spec in initial:
+            await self._add(*spec)
         self._ready.set()
         await self._runner.start()
 
-    async def _add(self, flow: Any, name: str, parameters: dict[str, Any], description: str) -> UUID:
+    async def _add(self, flow: Any, name: str, parameters: dict[str, Any], description: str,
+                   paused: bool = False) -> UUID:
+        assert self._runner is not None
         deployment_id = await self._runner.aadd_flow(
-            flow, name=name, parameters=parameters, description=description,
+            flow, name=name, parameters=parameters, description=description, paused=paused,
             entrypoint_type=EntrypointType.MODULE_PATH, enforce_parameter_schema=False)
         with self._lock:
             self._ids[f"{flow.name}/{name}"] = deployment_id
         return deployment_id
 
-    def add(self, flow: Any, name: str, parameters: dict[str, Any], description: str) -> UUID | None:
+    def add(self, flow: Any, name: str, parameters: dict[str, Any], description: str,
+            paused: bool = False) -> UUID | None:
         """Create (or update) deployment ``name`` of ``flow`` and serve it; None when the Runner is not running."""
         if self._loop is None or not self._ready.is_set():
             return None
-        future = asyncio.run_coroutine_threadsafe(self._add(flow, name, parameters, description), self._loop)
+        future = asyncio.run_coroutine_threadsafe(self._add(flow, name, parameters, description, paused),
+                                                  self._loop)
         return future.result(timeout=60)
+
+    def flow_run(self, flow: Any, name: str, parameters: dict[str, Any]) -> FlowRun | None:
+        """A flow run of deployment ``name`` with ``parameters``, created Pending (so the Runner leaves it alone)
+        for this process to execute: the UI lists it under the deployment and can retry it from its parameters.
+        None when there is no such deployment (a command-line process serves none)."""
+        deployment_id = self.deployment_id(flow, name)
+        if deployment_id is None:
+            return None
+        with get_client(sync_client=True) as client:
+            return client.create_flow_run_from_deployment(deployment_id, parameters=parameters, state=Pending())
 
     def remove(self, flow: Any, name: str) -> None:
         """Delete deployment ``name`` of ``flow`` (a deleted plan's)."""

@@ -340,3 +340,8 @@ def cancel_requested_in_prefect(flow_run_id: str | None, *, every_seconds: float
         return state is not None and (state.is_cancelling() or state.is_cancelled())
 
     return check
+
+
+def ui_url(api_url: str | None) -> str | None:
+    """Prefect's UI for an API URL (``http://127.0.0.1:4200/api`` -> ``http://127.0.0.1:4200``)."""
+    return api_url.removesuffix("/").removesuffix("/api") if api_url else None

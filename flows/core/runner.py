@@ -19,9 +19,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from prefect.flow_engine import run_flow
 from sqlalchemy.engine import Engine
 
 from flows.core import hooks
+from flows.core.deployments import Deployments
 from flows.core.prefect import flow_settings
 from store import jobs as store_jobs
 from store.engine import share_engine
@@ -42,6 +44,11 @@ class JobKind:
     parameters: Callable[[dict[str, Any], str], dict[str, Any]]
     run_plain: Callable[[str, int], Any]
     finish_failed: Callable[[Engine, int, str], None] | None = None
+    # the name of the deployment a job of this kind runs under (the kind's own; a plan's is named after the plan)
+    deployment: Callable[[dict[str, Any]], str] | None = None
+
+    def deployment_name(self, job: dict[str, Any]) -> str:
+        return self.deployment(job) if self.deployment is not None else self.name
 
 
 KINDS: dict[str, JobKind] = {}
@@ -75,6 +82,7 @@ class JobRunner:
         self._futures: dict[int, Future[dict[str, Any]]] = {}
         self._lock = threading.Lock()
         self._closed = False
+        self.deployments: Deployments | None = None  # set by a serving process: runs become its deployments' runs
 
     # -- starting --
 
@@ -110,7 +118,7 @@ class JobRunner:
                 job = store_jobs.get_job(self.engine, job_id=job_id)
                 try:
                     with flow_settings():
-                        kind.flow(**kind.parameters(job, self.database_url))
+                        self._run_flow(kind, job)
                 except Exception:
                     log.exception("%s flow for job %s failed", kind_name, job_id)
             else:
@@ -134,6 +142,21 @@ class JobRunner:
             with self._lock:
                 self._events.pop(job_id, None)
                 self._futures.pop(job_id, None)
+
+    def _run_flow(self, kind: JobKind, job: dict[str, Any]) -> None:
+        """Run ``job``'s flow here: as a run of its deployment when this process serves one (so Prefect's UI can
+        retry it from its parameters), else as a plain flow run."""
+        parameters = kind.parameters(job, self.database_url)
+        flow_run = None
+        if self.deployments is not None:
+            try:
+                flow_run = self.deployments.flow_run(kind.flow, kind.deployment_name(job), parameters)
+            except Exception:  # noqa: BLE001 (the API away for a moment: the run goes on, outside the deployment)
+                log.warning("creating a flow run of deployment %s failed", kind.deployment_name(job), exc_info=True)
+        if flow_run is None:
+            kind.flow(**parameters)
+        else:
+            run_flow(kind.flow, flow_run=flow_run, parameters=parameters)
 
     # -- following and stopping --
 

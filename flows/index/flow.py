@@ -12,7 +12,7 @@ import json
 import logging
 import threading
 import time
-from typing import Callable
+from typing import Any, Callable
 
 from sqlalchemy.engine import Engine
 
@@ -123,3 +123,8 @@ def _parameters(job: dict, store: str) -> dict:
 
 
 INDEX_JOBS = register_job_kind(JobKind(name="index", flow=index_flow, parameters=_parameters, run_plain=_run_plain))
+
+
+def index_deployment() -> tuple[Any, str, dict[str, Any], str, bool]:
+    """The deployment "index" of the index flow: Run in Prefect's UI asks for the folder."""
+    return index_flow, INDEX_JOBS.name, {}, "Index a folder (inside the server's roots) into the assay store", False

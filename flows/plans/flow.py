@@ -13,7 +13,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from prefect import flow, task
+import prefect
+from prefect import task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.client.schemas.objects import FlowRun
@@ -88,7 +89,7 @@ def summary_markdown(row: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _on_stopped_from_outside(flow_: Any, flow_run: FlowRun, state: State) -> None:
+def _on_stopped_from_outside(flow: Any, flow_run: FlowRun, state: State) -> None:  # noqa: ARG001 (Prefect's hook)
     """Prefect's runner killed the run's process (a cancel in the UI) or the process crashed: the run's rows end."""
     store = flow_run.parameters.get("store") or run_settings().store_url
     job = store_jobs.find_by_flow_run(get_engine(store), flow_run_id=str(flow_run.id))
@@ -99,7 +100,7 @@ def _on_stopped_from_outside(flow_: Any, flow_run: FlowRun, state: State) -> Non
                                 status="cancelled" if state.is_cancelled() or state.is_cancelling() else "failed")
 
 
-@flow(name="assay-plan", flow_run_name="{plan_name}", persist_result=False, validate_parameters=False,
+@prefect.flow(name="assay-plan", flow_run_name="{plan_name}", persist_result=False, validate_parameters=False,
       log_prints=False, on_cancellation=[_on_stopped_from_outside], on_crashed=[_on_stopped_from_outside])
 def plan_flow(plan_name: str, run_id: int | None = None, store: str | None = None) -> Any:
     """Run one execution of an assay plan. From the UI give the plan's name; the rest is found in the store."""
@@ -127,4 +128,5 @@ PLAN_JOBS = register_job_kind(JobKind(
     name=execution.KIND, flow=plan_flow,
     parameters=lambda job, store: {"plan_name": job["root"], "run_id": job["id"], "store": store},
     run_plain=lambda store, job_id: execution.run_plan_job(store, job_id),
-    finish_failed=lambda engine, job_id, message: execution.finish_failed(engine, job_id, message)))
+    finish_failed=lambda engine, job_id, message: execution.finish_failed(engine, job_id, message),
+    deployment=lambda job: str(job["root"])))
