@@ -1,4 +1,4 @@
-"""Citation addresses: parsed with a Lark grammar (``address.lark``) into :class:`~flows.citations.model.Address`,
+"""Citation addresses: parsed with a Lark grammar (``address.lark``) into :class:`~flows.addresses.model.Address`,
 and checked against the source they cite (:func:`check_address`).
 
 An address names a resource and, after ``#``, the part of it cited: ``doc://textbook#pages=12-15``,
@@ -25,7 +25,8 @@ from functools import lru_cache
 from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedInput
 
-from flows.citations.model import MODALITY_SCHEME, SCHEME_MODALITY, Address, SourceFacts, format_number
+from flows.addresses.model import MODALITY_SCHEME, SCHEME_MODALITY, Address, format_number
+from flows.citations.model import SourceFacts
 from store.errors import CitationError
 
 MAX_ADDRESS_CHARS = 2_000

@@ -4,7 +4,8 @@ chapters | scenes | windows; ``window``: pages, lines or seconds of the windows 
 The flow of one batch (``map_rows``):
 
 1. Applicability. Regular files that can be cited (``model.modality_of``: paged documents, text, video, audio,
-   images); the rest count as ``unchanged``. Each gets its resource id (``ids.reserve_ids``, one call per batch).
+   images); the rest count as ``unchanged``. Each gets its resource id (``flows.addresses.ids.reserve_ids``, one
+   call per batch).
 2. Agent maps are never overwritten by a plan: such a file counts as ``unchanged`` (the log says why).
 3. Work records. A file whose built map was made with the same strategy and window from the same state (size,
    mtime) is ``skipped`` with no work; a file touched without a change of its bytes (same content hash) too, its
@@ -59,7 +60,7 @@ def map_rows(engine: Engine, rows: Sequence[Any], *, strategy: str = "auto", win
              on_item: Callable[[str], None] | None = None) -> BatchResult:
     """Build the maps of ``rows`` (entry rows) whose map is not current: see the module docstring. Never raises for
     a bad file; a cancel request stops it between files (a build under way is stopped too)."""
-    from flows.citations.ids import reserve_ids
+    from flows.addresses.ids import reserve_ids
     from flows.citations.maps import build_source, hash_of, save_built
 
     result = BatchResult()

@@ -28,7 +28,8 @@ from typing import Callable
 
 import xxhash
 
-from flows.citations.model import Address, SourceFacts, format_number
+from flows.addresses.model import Address, format_number
+from flows.citations.model import SourceFacts
 from store import cache
 from store.errors import CitationError
 

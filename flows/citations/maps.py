@@ -13,7 +13,8 @@ from typing import Any, Callable, Iterable
 
 from sqlalchemy.engine import Engine
 
-from flows.citations.model import MODALITY_SCHEME, Address, Location, Node, SourceFacts
+from flows.addresses.model import MODALITY_SCHEME, Address
+from flows.citations.model import Location, Node, SourceFacts
 from flows.documents.formats import format_of
 from store import citations as store
 from store.errors import CitationError

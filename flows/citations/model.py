@@ -1,10 +1,9 @@
 """The citation capability's contracts, shared by its modules (addresses, builders, extraction, store, service, tools).
 
 Reference 003's shapes, as pydantic models: a :class:`ResourceMap` is a tree of :class:`Node` (dotted ids: a child's id
-starts with its parent's id and a dot), each with a :class:`Location` in one modality. An :class:`Address` is a
-citation in text form (``doc://textbook#pages=12-15``, ``video://lecture_01#t=192-230``, ``audio://talk#t=10-20``,
-``image://diagram#bbox=0.2,0.2,0.8,0.8``, ``text://notes#lines=10-20``); ``flows.citations.address`` parses them with a
-grammar and :meth:`Address.format` writes the canonical form back.
+starts with its parent's id and a dot), each with a :class:`Location` in one modality. A location is cited as an
+address (``flows.addresses.model.Address``: ``doc://textbook#pages=12-15``, ``video://lecture_01#t=192-230``, ...,
+shared with the capabilities that cite their hits); ``flows.citations.address`` parses addresses with a grammar.
 
 Units: pages and lines are 1-based and inclusive (``pages: [12, 15]`` is pages 12 to 15, ``lines: [10, 20]`` lines 10
 to 20); times are seconds from the start (``start``/``end``); a bbox is ``[x1, y1, x2, y2]`` as fractions (0-1) of the
@@ -13,17 +12,13 @@ image's width and height, x1 < x2 and y1 < y2.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Modality = Literal["document", "video", "audio", "image", "text"]
-MODALITIES: tuple[str, ...] = ("document", "video", "audio", "image", "text")
-SCHEME_MODALITY: dict[str, str] = {"doc": "document", "video": "video", "audio": "audio", "image": "image",
-                                   "text": "text"}
-MODALITY_SCHEME: dict[str, str] = {v: k for k, v in SCHEME_MODALITY.items()}
+from flows.addresses.model import MODALITY_SCHEME, Address, Modality
+from flows.documents import formats
 
 STRATEGIES: tuple[str, ...] = ("auto", "outline", "headings", "chapters", "scenes", "windows")
 # what a built map came from (ResourceMapRow.origin); "none": the id is reserved, no map yet; "agent": supplied
@@ -33,7 +28,6 @@ ORIGINS: tuple[str, ...] = ("none", "outline", "headings", "chapters", "scenes",
 # default window sizes of the "windows" strategy (and of the fallbacks), per modality: lines, pages, seconds
 DEFAULT_WINDOW: dict[str, float] = {"text": 50, "document": 10, "video": 60.0, "audio": 60.0}
 MAX_NODES = 10_000  # a map with more nodes is refused (agent) or coarsened (built: windows grow)
-RESOURCE_ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}"  # what a resource id looks like (and what an address holds)
 NODE_ID_PATTERN = r"[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]+)*"  # dotted: chapter_1.intro
 
 
@@ -52,7 +46,19 @@ class Location(BaseModel):
                                                                "height (image)")
     virtual_address: str | None = None
 
-    def to_address(self, resource_id: str) -> "Address":
+    @classmethod
+    def from_address(cls, address: Address) -> "Location":
+        """The location ``address`` cites (a page list becomes its first-to-last span)."""
+        pages = None
+        if address.pages:
+            listed = address.page_list()
+            pages = [min(listed), max(listed)]
+        return cls(modality=address.modality,  # type: ignore[arg-type]
+                   start=address.t[0] if address.t else None, end=address.t[1] if address.t else None,
+                   pages=pages, lines=list(address.lines) if address.lines else None,
+                   bbox=list(address.bbox) if address.bbox else None)
+
+    def to_address(self, resource_id: str) -> Address:
         """The address of this location in resource ``resource_id`` (no fragment: the whole resource)."""
         scheme = MODALITY_SCHEME[self.modality]
         pages = t = bbox = lines = None
@@ -142,84 +148,9 @@ class SourceFacts:
         return out
 
 
-def format_number(value: float) -> str:
-    """A time or fraction in an address: whole numbers without a point (``192``), others with up to 3 decimals and no
-    trailing zeros (``145.5``, ``0.25``)."""
-    if not math.isfinite(value):
-        raise ValueError(f"not a finite number: {value!r}")
-    rounded = round(float(value), 3)
-    if rounded == int(rounded):
-        return str(int(rounded))
-    return f"{rounded:.3f}".rstrip("0").rstrip(".")
-
-
-@dataclass(frozen=True)
-class Address:
-    """A citation address, parsed (``flows.citations.address.parse_address``) or built from a location.
-
-    At most one of ``pages``/``t``/``bbox``/``lines`` is set, the one of the scheme's modality; none set means the
-    whole resource (``doc://textbook``)."""
-
-    scheme: str  # doc | video | audio | image | text
-    resource_id: str
-    pages: tuple[tuple[int, int], ...] | None = None  # inclusive ranges in the order given: "1,3-5" -> ((1,1),(3,5))
-    t: tuple[float, float] | None = None  # seconds, start < end
-    bbox: tuple[float, float, float, float] | None = None  # x1, y1, x2, y2 (fractions)
-    lines: tuple[int, int] | None = None  # 1-based inclusive
-
-    @property
-    def modality(self) -> str:
-        return SCHEME_MODALITY[self.scheme]
-
-    @property
-    def whole(self) -> bool:
-        return self.pages is None and self.t is None and self.bbox is None and self.lines is None
-
-    def page_list(self) -> list[int]:
-        """The pages in order, each range expanded (duplicates kept out)."""
-        seen: dict[int, None] = {}
-        for first, last in self.pages or ():
-            for page in range(first, last + 1):
-                seen.setdefault(page, None)
-        return list(seen)
-
-    def fragment(self) -> str:
-        if self.pages is not None:
-            return "pages=" + ",".join(str(a) if a == b else f"{a}-{b}" for a, b in self.pages)
-        if self.t is not None:
-            return f"t={format_number(self.t[0])}-{format_number(self.t[1])}"
-        if self.bbox is not None:
-            return "bbox=" + ",".join(format_number(v) for v in self.bbox)
-        if self.lines is not None:
-            first, last = self.lines
-            return f"lines={first}" if first == last else f"lines={first}-{last}"
-        return ""
-
-    def format(self) -> str:
-        """The canonical text: ``doc://textbook#pages=12-15``, ``video://l#t=192-220`` (seconds), ...."""
-        fragment = self.fragment()
-        return f"{self.scheme}://{self.resource_id}" + (f"#{fragment}" if fragment else "")
-
-    def location(self) -> Location:
-        """This address as a node location (a page list becomes its first-to-last span)."""
-        pages = None
-        if self.pages:
-            listed = self.page_list()
-            pages = [min(listed), max(listed)]
-        return Location(modality=self.modality,  # type: ignore[arg-type]
-                        start=self.t[0] if self.t else None, end=self.t[1] if self.t else None,
-                        pages=pages, lines=list(self.lines) if self.lines else None,
-                        bbox=list(self.bbox) if self.bbox else None)
-
-    def __str__(self) -> str:
-        return self.format()
-
-
 def modality_of(name: str, media_type: str | None) -> str | None:
     """The modality a file is cited in: paged documents PyMuPDF opens (PDF, EPUB, XPS, ...) -> document; Markdown,
     plain text, code, HTML, DOCX -> text (lines of their text); video, audio, image by media type; None otherwise."""
-    from flows.documents import formats
-
     fmt = formats.format_of(name)
     if fmt is not None and name.lower().endswith(tuple(formats.PYMUPDF)):
         return "document"

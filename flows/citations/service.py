@@ -1,6 +1,6 @@
 """The citation tools' logic (reference 003), in plain functions the MCP tools, the CLI and tests call.
 
-A resource is a file inside the roots under a readable id (``flows.citations.ids``), kept in ``resource_maps`` with
+A resource is a file inside the roots under a readable id (``flows.addresses.ids``), kept in ``resource_maps`` with
 what its source was when last looked at (size, mtime, content hash, its facts: pages, lines, duration, size) and its
 map when one was built or supplied (nodes in ``map_nodes``; ``store.citations``).
 
@@ -32,8 +32,8 @@ from sqlalchemy.engine import Engine
 from flows.citations.maps import (BUILT, CITABLE, build_source, ensure_text, facts_of, flatten, hash_of, iso,
                                   location_json, metadata_of, needs_extraction, node_dict, probe_source,
                                   save_built, text_lines_for, tree, window_of)
-from flows.citations.model import (MODALITY_SCHEME, STRATEGIES, Address, Location, Node, ResourceMap, SourceFacts,
-                                   modality_of)
+from flows.addresses.model import MODALITY_SCHEME, Address
+from flows.citations.model import STRATEGIES, Location, Node, ResourceMap, SourceFacts, modality_of
 from flows.documents.formats import format_of
 from flows.documents.paths import TOP, DocumentPaths
 from flows.roots import Roots
@@ -101,7 +101,7 @@ class CitationService:
     def resource_id_for(self, path: str) -> str:
         """The resource id of the file at ``path`` (absolute, or as the document tools show it), reserving one
         (from the file name, made unique) if it has none. CitationError INVALID_PATH / UNSUPPORTED_FORMAT."""
-        from flows.citations.ids import reserve_ids
+        from flows.addresses.ids import reserve_ids
 
         target = self._resolve_path(path)
         try:
@@ -123,7 +123,7 @@ class CitationService:
 
     def resource_ids_for_entries(self, entry_ids: Iterable[int]) -> dict[int, str]:
         """entry id -> resource id, reserving ids for entries that have none (a search hit's address)."""
-        from flows.citations.ids import reserve_ids
+        from flows.addresses.ids import reserve_ids
 
         wanted = sorted({int(e) for e in entry_ids})
         if not wanted:
@@ -307,7 +307,7 @@ class CitationService:
         reserves that file's id; a bare name (``lecture_01``) the id of the one indexed file it is the name of (its
         id would be that name: ``lecture_01.mp4``, or ``report_pdf`` for ``report.pdf``). Several files of that
         name: RESOURCE_NOT_FOUND naming them, so the caller picks one by path. None when nothing fits."""
-        from flows.citations.ids import candidates
+        from flows.addresses.ids import candidates
 
         if "/" in resource_id or self._is_file(resource_id):
             return self.resource_id_for(resource_id)
@@ -457,7 +457,7 @@ class CitationService:
                                                       "some_node_ids": some})
 
     def _node_at(self, source: Source, address: Address) -> dict[str, Any]:
-        location = address.location()
+        location = Location.from_address(address)
         if source.origin != "none" and not source.row["stale"] and not address.whole:
             with self.engine.connect() as conn:
                 row = store.node_at(conn, source.row["id"], location_json(location))

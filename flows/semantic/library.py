@@ -22,6 +22,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from flows.documents import library as doc_library
+from flows.documents.citing import document_modality, hit_ids
 from flows.documents.paths import DocumentPaths
 from flows.semantic.model import DEFAULT_COLLECTION, Hit, citation
 from store.errors import DocumentError, InvalidInput
@@ -152,8 +153,6 @@ def get_file_details(engine: Engine, paths: DocumentPaths, file_path: str, *, ch
         if text.get("note"):
             notes.append(text["note"])
     else:
-        from flows.citations.ids import document_modality, hit_ids
-
         if chosen is None:
             raise DocumentError("INDEX_NOT_FOUND", f"{located.shown} is in no collection of the semantic index, so "
                                 "it has no chunks; index_files (its folder) or update_index (this file) adds it, "
@@ -189,8 +188,6 @@ def hit_view(hit: Hit, paths: DocumentPaths, resource_id: str | None) -> dict[st
     """One hit of the ``search`` tool: the file (as the document tools show it, and absolute), the chunk, its
     scores and ranks, and where it is (pages, lines, and the citation ``resolve`` accepts: ``doc://<resource
     id>#pages=2-3`` ...; None only for a file deleted since the ranking)."""
-    from flows.citations.ids import document_modality
-
     return {
         "file": paths.display(hit.path), "absolute_path": hit.path, "collection": hit.collection,
         "chunk_index": hit.chunk_index, "text": hit.text, "score": hit.score,
@@ -204,9 +201,7 @@ def hit_view(hit: Hit, paths: DocumentPaths, resource_id: str | None) -> dict[st
 
 def search_view(engine: Engine, result: dict[str, Any], paths: DocumentPaths) -> dict[str, Any]:
     """flows.semantic.search.search's answer as the ``search`` tool returns it; the hits' files get their resource
-    ids (flows.citations.ids: one lookup for the returned hits, ids reserved for files that had none)."""
-    from flows.citations.ids import hit_ids
-
+    ids (flows.documents.citing.hit_ids: one lookup for the returned hits, ids reserved for files that had none)."""
     hits: list[Hit] = result.get("hits", [])
     resource_ids = hit_ids(engine, ((h.entry_id, h.path) for h in hits))
     out = {k: v for k, v in result.items() if k != "hits"}

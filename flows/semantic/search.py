@@ -31,6 +31,7 @@ from sqlalchemy import and_, or_, select
 from sqlalchemy.engine import Engine
 
 import flows.semantic.encoder as encoder_module
+from flows.documents.citing import document_modality, hit_ids
 from flows.semantic.model import DEFAULT_COLLECTION, RRF_K, Hit
 from store.errors import DocumentError, InvalidInput
 from store.models import CollectionEntry
@@ -383,8 +384,6 @@ def search(engine: Engine, query: str, *, collection: str | None = None, mode: s
 
 def _citation(hit: Hit, resource_ids: dict[int, str]) -> str | None:
     """The hit's address in the resource its file is cited as (None for a file deleted since the ranking)."""
-    from flows.citations.ids import document_modality
-
     resource_id = resource_ids.get(hit.entry_id)
     return None if resource_id is None else hit.citation(resource_id, document_modality(hit.path))
 
@@ -399,8 +398,6 @@ def semantic_search(engine: Engine, query: str, *, limit: int = 10, min_score: f
     states: dict[int, dict] = {}
     resource_ids: dict[int, str] = {}
     if include_metadata and hits:
-        from flows.citations.ids import hit_ids
-
         with engine.connect() as conn:
             ids = sorted({h.entry_id for h in hits})
             states = {r["id"]: dict(r) for r in conn.execute(

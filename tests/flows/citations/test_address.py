@@ -8,8 +8,9 @@ import re
 import pytest
 from hypothesis import given, strategies as st
 
+from flows.addresses.model import RESOURCE_ID_PATTERN, Address
 from flows.citations.address import check_address, parse_address
-from flows.citations.model import RESOURCE_ID_PATTERN, Address, SourceFacts
+from flows.citations.model import SourceFacts
 from store.errors import CitationError
 
 

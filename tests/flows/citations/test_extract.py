@@ -11,11 +11,13 @@ import pymupdf
 import pytest
 from PIL import Image, ImageOps
 
+from examples import mediagen as media
+from examples.mediagen import documents as documents_media
+from flows.addresses.model import Address
 from flows.citations.extract import extract, output_key
-from flows.citations.model import Address, SourceFacts
+from flows.citations.model import SourceFacts
 from store import cache
 from store.errors import CitationError
-from tests import documents_media, media
 
 HASH = "xxh128:" + "1" * 32
 

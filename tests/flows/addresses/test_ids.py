@@ -1,4 +1,4 @@
-"""Resource ids (flows.citations.ids): readable names from file names, unique, stable, and safe to reserve from two
+"""Resource ids (flows.addresses.ids): readable names from file names, unique, stable, and safe to reserve from two
 threads at once; on SQLite and on PostgreSQL."""
 
 from __future__ import annotations
@@ -10,10 +10,9 @@ import threading
 import pytest
 from sqlalchemy import func, insert, select
 
+from flows.addresses.ids import candidates, existing_ids, reserve_ids, slug
+from flows.addresses.model import RESOURCE_ID_PATTERN, hit_address
 from flows.citations.address import parse_address
-from flows.citations.ids import (candidates, document_modality, existing_ids, hit_address, hit_ids, reserve_ids,
-                                 slug)
-from flows.citations.model import RESOURCE_ID_PATTERN
 from store.models import Entry, ResourceMapRow
 from tests.conftest import BACKENDS, backend_engine
 
@@ -147,13 +146,6 @@ def test_two_threads_reserving_the_same_names_get_one_id_per_entry(engine):
     assert dict(rows) == every and len(rows) == 24  # one row per entry
 
 
-@pytest.mark.parametrize("path, modality", [("/x/a.pdf", "document"), ("/x/b.EPUB", "document"),
-                                            ("/x/c.md", "text"), ("/x/d.py", "text"), ("/x/e.docx", "text"),
-                                            ("/x/scan.png", "image")])
-def test_a_document_is_cited_in_the_modality_of_its_format(path, modality):
-    assert document_modality(path) == modality
-
-
 @pytest.mark.parametrize("modality, place, expected", [
     ("document", {"page": 3, "page_end": 3, "line_start": 40, "line_end": 52}, "doc://rules#pages=3"),
     ("document", {"page": 3, "page_end": 4, "line_start": 40, "line_end": 80}, "doc://rules#pages=3-4"),
@@ -165,13 +157,3 @@ def test_a_document_is_cited_in_the_modality_of_its_format(path, modality):
 def test_a_hit_address_is_canonical_and_parses_back(modality, place, expected):
     address = hit_address("rules", modality, **place)
     assert address == expected and parse_address(address).format() == address
-
-
-def test_hit_ids_reserve_with_the_modality_of_each_file_and_skip_deleted_entries(engine):
-    items = entries(engine, "guide.pdf", "guide.md")
-    ids = hit_ids(engine, [(e, p) for e, p, _ in items] + [(items[0][0], items[0][1]), (10**9, "/gone/x.md")])
-    assert ids == {items[0][0]: "guide", items[1][0]: "guide_md"}  # the deleted entry gets none, nothing fails
-    with engine.connect() as conn:
-        rows = conn.execute(select(R.c.resource_id, R.c.kind).where(R.c.resource_id.in_(["guide", "guide_md"])))
-        kinds = {resource_id: kind for resource_id, kind in rows}
-    assert kinds == {"guide": "document", "guide_md": "text"}

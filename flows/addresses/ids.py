@@ -5,11 +5,11 @@ A file's id comes from its name (:func:`slug` of the stem), made unique among th
 ``report_2``, ``report_3``, .... Once given, an id is kept in ``resource_maps`` (a row with origin "none" when the
 file has no map yet) and never changes while the file's entry exists, so a citation stays valid.
 
-:func:`reserve_ids` is what search hits and the citation service call: one SELECT for the entries that have ids
-already (the common case: a search's hits cost one indexed query), and one short insert transaction for the
-others. Two callers reserving at once are safe: the insert transaction holds a reservation lock (a PostgreSQL
-advisory lock; SQLite's write lock) and looks the entries up again inside it, so the second caller sees the id the
-first just gave the same entry; the unique constraint on ``resource_id`` backs this up.
+:func:`reserve_ids` is what search hits (``flows.documents.citing.hit_ids``) and the citation service call: one SELECT
+for the entries that have ids already (the common case: a search's hits cost one indexed query), and one short insert
+transaction for the others. Two callers reserving at once are safe: the insert transaction holds a reservation lock (a
+PostgreSQL advisory lock; SQLite's write lock) and looks the entries up again inside it, so the second caller sees the
+id the first just gave the same entry; the unique constraint on ``resource_id`` backs this up.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from sqlalchemy import false, insert, select, text, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
-from store.models import ResourceMapRow
+from store.models import Entry, ResourceMapRow
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ _LEADING = re.compile(r"^[^A-Za-z0-9]+")
 def slug(name: str) -> str:
     """``name`` as an id: accents dropped (``résumé`` -> ``resume``), anything but letters, digits, ``_``, ``.`` and
     ``-`` replaced by ``_`` (runs of ``_`` collapsed), leading non-alphanumerics and trailing ``_`` dropped, at most
-    100 characters; "resource" when nothing is left. Matches :data:`flows.citations.model.RESOURCE_ID_PATTERN`."""
+    100 characters; "resource" when nothing is left. Matches :data:`flows.addresses.model.RESOURCE_ID_PATTERN`."""
     text = unicodedata.normalize("NFKD", name)
     text = "".join(ch for ch in text if not unicodedata.combining(ch))
     text = _UNDERSCORES.sub("_", _NOT_KEPT.sub("_", text))
@@ -128,8 +128,6 @@ def _lock(conn: Connection) -> None:
 
 def _live_entries(conn: Connection, entry_ids: list[int]) -> set[int]:
     """The entries among ``entry_ids`` that still exist (one deleted meanwhile gets no id)."""
-    from store.models import Entry
-
     E = Entry.__table__
     return {int(e) for (e,) in conn.execute(select(E.c.id).where(E.c.id.in_(entry_ids)))}
 
@@ -212,40 +210,3 @@ def reserve_ids(engine: Engine, items: list[tuple[int, str, str]]) -> dict[int, 
         return out
     raise RuntimeError(f"could not reserve resource ids for entries {sorted(pending)[:10]} after {_RETRIES} "
                        "attempts (the store kept refusing them)")
-
-
-# --- the documents' and the semantic index's hits ----------------------------------------------------------------
-
-
-def document_modality(path: str) -> str:
-    """The modality a file the documents capability reads is cited in: "document" for paged formats (PDF, EPUB,
-    ...), "image" for an image read with OCR, "text" for the rest (Markdown, plain text, code, HTML, DOCX)."""
-    from flows.citations.model import modality_of
-    from flows.documents import formats
-
-    name = PurePath(path).name
-    return modality_of(name, "image" if formats.format_of(name) == "image" else None) or "text"
-
-
-def hit_ids(engine: Engine, hits: Iterable[tuple[int, str]]) -> dict[int, str]:
-    """entry id -> resource id for the ``(entry id, absolute path)`` of a search's hits, in one :func:`reserve_ids`
-    call (ids reserved for the entries that have none), so each hit's address is one ``resolve`` accepts."""
-    items = {int(entry_id): (int(entry_id), path, document_modality(path)) for entry_id, path in hits}
-    return reserve_ids(engine, list(items.values())) if items else {}
-
-
-def hit_address(resource_id: str, modality: str | None, *, page: int | None = None, page_end: int | None = None,
-                line_start: int | None = None, line_end: int | None = None) -> str:
-    """A search hit's place (a chunk, a matching line) as the canonical address ``resolve`` accepts, in the file
-    cited as ``resource_id``: ``doc://<id>#pages=3`` (or ``=3-4``) for paged documents (their hits have pages),
-    ``text://<id>#lines=10-20`` for the rest. An image read with OCR is cited whole (``image://<id>``: its text's
-    lines are no place in the image), and so is a paged document's hit without a page (``doc://<id>``)."""
-    from flows.citations.model import Address
-
-    if modality == "image":
-        return Address("image", resource_id).format()
-    if page is not None:
-        return Address("doc", resource_id, pages=((page, max(page, page_end or page)),)).format()
-    if modality == "document" or line_start is None:
-        return Address("doc" if modality == "document" else "text", resource_id).format()
-    return Address("text", resource_id, lines=(line_start, line_end if line_end is not None else line_start)).format()
