@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass, field
+from typing import cast
 
 from lark import Token, Tree
 
@@ -30,12 +31,22 @@ class _Statement:
     dos: list[tuple[int, int]] = field(default_factory=list)  # a rule: the first and last line of each do line
 
 
+def _lines(node: Tree[Token] | Token | None) -> tuple[int, int]:
+    """The first and last line (from 1) of a parse tree node, as Lark gives them (a statement's last line is the
+    one after its newline)."""
+    if isinstance(node, Tree):
+        return node.meta.line, node.meta.end_line
+    if isinstance(node, Token):
+        return cast(int, node.line), cast(int, node.end_line)
+    raise Unsupported("a statement without a position")
+
+
 def _statements(text: str, plan: Plan) -> list[_Statement]:
     """The top-level statements of DSL ``text`` (whose plan is ``plan``) with their lines, keyed like
     :func:`_units`."""
     tree = PARSER.parse(text if text.endswith("\n") else text + "\n", start="plan")
-    name = tree.children[0]
-    found = [_Statement(("plan",), name.line - 1, name.end_line - 1)]
+    first, last = _lines(tree.children[0])
+    found = [_Statement(("plan",), first - 1, last - 1)]
     sources, rules = iter(plan.sources), iter(plan.rules)
     for node in tree.children[1:]:
         if not isinstance(node, Tree):
@@ -43,13 +54,12 @@ def _statements(text: str, plan: Plan) -> list[_Statement]:
         kind = str(node.data)
         key = (kind, next(sources).name) if kind == "source" else (kind, next(rules).name) if kind == "rule" \
             else (kind,)
-        statement = _Statement(key, node.meta.line - 1, node.meta.end_line - 2)  # its end counts the newline
+        first, last = _lines(node)
+        statement = _Statement(key, first - 1, last - 2)
         if kind == "rule":
-            head, condition = node.children[0], node.children[1]
-            last = condition.meta.end_line if isinstance(condition, Tree) else \
-                condition.end_line if isinstance(condition, Token) else head.end_line
-            statement.head_end = last - 1
-            statement.dos = [(d.meta.line - 1, d.meta.end_line - 2) for d in node.children[2:]]
+            name, condition = node.children[0], node.children[1]
+            statement.head_end = _lines(condition if condition is not None else name)[1] - 1
+            statement.dos = [(_lines(d)[0] - 1, _lines(d)[1] - 2) for d in node.children[2:]]
         found.append(statement)
     return found
 

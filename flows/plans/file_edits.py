@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import difflib
 import io
+import itertools
 import json
 import logging
 import re
@@ -300,7 +301,7 @@ def _round_trip() -> YAML:
 
 def _mapping_indent(text: str) -> int:
     lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
-    for line, following in zip(lines, lines[1:]):
+    for line, following in itertools.pairwise(lines):
         stripped = line.lstrip(" -")
         column = len(line) - len(stripped)
         if stripped.split(" #")[0].rstrip().endswith(":") and not following.lstrip().startswith("-"):
