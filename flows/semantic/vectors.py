@@ -1,17 +1,8 @@
 """One hnswlib index per collection, beside the database, kept in step with the store's vectors.
 
 The store (``store.semantic``) holds every chunk's vector and is the truth; the hnswlib file is a cache of it that
-answers nearest-neighbour queries fast. Files, in ``flows.semantic.paths.vector_dir(engine)``:
-
-- ``<collection id>.hnsw``: the index (space "ip" over L2-normalised vectors, so cosine = 1 - distance; labels are
-  chunk ids);
-- ``<collection id>.json``: ``{version, count, elements, deleted, dim, model, backend, created_at, M,
-  ef_construction, hnsw_size, saved_at}``: the collection version the file holds, the labels marked deleted (hnswlib
-  keeps them in the graph until a compaction) and the size of the .hnsw written with it.
-
-``save()`` writes both under temporary names and renames them into place, the json last, holding an exclusive file
-lock (``<id>.lock``) so two processes never interleave their pairs; a reader takes the lock shared. A crash between
-the renames leaves a .hnsw whose size differs from the json's: treated as unusable.
+answers nearest-neighbour queries fast. The file and its metadata, where they live and how they are written
+atomically, are ``flows.semantic.vector_files``.
 
 Keeping up: every search first reads ``collections.version`` (one indexed read) and, when the store moved on (the
 CLI or another server wrote, an entry was deleted and its chunks went by cascade), diffs the index's live labels
@@ -32,33 +23,26 @@ index's elements deleted, done at a save) builds the new index beside the old on
 
 from __future__ import annotations
 
-import contextlib
-import json
 import logging
-import os
 import threading
 import time
 from pathlib import Path
-from typing import Iterator
 
 import hnswlib
 import numpy as np
 from sqlalchemy.engine import Engine
 
 from flows.semantic import settings as semantic_settings
+from flows.semantic.bitmap import LabelBitmap
 from flows.semantic.paths import vector_dir
-from store import semantic as store
-
-try:  # POSIX file locks between processes; elsewhere the atomic renames alone
-    import fcntl
-except ImportError:  # pragma: no cover - not on Linux/macOS
-    fcntl = None  # type: ignore[assignment]
+from flows.semantic.rwlock import RWLock
+from flows.semantic.vector_files import EF_CONSTRUCTION, M, SPACE, VectorFiles
+from store.semantic.collections import collection_version
+from store.semantic.entries import Replaced
+from store.semantic.vectors import chunk_ids, iter_vectors, vector_count
 
 log = logging.getLogger(__name__)
 
-SPACE = "ip"  # inner product over L2-normalised vectors: distance = 1 - cosine
-M = 16
-EF_CONSTRUCTION = 200
 SYNC_REBUILD_LIMIT = 5_000  # a search rebuilds an index of at most this many vectors itself (well under a second)
 EXACT_LIMIT = 20_000  # a filter allowing at most this many chunks is answered exactly (cosine against each)
 COMPACT_FRACTION = 0.30  # rebuild without the deleted elements at the next save beyond this fraction
@@ -66,86 +50,6 @@ ADD_BATCH = 512  # vectors added per hold of the write lock (a search waits for 
 READ_BATCH = 8192  # vectors read from the store per query
 GROWTH = 1.5
 MIN_CAPACITY = 1024
-
-
-class RWLock:
-    """Many readers or one writer. A waiting writer stops new readers from entering, so a stream of searches never
-    starves an add."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition(threading.Lock())
-        self._readers = 0
-        self._writer = False
-        self._waiting = 0
-
-    @contextlib.contextmanager
-    def read(self) -> Iterator[None]:
-        with self._cond:
-            while self._writer or self._waiting:
-                self._cond.wait()
-            self._readers += 1
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._readers -= 1
-                if not self._readers:
-                    self._cond.notify_all()
-
-    @contextlib.contextmanager
-    def write(self) -> Iterator[None]:
-        with self._cond:
-            self._waiting += 1
-            while self._writer or self._readers:
-                self._cond.wait()
-            self._waiting -= 1
-            self._writer = True
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._writer = False
-                self._cond.notify_all()
-
-
-@contextlib.contextmanager
-def _file_lock(path: Path, *, exclusive: bool) -> Iterator[None]:
-    if fcntl is None:
-        yield
-        return
-    with open(path, "a+b") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-
-
-class _Bits:
-    """A growable bitmap of labels (chunk ids): membership of many ids at once with numpy."""
-
-    def __init__(self) -> None:
-        self.bits = np.zeros(0, dtype=bool)
-
-    def _grow(self, top: int) -> None:
-        if top >= len(self.bits):
-            bigger = np.zeros(max(top + 1, int(len(self.bits) * GROWTH), MIN_CAPACITY), dtype=bool)
-            bigger[:len(self.bits)] = self.bits
-            self.bits = bigger
-
-    def set(self, ids: np.ndarray, value: bool) -> None:
-        if len(ids):
-            self._grow(int(ids.max()))
-            self.bits[ids] = value
-
-    def has(self, ids: np.ndarray) -> np.ndarray:
-        out = np.zeros(len(ids), dtype=bool)
-        inside = (ids >= 0) & (ids < len(self.bits))
-        out[inside] = self.bits[ids[inside]]
-        return out
-
-    def ids(self) -> np.ndarray:
-        return np.flatnonzero(self.bits).astype(np.int64)
 
 
 def _top(ids: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -168,11 +72,12 @@ class VectorIndex:
         self.backend = collection["backend"]
         self.created_at = float(collection.get("created_at") or 0.0)
         self.directory = directory
+        self._files = VectorFiles(directory, self.collection_id)
         self._rw = RWLock()
         self._mutex = threading.RLock()
         self._index: hnswlib.Index | None = None
-        self._present = _Bits()  # labels in the index (deleted or not)
-        self._live = _Bits()  # labels in the index and not deleted
+        self._present = LabelBitmap()  # labels in the index (deleted or not)
+        self._live = LabelBitmap()  # labels in the index and not deleted
         self._live_count = 0
         self._elements = 0
         self._version = -1  # the collection version the in-memory index holds
@@ -183,15 +88,11 @@ class VectorIndex:
 
     @property
     def hnsw_path(self) -> Path:
-        return self.directory / f"{self.collection_id}.hnsw"
+        return self._files.hnsw_path
 
     @property
     def meta_path(self) -> Path:
-        return self.directory / f"{self.collection_id}.json"
-
-    @property
-    def _lock_path(self) -> Path:
-        return self.directory / f"{self.collection_id}.lock"
+        return self._files.meta_path
 
     @property
     def count(self) -> int:
@@ -214,34 +115,8 @@ class VectorIndex:
     def _read_file(self) -> tuple[hnswlib.Index, dict, np.ndarray, np.ndarray] | None:
         """The saved index, its metadata, its labels and deleted labels; None (logged) when the files are missing,
         unreadable, of another model or dimension, or not the pair written together."""
-        if not self.hnsw_path.exists() or not self.meta_path.exists():
-            return None
-        try:
-            with _file_lock(self._lock_path, exclusive=False):
-                meta = json.loads(self.meta_path.read_text())
-                if (meta.get("dim") != self.dim or meta.get("model") != self.model
-                        or meta.get("backend") != self.backend
-                        or float(meta.get("created_at") or 0.0) != self.created_at):
-                    log.warning("vector file of collection %r is of another collection or model; rebuilding",
-                                self.name)
-                    return None
-                if self.hnsw_path.stat().st_size != meta.get("hnsw_size"):
-                    log.warning("vector file of collection %r does not match its metadata (an interrupted save?); "
-                                "rebuilding", self.name)
-                    return None
-                index = hnswlib.Index(space=SPACE, dim=self.dim)
-                index.load_index(str(self.hnsw_path), max_elements=0)
-            labels = np.asarray(index.get_ids_list(), dtype=np.int64)
-            deleted = np.asarray(meta.get("deleted") or [], dtype=np.int64)
-            if (index.dim != self.dim or len(labels) != int(meta.get("elements", -1))
-                    or len(labels) - len(deleted) != int(meta.get("count", -1))
-                    or not np.isin(deleted, labels).all()):
-                log.warning("vector file of collection %r is inconsistent; rebuilding", self.name)
-                return None
-            return index, meta, labels, deleted
-        except Exception as exc:  # hnswlib raises RuntimeError on a truncated or foreign file
-            log.warning("vector file of collection %r is unreadable (%s); rebuilding", self.name, exc)
-            return None
+        return self._files.read(name=self.name, dim=self.dim, model=self.model, backend=self.backend,
+                                created_at=self.created_at)
 
     def save(self) -> None:
         """Write the index and its metadata atomically (temporary names, then renames, the json last), compacting
@@ -259,26 +134,11 @@ class VectorIndex:
                 return
             if self._elements and (self._elements - self._live_count) > COMPACT_FRACTION * self._elements:
                 self._compact()
-            index = self._index
             deleted = self._deleted_labels()
-            token = f"{os.getpid()}.{threading.get_ident()}"
-            tmp_hnsw = self.directory / f"{self.collection_id}.hnsw.{token}.tmp"
-            tmp_meta = self.directory / f"{self.collection_id}.json.{token}.tmp"
-            try:
-                with _file_lock(self._lock_path, exclusive=True):
-                    index.save_index(str(tmp_hnsw))
-                    meta = {"version": self._version, "count": self._live_count, "elements": self._elements,
-                            "deleted": [int(x) for x in deleted], "dim": self.dim, "model": self.model,
-                            "backend": self.backend, "created_at": self.created_at, "M": M,
-                            "ef_construction": EF_CONSTRUCTION, "hnsw_size": tmp_hnsw.stat().st_size,
-                            "saved_at": time.time()}
-                    tmp_meta.write_text(json.dumps(meta))
-                    os.replace(tmp_hnsw, self.hnsw_path)
-                    os.replace(tmp_meta, self.meta_path)
-            finally:
-                for tmp in (tmp_hnsw, tmp_meta):
-                    with contextlib.suppress(FileNotFoundError):
-                        tmp.unlink()
+            self._files.write(self._index, {
+                "version": self._version, "count": self._live_count, "elements": self._elements,
+                "deleted": [int(x) for x in deleted], "dim": self.dim, "model": self.model, "backend": self.backend,
+                "created_at": self.created_at, "M": M, "ef_construction": EF_CONSTRUCTION})
             self._dirty = False
             log.debug("vector index of collection %r saved: %d vectors, version %d", self.name,
                       self._live_count, self._version)
@@ -286,7 +146,7 @@ class VectorIndex:
     # --- loading, catching up, rebuilding -------------------------------------------------------------------------
 
     def _install(self, index: hnswlib.Index, labels: np.ndarray, deleted: np.ndarray, version: int) -> None:
-        present, live = _Bits(), _Bits()
+        present, live = LabelBitmap(), LabelBitmap()
         present.set(labels, True)
         live.set(labels, True)
         live.set(deleted, False)
@@ -318,14 +178,14 @@ class VectorIndex:
     def _rebuild(self) -> None:
         """Build the index from every stored vector of the collection (batches), then save it."""
         started = time.monotonic()
-        version = store.collection_version(self.engine, self.collection_id)
+        version = collection_version(self.engine, self.collection_id)
         if version is None:
             log.info("collection %r was dropped; no index to build", self.name)
             return
-        total = len(store.chunk_ids(self.engine, self.collection_id))
+        total = len(chunk_ids(self.engine, self.collection_id))
         index = self._new_index(total * GROWTH)
         labels: list[np.ndarray] = []
-        for ids, vectors in store.iter_vectors(self.engine, self.collection_id, batch=READ_BATCH):
+        for ids, vectors in iter_vectors(self.engine, self.collection_id, batch=READ_BATCH):
             if index.element_count + len(ids) > index.get_max_elements():
                 index.resize_index(int((index.element_count + len(ids)) * GROWTH))
             index.add_items(vectors, ids)
@@ -357,15 +217,15 @@ class VectorIndex:
         """Bring the index to the store's current state if its version differs: the store's chunk ids (one query)
         against the live labels; missing vectors read in batches and added, gone labels marked deleted. Returns
         whether anything was done. The caller holds the mutex."""
-        version = store.collection_version(self.engine, self.collection_id)
+        version = collection_version(self.engine, self.collection_id)
         if version is None or version == self._version:
             return False
-        stored = store.chunk_ids(self.engine, self.collection_id)
+        stored = chunk_ids(self.engine, self.collection_id)
         live = self._live.ids()
         missing = np.setdiff1d(stored, live, assume_unique=True)
         gone = np.setdiff1d(live, stored, assume_unique=True)
         self._remove(gone)
-        for ids, vectors in store.iter_vectors(self.engine, self.collection_id, batch=READ_BATCH, ids=missing):
+        for ids, vectors in iter_vectors(self.engine, self.collection_id, batch=READ_BATCH, ids=missing):
             self._add(ids, vectors)
         self._version = int(version)
         self._dirty = True
@@ -424,7 +284,7 @@ class VectorIndex:
         self._dirty = True
         log.info("vector index of collection %r compacted: %d vectors", self.name, len(live))
 
-    def apply(self, replaced: store.Replaced) -> None:
+    def apply(self, replaced: Replaced) -> None:
         """Reflect a store write of this process: removed chunk ids marked deleted, added ones inserted (an index
         not loaded yet is loaded first: its file caught up with the store, this write included, or a rebuild). The
         held version follows the write's only when nothing else was written in between (else the next search
@@ -457,7 +317,7 @@ class VectorIndex:
         try:
             if self._index is None:
                 if self._building is None and not self._try_load():
-                    if store.vector_count(self.engine, self.collection_id) <= SYNC_REBUILD_LIMIT:
+                    if vector_count(self.engine, self.collection_id) <= SYNC_REBUILD_LIMIT:
                         self._rebuild()
                     else:
                         self._rebuild_in_background()
@@ -489,7 +349,7 @@ class VectorIndex:
                 allowed_ids = allowed_ids[self._live.has(allowed_ids)]
                 if len(allowed_ids) <= EXACT_LIMIT:
                     return self._exact(q, k, allowed_ids)
-                permitted = _Bits()
+                permitted = LabelBitmap()
                 permitted.set(allowed_ids, True)
                 bits, size = permitted.bits, len(permitted.bits)
                 found = self._knn(q, min(k, len(allowed_ids)), ef * 4,
@@ -520,7 +380,7 @@ class VectorIndex:
     def _scan_store(self, q: np.ndarray, k: int, allowed: np.ndarray | None) -> list[tuple[int, float]]:
         """Exact cosine against the stored vectors, streamed (the index is not ready yet)."""
         best_ids, best = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        for ids, vectors in store.iter_vectors(self.engine, self.collection_id, batch=READ_BATCH, ids=allowed):
+        for ids, vectors in iter_vectors(self.engine, self.collection_id, batch=READ_BATCH, ids=allowed):
             best_ids, best = _top(np.concatenate([best_ids, ids]), np.concatenate([best, vectors @ q]), k)
         return [(int(i), float(s)) for i, s in zip(best_ids, best)]
 
@@ -553,9 +413,7 @@ def drop_index(engine: Engine, collection_id: int) -> None:
     directory = vector_dir(engine)
     with _cache_lock:
         _cache.pop((str(directory), int(collection_id)), None)
-    for suffix in (".json", ".hnsw", ".lock"):
-        with contextlib.suppress(FileNotFoundError):
-            (directory / f"{collection_id}{suffix}").unlink()
+    VectorFiles(directory, int(collection_id)).remove()
 
 
 def clear_cache() -> None:
