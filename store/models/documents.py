@@ -76,8 +76,8 @@ SQLITE_FTS = (
 def _document_index(table, connection, **_kw) -> None:
     """The full-text index of the segments. SQLite: a contentless FTS5 trigram table (substring matching, as the
     line check does; it stores no second copy of the text), filled by the writer, emptied by a trigger that calls
-    ``assay_fold`` (registered on every connection by store.engine). PostgreSQL: a pg_trgm GIN index over ``folded``; where the extension cannot
-    be created the searches still work, by scanning."""
+    ``assay_fold`` (registered on every connection by store.engine). PostgreSQL: a pg_trgm GIN index over
+    ``folded``; where the extension cannot be created the searches still work, by scanning."""
     if connection.dialect.name == "sqlite":
         for statement in SQLITE_FTS:
             connection.exec_driver_sql(statement)
