@@ -6,6 +6,7 @@ layout of every other statement stay. Used by :func:`flows.plans.file_edits.edit
 from __future__ import annotations
 
 import difflib
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -64,9 +65,10 @@ def _statements(text: str, plan: Plan) -> list[_Statement]:
     return found
 
 
-def _units(plan: Plan) -> dict[tuple[str, ...], list[str]]:
+def _units(plan: Plan, stated: Collection[tuple[str, ...]] = ()) -> dict[tuple[str, ...], list[str]]:
     """Each statement of ``plan`` as the printer writes it, by key (``("rule", name)``): its line, and for a rule
-    its do lines after it (without their indentation)."""
+    its do lines after it (without their indentation); the mode and status in ``stated`` also when they are the
+    defaults."""
     units: dict[tuple[str, ...], list[str]] = {}
     sources, rules = iter(plan.sources), iter(plan.rules)
     key: tuple[str, ...] = ()
@@ -78,6 +80,9 @@ def _units(plan: Plan) -> dict[tuple[str, ...], list[str]]:
         key = (kind, next(sources).name) if kind == "source" else (kind, next(rules).name) if kind == "rule" \
             else (kind,)
         units[key] = [line]
+    for key in (("mode",), ("status",)):
+        if key in stated and key not in units:
+            units[key] = [f"{key[0]} {getattr(plan, key[0])}"]
     return units
 
 
@@ -116,7 +121,8 @@ def edit_dsl(text: str, old: Plan, new: Plan) -> str | None:
     lines = text.split("\n")
     statements = _statements(text, old)
     where = {s.key: s for s in statements}
-    was, now = _units(old), _units(new)
+    defaults = [key for key in where if key not in _units(old)]  # ``status active``: kept while it stays so
+    was, now = _units(old, defaults), _units(new, defaults)
     if len(where) != len(statements) or set(where) != set(was):
         return None  # a statement given twice: the file is not in a shape this module edits
     do_indent = next((_indent(lines[s.dos[0][0]]) for s in statements if s.dos), "  ")

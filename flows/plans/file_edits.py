@@ -287,9 +287,10 @@ def _forms(raw: Any, old: Plan, new: Plan, printed: Callable[[Plan], Any],
            canonical: Callable[[Plan], Any]) -> tuple[Any, Any]:
     """The old and new plan as objects in the form closer to the file: as the printer writes them (defaults left
     out, conditions as text) or canonical (every field, condition trees)."""
-    if _distance(raw, canonical(old)) < _distance(raw, printed(old)):
-        return canonical(old), canonical(new)
-    return printed(old), printed(new)
+    as_printed, as_canonical = printed(old), canonical(old)
+    if _distance(raw, as_canonical) < _distance(raw, as_printed):
+        return as_canonical, canonical(new)
+    return as_printed, printed(new)
 
 
 def _round_trip() -> YAML:
@@ -312,21 +313,22 @@ def _mapping_indent(text: str) -> int:
 
 
 def _edit_yaml(text: str, old: Plan, new: Plan) -> str | None:
+    # comments before a ``---`` line are kept as they are (ruamel.yaml would drop them)
+    start = re.match(r"(?:[ \t]*(?:#[^\n]*)?\n)*---[ \t]*\n", text)
+    head, body = (text[:start.end()], text[start.end():]) if start else ("", text)
     handler = _round_trip()
-    raw = handler.load(text)
+    raw = handler.load(body)
     if not isinstance(raw, CommentedMap):
         return None
-    _, sequence, offset = load_yaml_guess_indent(text)
+    _, sequence, offset = load_yaml_guess_indent(body)
     # the printer's YAML read back round-trip: new values come in the printer's styles (one-line outcomes)
     was, now = _forms(raw, old, new, lambda plan: handler.load(plan_to_yaml(plan)), lambda plan: handler.load(
         pyyaml.safe_dump(plan.to_object(), sort_keys=False, allow_unicode=True, width=4096)))
     _Merge(_yaml_fresh).value(raw, was, now, ())
-    handler.indent(mapping=_mapping_indent(text), sequence=sequence or 4,
-                   offset=offset if offset is not None else 2)
-    handler.explicit_start = text.lstrip().startswith("---")
+    handler.indent(mapping=_mapping_indent(body), sequence=sequence or 4, offset=offset if offset is not None else 2)
     out = io.StringIO()
     handler.dump(raw, out)
-    return out.getvalue()
+    return head + out.getvalue()
 
 
 def _yaml_fresh(value: Any, like: Any) -> Any:

@@ -231,6 +231,20 @@ def test_pausing_a_plan_adds_one_status_line_after_the_description(tmp_path, ser
     assert written(file, form, plan) == FILES[form][1]  # and active again: the file is as it was
 
 
+STATED = {"yaml": ("description: Photos of the team   # shown in plan-list\n", "status: {}   # on call\n"),
+          "dsl": ('description "Photos of the team"   # shown in plan-list\n', "status {}   # on call\n")}
+
+
+@pytest.mark.parametrize("form", ["yaml", "dsl"])
+def test_a_status_the_file_states_is_changed_where_it_is(tmp_path, service, form):
+    after, line = STATED[form]
+    text = FILES[form][1].replace(after, after + line.format("active"))
+    file = plan_file(tmp_path, service, form, text)
+    plan = update(service, status="paused")
+    assert diff(text, written(file, form, plan)) == ["-" + line.format("active")[:-1],
+                                                     "+" + line.format("paused")[:-1]]
+
+
 def test_a_rule_given_as_conditions_and_outcomes_is_edited_where_it_is(tmp_path, service):
     text = YAML.split("rules:")[0] + "conditions: extension = .jpg   # only jpgs\n" \
                                      "outcomes: [{type: selection_set, selectionSetName: jpgs}]\n"
