@@ -1,5 +1,5 @@
-"""The control socket: `assay index` (and `assay classify`) beside a running `assay serve` hands its job to that
-server.
+"""The control socket, the server's side: `assay index` (and `assay classify`) beside a running `assay serve` hands
+its job to that server; the command's side is mcp_server/cli/handoff.py.
 
 A serving process listens on ``<data dir>/assay.sock`` (a Unix domain socket, mode 0600, removed on exit). A
 command-line call that finds a server there sends its job and only draws the progress and prints the result: the
@@ -24,7 +24,8 @@ the same answers, its progress lines being ``{"progress", "files", "total", "err
 flows/classify/service.py ``classify_path``'s.
 
 A socket file left by a server that died (SIGKILL) is recognised by a refused connection: the client runs locally,
-the next server replaces it. This module imports nothing heavy at its top: the client side runs in `assay index`.
+the next server replaces it. This module imports nothing heavy at its top: the client imports its protocol
+(:func:`socket_path`, :func:`read_message`) in `assay index`.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import stat
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from store.errors import AssayError
 
@@ -45,7 +46,6 @@ log = logging.getLogger(__name__)
 
 SOCKET_NAME = "assay.sock"
 MAX_LINE = 1 << 20  # bytes of one request line
-ANSWER_TIMEOUT = 30.0  # seconds for a server to accept or refuse a request
 PROGRESS_EVERY = 0.1  # seconds between progress lines (the bar redraws at most this often)
 SUN_PATH_MAX = 107  # bytes of a Unix socket path (Linux: 108 with the NUL)
 
@@ -58,6 +58,19 @@ def _send(conn: socket.socket, lock: threading.Lock, message: dict) -> None:
     data = (json.dumps(message, default=str) + "\n").encode()
     with lock:
         conn.sendall(data)
+
+
+def read_message(reader) -> dict | None:
+    """The next message on a connection (one JSON object a line); None once it is closed."""
+    line = reader.readline(MAX_LINE)
+    if not line:
+        return None
+    if not line.endswith(b"\n"):
+        raise ValueError("request line too long or cut short")
+    message = json.loads(line)
+    if not isinstance(message, dict):
+        raise ValueError("a message must be a JSON object")  # noqa: TRY004 (a bad line, as a cut one is)
+    return message
 
 
 # --- the server side ----------------------------------------------------------------------------------------------
@@ -150,7 +163,7 @@ class ControlSocket:
         while not self._stopping.is_set():
             try:
                 conn, _ = self._sock.accept()
-            except socket.timeout:
+            except TimeoutError:
                 continue
             except OSError:
                 if not self._stopping.is_set():
@@ -169,7 +182,7 @@ class ControlSocket:
         conn = session.conn
         reader = conn.makefile("rb")
         try:
-            request = _read(reader)
+            request = read_message(reader)
             if request is None:
                 return
             if request.get("op") not in ("index", "classify"):
@@ -264,7 +277,7 @@ class ControlSocket:
         except AssayError as exc:
             _send(conn, session.lock, {"error": {"code": exc.code, "message": exc.message}})
             return
-        except Exception as exc:  # noqa: BLE001 (the call gets told; the server keeps serving)
+        except Exception as exc:  # the call gets told; the server keeps serving
             log.exception("index of %s for a command-line call failed", root)
             _send(conn, session.lock, {"error": {"code": "INTERNAL_ERROR", "message": f"{type(exc).__name__}: {exc}"}})
             return
@@ -275,7 +288,7 @@ class ControlSocket:
         """Cancels the call's job when it asks to, or when its connection closes before the result is sent."""
         while True:
             try:
-                message = _read(reader)
+                message = read_message(reader)
             except (OSError, ValueError):
                 message = None
             if message is None:  # closed: the command-line call went away (or we finished and closed it)
@@ -306,126 +319,3 @@ def _answers(path: str) -> bool:
         return False
     finally:
         probe.close()
-
-
-def _read(reader) -> dict | None:
-    line = reader.readline(MAX_LINE)
-    if not line:
-        return None
-    if not line.endswith(b"\n"):
-        raise ValueError("request line too long or cut short")
-    message = json.loads(line)
-    if not isinstance(message, dict):
-        raise ValueError("a message must be a JSON object")
-    return message
-
-
-# --- the client side (assay index) ---------------------------------------------------------------------------------
-
-
-class NoServer(Exception):
-    """No server took the job (none answers, or it refused it: ``refused``): run it here."""
-
-    def __init__(self, message: str, *, refused: bool = False) -> None:
-        super().__init__(message)
-        self.refused = refused
-
-
-class ServerError(AssayError):
-    """The server ran the job's checks and they failed (a path that does not exist, ...): the same error a local run
-    raises."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-class Progress:
-    """The counters a progress line carries, with the attribute names of flows.index.indexer.IndexProgress."""
-
-    def __init__(self, line: dict) -> None:
-        self.percent = float(line.get("progress") or 0)
-        self.files = int(line.get("files") or 0)
-        self.directories = int(line.get("directories") or 0)
-        self.total_size = int(line.get("totalSize") or 0)
-        self.current_path = line.get("currentPath")
-
-
-def index_via_server(data_dir: Path | str, *, path: str, force: bool, max_age: float, follow_symlinks: bool,
-                     store: str, on_progress: Callable[[Progress], None] | None = None,
-                     on_accepted: Callable[[str, dict], None] | None = None) -> dict:
-    """Have the server listening in ``data_dir`` index ``path``; its result (index_path's shape). Raises
-    :class:`NoServer` when there is none or it will not take the job, :class:`ServerError` for the job's own errors.
-    A KeyboardInterrupt while it runs asks the server to cancel the job and returns the cancelled job's result; a
-    second one leaves at once (the closed connection cancels it too)."""
-    request = {"op": "index", "path": path, "force": force, "maxAge": max_age,
-               "followSymlinks": follow_symlinks, "store": store, "prefect": True}
-    return _job_via_server(data_dir, request, lambda line: on_progress(Progress(line)) if on_progress else None,
-                           on_accepted)
-
-
-def classify_via_server(data_dir: Path | str, *, path: str, operations: list[str], force: bool, store: str,
-                        on_progress: Callable[[dict], None] | None = None,
-                        on_accepted: Callable[[str, dict], None] | None = None) -> dict:
-    """Have the server listening in ``data_dir`` run a classify job of ``path`` (`assay classify`): the server's
-    worker pool is already up. Its result is classify_path's shape; ``on_progress`` gets {percent, files, total,
-    errors, path}. Same errors and cancel as :func:`index_via_server`."""
-    request = {"op": "classify", "path": path, "operations": operations, "force": force, "store": store,
-               "prefect": True}
-
-    def progress(line: dict) -> None:
-        if on_progress is not None:
-            on_progress({"percent": float(line.get("progress") or 0), "files": int(line.get("files") or 0),
-                         "total": int(line.get("total") or 0), "errors": int(line.get("errors") or 0),
-                         "path": line.get("currentPath")})
-
-    return _job_via_server(data_dir, request, progress, on_accepted)
-
-
-def _job_via_server(data_dir: Path | str, request: dict, on_progress: Callable[[dict], None],
-                    on_accepted: Callable[[str, dict], None] | None) -> dict:
-    where = str(socket_path(data_dir))
-    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        conn.settimeout(ANSWER_TIMEOUT)
-        try:
-            conn.connect(where)
-        except OSError as exc:  # none there (FileNotFoundError), a file left by a dead server (refused), too long
-            raise NoServer(f"no assay server answers at {where} ({exc.strerror or exc})") from None
-        reader = conn.makefile("rb")
-        try:
-            conn.sendall((json.dumps(request) + "\n").encode())
-            first = _read(reader)
-        except (OSError, ValueError) as exc:
-            raise NoServer(f"the assay server at {where} did not answer ({exc})") from None
-        if first is None:
-            raise NoServer(f"the assay server at {where} closed the connection")
-        if "refused" in first:
-            raise NoServer(f"the assay server at {where} leaves this job to us: {first['refused'].get('message')}",
-                           refused=True)
-        if "error" in first:
-            raise ServerError(first["error"].get("code", "ASSAY_ERROR"), first["error"].get("message", ""))
-        if on_accepted is not None:
-            on_accepted(where, first.get("accepted") or {})
-        conn.settimeout(None)  # a job may take hours
-        try:
-            return _follow(reader, on_progress)
-        except KeyboardInterrupt:
-            conn.sendall(b'{"op": "cancel"}\n')
-            conn.settimeout(ANSWER_TIMEOUT)
-            return _follow(reader, None)
-    finally:
-        conn.close()
-
-
-def _follow(reader, on_progress: Callable[[dict], None] | None) -> dict:
-    while True:
-        message = _read(reader)
-        if message is None:
-            raise ServerError("SERVER_GONE", "the assay server closed the connection before the job ended")
-        if "result" in message:
-            return message["result"]
-        if "error" in message:
-            raise ServerError(message["error"].get("code", "ASSAY_ERROR"), message["error"].get("message", ""))
-        if "progress" in message and on_progress is not None:
-            on_progress(message)

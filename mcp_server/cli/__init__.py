@@ -1,0 +1,50 @@
+"""The `assay` command line: `assay serve` runs the MCP server; `assay index`, `classify`, `search`, `ask`, `cite`,
+`map` and `plan` do on the command line what the MCP tools do, through the same application object
+(mcp_server.app.AssayApp) and the same service functions.
+
+One module per command (its options in ``add_parser``, its work in ``run``), the parser in :mod:`.parser`, what they
+share in :mod:`.common`, the hand-off of jobs to a running server in :mod:`.handoff`. This package is the only place
+that writes to the terminal: results on stdout, progress and messages on stderr; everything else logs (to stderr).
+"""
+
+from __future__ import annotations
+
+import gc
+
+from mcp_server.cli.ask import excerpt, format_hits, hit_place
+from mcp_server.cli.cite import copy_output
+from mcp_server.cli.common import ERROR, say, setup_logging
+from mcp_server.cli.map import format_map
+from mcp_server.cli.parser import build_parser
+from mcp_server.cli.search import format_matches, search_summary
+from store.errors import AssayError
+
+__all__ = ["build_parser", "copy_output", "excerpt", "format_hits", "format_map", "format_matches", "hit_place",
+           "main", "search_summary"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one `assay` command; its exit status (0 done, 1 nothing found or not completed, 2 an error)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return ERROR
+    setup_logging(args.log_level)
+    try:
+        code = args.run(args)
+    except AssayError as exc:
+        say(f"assay: {exc}")
+        code = ERROR
+    if argv is None:  # the program itself, about to exit (not a caller of main, a test say)
+        gc.freeze()  # see below
+    return code
+
+
+# Why gc.freeze() at the end: a command that ran a flow or built the app has imported Prefect, the MCP SDK, SQLAlchemy
+# and pydantic (~1,800 modules, ~235,000 objects the garbage collector tracks). After the atexit handlers,
+# Python's finalization clears the modules and collects garbage over all of them, more than once: 1-1.5 s on a busy
+# 2-core machine, half the time of a handed-off `assay index`. Frozen objects are left to the process's end (they
+# are freed by reference counting as the modules go; the few cycles among them go with the process), so the exit
+# takes ~0.1 s and is otherwise the ordinary one: non-daemon threads joined, threading's exit hooks (Prefect drains
+# its event and log queues there) and the atexit handlers (our Prefect API child stopped) run, streams flushed.

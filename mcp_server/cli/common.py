@@ -1,0 +1,145 @@
+"""What every command shares: its settings from the arguments, the one application object it works through, the
+exit codes, and how it writes to the terminal (results on stdout, progress and messages on stderr).
+
+Nothing heavy is imported at the top: `assay index` beside a running server hands its job over the control socket
+without loading the store, Prefect or the MCP SDK (mcp_server/cli/handoff.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from flows.roots import Roots
+    from mcp_server.app import AssayApp
+    from mcp_server.config import Settings
+
+OK = 0  # done; something found
+NOTHING = 1  # nothing found, or the job did not complete, or a plan has problems
+ERROR = 2  # an error (its message on stderr) or a usage error
+
+NOISY_LOGGERS = ("httpx", "httpcore", "uvicorn.access", "sqlalchemy", "mcp.server.lowlevel")
+
+
+def setup_logging(level: str) -> None:
+    logging.basicConfig(level=getattr(logging, level), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for noisy in NOISY_LOGGERS:
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def settings_from(args: argparse.Namespace, **extra: Any) -> Settings:
+    """The settings of this call: the options every command takes (``--root``, ``--data-dir``, ...) and ``extra``
+    over the environment over ``--config``."""
+    from mcp_server.config import load_settings
+
+    cli = {"roots": args.roots, "data_dir": args.data_dir, "database_url": args.database_url, **extra}
+    return load_settings(cli, config_file=args.config)
+
+
+@contextlib.contextmanager
+def open_app(settings: Settings, *, plans_dir: bool = False) -> Iterator[AssayApp]:
+    """The application object the MCP tools work through, for one command-line call: built without reaping
+    (a server on the same store may be running those jobs), closed (its job threads joined) and its store
+    connections released on the way out. ``plans_dir``: load the settings' plans directory (only the plan
+    commands do; the others leave the plan files to the server)."""
+    from mcp_server.app import AssayApp
+
+    if not plans_dir and settings.plans_dir is not None:
+        settings = settings.model_copy(update={"plans_dir": None})
+    app = AssayApp.create(settings, reap=False)
+    try:
+        yield app
+    finally:
+        try:
+            app.close()
+        finally:
+            app.engine.dispose()
+
+
+def reading_roots(app: AssayApp) -> Roots:
+    """The roots a reading command (search, ask, cite, map) works in: ``--root`` (or ASSAY_ROOTS, the config's)
+    when given, else the folders the server's built-in documents plan covers, else the home directory."""
+    from flows.documents.service import plan_roots
+    from flows.roots import Roots
+
+    if app.settings.roots:
+        return app.roots
+    return Roots.of(plan_roots(app.engine) or app.settings.effective_roots)
+
+
+def from_cwd(path: str) -> str:
+    """A command-line habit: a relative path that exists from the current directory is taken from there (made
+    absolute); anything else is returned as given (``~`` expanded), for the roots to resolve."""
+    if not os.path.isabs(os.path.expanduser(path)) and os.path.exists(path):
+        return os.path.abspath(path)
+    return os.path.expanduser(path)
+
+
+def document_settings():
+    """The documents' settings from the environment (flows.documents.settings), a bad value an InvalidInput."""
+    from flows.documents.settings import DocumentSettings
+    from store.errors import InvalidInput
+
+    try:
+        return DocumentSettings.from_env()
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from None
+
+
+# --- the terminal ---------------------------------------------------------------------------------------------------
+
+
+def out(lines: str | Iterable[str]) -> None:
+    """Result lines on stdout."""
+    for line in [lines] if isinstance(lines, str) else lines:
+        print(line)
+    sys.stdout.flush()
+
+
+def say(message: str) -> None:
+    """A message for the person at the terminal, on stderr."""
+    print(message, file=sys.stderr)
+
+
+def progress_bar(percent: Callable[[Any], float], describe: Callable[[Any], str]) -> Callable[[Any], None]:
+    """A progress bar on stderr, redrawn at most ten times a second (and at 100%): ``percent(p)`` and
+    ``describe(p)`` read a progress report."""
+    width = 30
+    last = [0.0]
+
+    def show(p: Any) -> None:
+        now = time.monotonic()
+        done = percent(p)
+        if now - last[0] < 0.1 and done < 100:
+            return
+        last[0] = now
+        filled = int(width * done / 100)
+        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done:5.1f}%  {describe(p)}")
+        sys.stderr.flush()
+
+    return show
+
+
+def end_bar() -> None:
+    """The line after a progress bar."""
+    sys.stderr.write("\n")
+
+
+def common_options(p: argparse.ArgumentParser) -> None:
+    """The options every command takes."""
+    p.add_argument("--root", action="append", metavar="DIR", dest="roots",
+                   help="a directory callers may touch (repeatable; default: ASSAY_ROOTS or your home directory)")
+    p.add_argument("--data-dir", metavar="DIR", help="where the store and caches live (default: ~/.assay)")
+    p.add_argument("--config", metavar="FILE", help="YAML settings file")
+    p.add_argument("--database-url", metavar="URL",
+                   help="SQLAlchemy URL of the store (default: SQLite in the data dir); e.g. postgresql+psycopg://...")
+    p.add_argument("--log-level", default=os.environ.get("ASSAY_LOG_LEVEL", "INFO"),
+                   choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="log level (logs go to stderr)")

@@ -1,0 +1,88 @@
+"""`assay serve`: the MCP server over stdio or Streamable HTTP, with what runs beside it (Prefect, plan watchers,
+the control socket that takes `assay index` calls)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+
+from mcp_server.cli.common import OK, settings_from
+
+log = logging.getLogger("assay")
+
+
+def add_parser(sub, common) -> argparse.ArgumentParser:
+    from mcp_server.cli.parser import EPILOG
+
+    serve = sub.add_parser("serve", help="run the MCP server (stdio or Streamable HTTP at /mcp)",
+                           description="Run the MCP server.", epilog=EPILOG,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    serve.add_argument("--transport", choices=["stdio", "http"], help="stdio (default) or http (Streamable HTTP)")
+    serve.add_argument("--host", help="address to bind for http (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port for http (default 3000)")
+    serve.add_argument("--allowed-hosts", metavar="H1,H2",
+                       help="Host header values the http server accepts besides the loopback names (required when "
+                            "--host is not a loopback address; '*': any)")
+    serve.add_argument("--index", action="append", metavar="PATH", default=[],
+                       help="index PATH (inside a root) in the background once the server starts (repeatable)")
+    serve.add_argument("--tool-groups", metavar="G1,G2", help="only list these tool groups (default: all)")
+    serve.add_argument("--plans-dir", metavar="DIR", help="load plan files from DIR, reload them on change, and "
+                                                          "write plans created over MCP back to it")
+    serve.add_argument("--no-prefect", action="store_true",
+                       help="run jobs as plain functions instead of Prefect flows (no flow runs recorded)")
+    common(serve)
+    return serve
+
+
+def _split(value: str | None) -> list[str] | None:
+    return [part.strip() for part in value.split(",") if part.strip()] if value else None
+
+
+def _stop(signum, _frame) -> None:
+    """SIGTERM ends the server as Ctrl-C does: watchers stopped, Prefect's server too."""
+    raise KeyboardInterrupt
+
+
+def run(args: argparse.Namespace) -> int:
+    import anyio
+
+    from mcp_server.app import AssayApp, build_server
+    from mcp_server.http import serve_http
+
+    settings = settings_from(args, transport=args.transport, host=args.host, port=args.port,
+                             tool_groups=_split(args.tool_groups), allowed_hosts=_split(args.allowed_hosts),
+                             use_prefect=False if args.no_prefect else None, plans_dir=args.plans_dir)
+    if settings.transport == "http":
+        from mcp_server.http import transport_security
+
+        transport_security(settings)  # refuses an open non-loopback binding before anything starts
+    app = AssayApp.create(settings)
+    try:
+        mcp = build_server(app)
+        signal.signal(signal.SIGTERM, _stop)
+        if settings.use_prefect:
+            from flows import prefect_support
+
+            prefect_support.configure(settings.data_dir, publish=True)  # `assay index` here reuses our Prefect API
+        app.start_background()
+        app.sources.start_enabled()
+        for path in args.index:
+            from flows.index.service import index_path
+
+            result = index_path(app.runner, root=app.roots.resolve(os.path.abspath(path), field="--index"),
+                                async_=True, max_age=0)
+            log.info("indexing %s in the background (job %s)", path, result.get("jobId"))
+        log.info("assay serving over %s%s; store %s; roots %s", settings.transport,
+                 f" at http://{settings.host}:{settings.port}/mcp" if settings.transport == "http" else "",
+                 settings.db_url, app.roots.describe())
+        if settings.transport == "http":
+            anyio.run(serve_http, mcp, settings)
+        else:
+            mcp.run("stdio")
+    except KeyboardInterrupt:
+        pass
+    finally:
+        app.close()
+    return OK
