@@ -100,6 +100,7 @@ def test_a_command_line_classify_is_handed_to_the_servers_control_socket(app, ph
     """`assay classify` beside a server sends op "classify" over <data dir>/assay.sock; the server runs the job
     (here without Prefect: the request says prefect false) and streams progress and the result."""
     from mcp_server import control
+    from mcp_server.cli import handoff
 
     index_sync(app, photos)
     sock = control.ControlSocket(app)
@@ -108,13 +109,13 @@ def test_a_command_line_classify_is_handed_to_the_servers_control_socket(app, ph
         seen: list[dict] = []
         request = {"op": "classify", "path": str(photos), "operations": ["metadata"], "force": False,
                    "store": app.settings.db_url, "prefect": False}
-        result = control._job_via_server(data_dir, request, seen.append, None)
+        result = handoff._job_via_server(data_dir, request, seen.append, None)
         assert result["status"] == "completed" and result["files"] == 3 and result["operations"] == ["metadata"]
         assert seen and seen[-1]["progress"] == 100 and seen[-1]["total"] == 3
-        with pytest.raises(control.ServerError, match="unknown classifier operation"):
-            control._job_via_server(data_dir, {**request, "operations": ["blur"]}, seen.append, None)
-        with pytest.raises(control.NoServer, match="leaves this job to us"):
-            control.classify_via_server(data_dir, path="/etc", operations=["all"], force=False,
+        with pytest.raises(handoff.ServerError, match="unknown classifier operation"):
+            handoff._job_via_server(data_dir, {**request, "operations": ["blur"]}, seen.append, None)
+        with pytest.raises(handoff.NoServer, match="leaves this job to us"):
+            handoff.classify_via_server(data_dir, path="/etc", operations=["all"], force=False,
                                         store=app.settings.db_url)
     finally:
         sock.stop()
