@@ -104,7 +104,7 @@ def prefect_noop_overhead(repeat: int) -> float:
     from prefect import flow, task
     from prefect.cache_policies import NO_CACHE
 
-    from flows.prefect_support import flow_settings
+    from flows.core.prefect import flow_settings
 
     @task(cache_policy=NO_CACHE, persist_result=False)
     def noop(i: int) -> int:
@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         def warm_up() -> int:
             return 1
 
-        from flows.prefect_support import flow_settings
+        from flows.core.prefect import flow_settings
 
         with flow_settings():
             warm_up()
