@@ -56,8 +56,9 @@ def edit_plan_text(text: str, plan: Plan, format: str) -> str | None:
     if old == plan:
         return text
     edit = {"yaml": _edit_yaml, "json": _edit_json, "dsl": edit_dsl}[format]
+    crlf = "\r\n" in text  # edited with plain line ends, written back with the file's
     try:
-        edited = edit(text, old, plan)
+        edited = edit(text.replace("\r\n", "\n") if crlf else text, old, plan)
     except Unsupported as exc:
         log.info("plan %s: its file is written whole (%s)", plan.name, exc)
         return None
@@ -73,7 +74,7 @@ def edit_plan_text(text: str, plan: Plan, format: str) -> str | None:
     if again != plan:
         log.warning("plan %s: editing its file in place would change the plan; writing it whole", plan.name)
         return None
-    return edited
+    return edited.replace("\n", "\r\n") if crlf else edited
 
 
 # --- the merge: the change from one plan object to another, applied to the file's tree ---------------------------

@@ -117,7 +117,7 @@ class PlansDirectory:
         format = _FORMATS.get(target.suffix.lower(), "yaml")
         text = None
         try:
-            previous = target.read_text()
+            previous = target.read_bytes().decode()  # as it is, line ends too
         except (OSError, UnicodeDecodeError):  # a new file, or one that is not text
             previous = None
         if previous is not None:  # change only what changed: what people wrote in the file stays
@@ -127,9 +127,9 @@ class PlansDirectory:
                 json.dumps(plan.to_object(), indent=2) + "\n" if format == "json" else plan_to_yaml(plan)
         self.path.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{target.name}.tmp")
-        tmp.write_text(text)
+        tmp.write_text(text, newline="")  # line ends as they are in text
         with self._lock:
-            self._written[str(target)] = _digest(text)
+            self._written[str(target)] = _digest(text.replace("\r\n", "\n"))  # as load_file reads it
         os.replace(tmp, target)
         return str(target)
 

@@ -245,6 +245,17 @@ def test_a_status_the_file_states_is_changed_where_it_is(tmp_path, service, form
                                                      "+" + line.format("paused")[:-1]]
 
 
+@pytest.mark.parametrize("form", FORMS)
+def test_a_file_with_windows_line_ends_keeps_them(tmp_path, service, form):
+    text = FILES[form][1].replace("\n", "\r\n")
+    file = plan_file(tmp_path, service, form, text)
+    plan = update(service, description="Team photos")
+    after = file.read_bytes().decode()
+    assert after.count("\r\n") == after.count("\n") == text.count("\n")
+    assert diff(FILES[form][1], after.replace("\r\n", "\n")) == DESCRIPTION[form]
+    assert parse_plan_text(after, format=form) == plan
+
+
 def test_a_rule_given_as_conditions_and_outcomes_is_edited_where_it_is(tmp_path, service):
     text = YAML.split("rules:")[0] + "conditions: extension = .jpg   # only jpgs\n" \
                                      "outcomes: [{type: selection_set, selectionSetName: jpgs}]\n"
