@@ -118,6 +118,8 @@ def _indent(line: str) -> str:
 
 
 def edit_dsl(text: str, old: Plan, new: Plan) -> str | None:
+    """DSL ``text`` (whose plan is ``old``) changed to say ``new``; None when its statements do not map one to one
+    onto the printer's."""
     lines = text.split("\n")
     statements = _statements(text, old)
     where = {s.key: s for s in statements}
@@ -132,7 +134,7 @@ def edit_dsl(text: str, old: Plan, new: Plan) -> str | None:
         if s.key not in now:
             replaced.append((s.start, s.end + 1, []))
         elif was[s.key] != now[s.key] and s.key[0] == "rule":
-            _rule_edits(lines, s, was[s.key], now[s.key], replaced, inserted)
+            _rule_edits(lines, s, was[s.key], now[s.key], do_indent, replaced, inserted)
         elif was[s.key] != now[s.key]:
             replaced.append((s.start, s.end + 1, [_relined(now[s.key][0], lines[s.start], lines[s.end])]))
     anchor = where[("plan",)]
@@ -149,14 +151,14 @@ def edit_dsl(text: str, old: Plan, new: Plan) -> str | None:
     return "\n".join(lines)
 
 
-def _rule_edits(lines: list[str], s: _Statement, was: list[str], now: list[str],
+def _rule_edits(lines: list[str], s: _Statement, was: list[str], now: list[str], do_indent: str,
                 replaced: list[tuple[int, int, list[str]]], inserted: dict[int, list[str]]) -> None:
     """The edits of one rule: its head line, and its do lines matched in order."""
     if len(was) - 1 != len(s.dos):
         raise Unsupported(f"rule {s.key[1]}: its do lines do not match its outcomes")
     if was[0] != now[0]:
         replaced.append((s.start, s.head_end + 1, [_relined(now[0], lines[s.start], lines[s.head_end])]))
-    indent = _indent(lines[s.dos[0][0]]) if s.dos else "  "
+    indent = _indent(lines[s.dos[0][0]]) if s.dos else do_indent
     old_dos, new_dos = was[1:], now[1:]
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old_dos, new_dos, autojunk=False).get_opcodes():
         if tag == "equal":
