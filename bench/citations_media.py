@@ -15,26 +15,28 @@ once into a cache dir and reused by later runs.
   segments are joined with ffmpeg's concat demuxer (stream copy), so memory stays flat.
 
 Every file is written beside its final name and renamed, so a file that exists is complete; a manifest records the
-spec and the generation time (reported by the benchmark). Nothing is downloaded.
+spec and the generation time (reported by the benchmark). Nothing is downloaded. The makers are examples/mediagen's
+(``pdfs.write_pdf``, ``av.scene_video``; shared with the tests and the example corpus); this module says what to make.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
-import subprocess
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from examples.mediagen import av
+from examples.mediagen.files import atomic
+from examples.mediagen.pdfs import Box, Line, write_pdf
+
 log = logging.getLogger("bench.citations_media")
 
-# lavfi sources cycled through the segments: (name, takes a size option)
+# lavfi sources cycled through the segments (haldclutsrc, a fixed 512x512 colour table, is scaled to the size)
 # (tried and left out: sierpinski and cellauto, whose own motion scores as scene cuts; life, 36 Mbit/s at 720p)
-PATTERNS = ("testsrc2", "smptehdbars", "haldclutsrc", "rgbtestsrc", "gradients", "smptebars", "testsrc", "pal100bars",
-            "yuvtestsrc", "colorspectrum")
+PATTERNS = ("testsrc2", "smptehdbars", "haldclutsrc=level=8", "rgbtestsrc", "gradients=speed=0.02", "smptebars",
+            "testsrc", "pal100bars", "yuvtestsrc", "colorspectrum")
 VERSION = 3  # of the generated media: a change of patterns or encoding makes new files
 WORDS = ("evidence citation outline section chapter lecture figure table theorem proof method result sample "
          "measure source archive address region interval keyframe page extract summary claim reader").split()
@@ -107,66 +109,23 @@ def _paragraph(seed: int, words: int = 60) -> str:
     return " ".join(WORDS[(seed * 7 + i * 13 + i * i) % len(WORDS)] for i in range(words)).capitalize() + "."
 
 
-def write_pdf(path: Path, spec: MediaSpec) -> None:
+def make_pdf(path: Path, spec: MediaSpec) -> None:
     """``spec.pages`` A4 pages of text (a heading and three paragraphs each) with the nested outline."""
-    import pymupdf
-
-    doc = pymupdf.open()
-    for p in range(spec.pages):
-        page = doc.new_page(width=595, height=842)
-        page.insert_text((72, 90), f"Page {p + 1}", fontsize=18)
-        box = pymupdf.Rect(72, 120, 523, 780)
-        page.insert_textbox(box, "\n\n".join(_paragraph(p * 3 + i) for i in range(3)), fontsize=11)
-    doc.set_toc(outline(spec))
-    doc.set_metadata({"title": "The citation benchmark's book", "author": "bench/citations_media.py"})
-    _save_atomic(path, lambda tmp: doc.save(str(tmp), garbage=3, deflate=True))
-    doc.close()
+    pages = [[Line(f"Page {p + 1}", (72, 90), 18), Box("\n\n".join(_paragraph(p * 3 + i) for i in range(3)),
+                                                       (72, 120, 523, 780))] for p in range(spec.pages)]
+    meta = {"title": "The citation benchmark's book", "author": "bench/citations_media.py"}
+    atomic(path, lambda tmp: write_pdf(tmp, pages, toc=outline(spec), metadata=meta, compact=True))
 
 
-def _segment_cmd(i: int, spec: MediaSpec, out: Path) -> list[str]:
-    pattern = PATTERNS[i % len(PATTERNS)]
-    secs = spec.segment_seconds
-    src = f"{pattern}=size={spec.size}:rate={spec.fps}"
-    if pattern == "haldclutsrc":  # a fixed 512x512 colour table, scaled to the size
-        src = f"haldclutsrc=level=8:rate={spec.fps},scale={spec.size.replace('x', ':')}"
-    elif pattern == "gradients":
-        src += ":speed=0.02"
-    hue = (i * 67) % 360  # segments of the same pattern (every len(PATTERNS)th) differ in colour too
-    # alternately bright (luma 128-255) and dark (0-102): neighbours differ by ~100 levels of luma whatever the
-    # patterns, so each cut scores well above the scene threshold and nothing inside a segment does
-    luma = "128+val/2" if i % 2 == 0 else "val*0.4"
-    vf = f"format=yuv420p,hue=h={hue},lutyuv=y='{luma}'"
-    return ["ffmpeg", "-hide_banner", "-loglevel", "error", "-y",
-            "-f", "lavfi", "-t", str(secs), "-i", src,
-            "-f", "lavfi", "-t", str(secs), "-i", f"sine=frequency={220 + 40 * i}:sample_rate=44100",
-            "-vf", vf, "-c:v", "libx264", "-preset", "ultrafast", "-crf", "28", "-g", str(spec.gop),
-            "-keyint_min", str(min(spec.gop, 2 * spec.fps)), "-pix_fmt", "yuv420p",
-            "-c:a", "aac", "-b:a", "64k", "-shortest", "-f", "mp4", str(out)]
-
-
-def write_video(path: Path, spec: MediaSpec) -> None:
-    """The segments, each encoded alone in a temp dir beside ``path``, joined by the concat demuxer (stream copy)."""
-    with tempfile.TemporaryDirectory(prefix=".segments-", dir=path.parent) as tmp:
-        parts = []
-        for i in range(spec.segments):
-            part = Path(tmp) / f"s{i:03d}.mp4"
-            subprocess.run(_segment_cmd(i, spec, part), check=True)
-            parts.append(part)
-            log.info("video segment %d/%d", i + 1, spec.segments)
-        listing = Path(tmp) / "list.txt"
-        listing.write_text("".join(f"file '{p}'\n" for p in parts))
-        _save_atomic(path, lambda out: subprocess.run(
-            ["ffmpeg", "-hide_banner", "-loglevel", "error", "-y", "-f", "concat", "-safe", "0", "-i", str(listing),
-             "-c", "copy", "-movflags", "+faststart", "-f", "mp4", str(out)], check=True))
-
-
-def _save_atomic(path: Path, write) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+def make_video(path: Path, spec: MediaSpec) -> None:
+    """The segments (``av.scene_video``): pattern i of PATTERNS (cycled), hue-rotated and alternately bright and dark
+    (``contrast``), a tone of its own (220 + 40 i Hz); libx264 crf 28 with a keyframe every ``gop`` frames, at each
+    cut, and wherever x264 sees a scene cut at least two seconds after the last."""
+    sources = [PATTERNS[i % len(PATTERNS)] for i in range(spec.segments)]
+    atomic(path, lambda tmp: av.scene_video(
+        tmp, sources, seconds_each=spec.segment_seconds, size=spec.size, rate=spec.fps, gop=spec.gop,
+        keyint_min=min(spec.gop, 2 * spec.fps), tones=[220 + 40 * i for i in range(spec.segments)], contrast=True,
+        crf=28))
 
 
 def ensure_media(work: Path, spec: MediaSpec) -> Media:
@@ -179,14 +138,14 @@ def ensure_media(work: Path, spec: MediaSpec) -> Media:
     manifest["generated_now"] = []
     if not pdf.exists():
         started = time.perf_counter()
-        write_pdf(pdf, spec)
+        make_pdf(pdf, spec)
         manifest["pdf_seconds"] = time.perf_counter() - started
         manifest["generated_now"].append("pdf")
         log.info("PDF: %d pages, %d outline entries in %.1f s", spec.pages, spec.outline_entries,
                  manifest["pdf_seconds"])
     if not video.exists():
         started = time.perf_counter()
-        write_video(video, spec)
+        make_video(video, spec)
         manifest["video_seconds"] = time.perf_counter() - started
         manifest["generated_now"].append("video")
         log.info("video: %d s at %s in %.1f s", spec.duration, spec.size, manifest["video_seconds"])

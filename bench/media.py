@@ -15,7 +15,8 @@ and a plan whose source is one of these folders sees exactly the corpus):
   apart so it is not part of the corpus runs.
 
 Every file is written beside its final name and renamed, so a file that exists is complete: an interrupted generation
-resumes where it stopped. Generation runs on every core (a process per file); nothing is downloaded.
+resumes where it stopped. Generation runs on every core (a process per file); nothing is downloaded. The makers are
+examples/mediagen's (shared with the tests and the example corpus); this module says which files the corpus holds.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+
+from examples.mediagen import av, images, pdfs  # noqa: E402
+from examples.mediagen.files import atomic  # noqa: E402
 
 log = logging.getLogger("bench.media")
 
@@ -64,76 +68,30 @@ class Corpus:
         return sum(p.stat().st_size for p in (self.files if paths is None else paths))
 
 
-def _dms(value: float) -> tuple[float, float, float]:
-    value = abs(value)
-    degrees = int(value)
-    minutes = int((value - degrees) * 60)
-    return (float(degrees), float(minutes), round((value - degrees - minutes / 60) * 3600, 2))
-
-
 def _exif(i: int):
-    from PIL import Image
-    from PIL.ExifTags import GPS, IFD, Base
-
+    """Photo ``i``'s EXIF: one of four cameras with its lens, a date taken, ISO, GPS in the Alps (no altitude);
+    every fifth photo rotated (Orientation 6)."""
     rng = random.Random(i)
     make, model, lens = CAMERAS[i % len(CAMERAS)]
     taken = f"20{18 + i % 7}:{1 + i % 12:02d}:{1 + i % 28:02d} {8 + i % 12:02d}:{i % 60:02d}:{(7 * i) % 60:02d}"
-    exif = Image.Exif()
-    exif[Base.Make], exif[Base.Model], exif[Base.DateTime] = make, model, taken
-    if i % 5 == 4:
-        exif[Base.Orientation] = 6
-    sub = exif.get_ifd(IFD.Exif)
-    sub[Base.DateTimeOriginal], sub[Base.LensModel] = taken, lens
-    sub[Base.ISOSpeedRatings] = 100 * (1 + i % 32)
-    lat, lon = 45.0 + rng.random() * 3, 6.0 + rng.random() * 4
-    g = exif.get_ifd(IFD.GPSInfo)
-    g[GPS.GPSVersionID] = b"\x02\x03\x00\x00"
-    g[GPS.GPSLatitudeRef], g[GPS.GPSLatitude] = "N", _dms(lat)
-    g[GPS.GPSLongitudeRef], g[GPS.GPSLongitude] = "E", _dms(lon)
-    return exif
+    gps = (45.0 + rng.random() * 3, 6.0 + rng.random() * 4)
+    return images.exif(make, model, taken, gps=gps, orientation=6 if i % 5 == 4 else None, lens=lens,
+                       iso=100 * (1 + i % 32))
 
 
 def photo(path: Path, size: tuple[int, int], i: int) -> Path:
-    """A photo-like JPEG of ``size`` with EXIF: smooth colour blobs (low-resolution noise scaled up) under a fine
-    grain (a tiled noise patch), which encodes at about the bits per pixel of a camera JPEG and is quick to make."""
-    from PIL import Image
-
-    w, h = size
-    rng = random.Random(i)
-    small = [Image.effect_noise((max(8, w // 32), max(8, h // 32)), 50 + rng.random() * 50) for _ in range(3)]
-    img = Image.merge("RGB", small).resize(size, Image.Resampling.BICUBIC)
-    tile = Image.effect_noise((256, 256), 16 + rng.random() * 8).convert("RGB")
-    grain = Image.new("RGB", size)
-    for y in range(0, h, 256):
-        for x in range(0, w, 256):
-            grain.paste(tile, (x, y))
-    return _atomic(path, lambda tmp: Image.blend(img, grain, 0.25).save(tmp, "JPEG", quality=90, exif=_exif(i)))
+    """A photo-like JPEG of ``size`` with EXIF (``images.camera_picture``: about a camera JPEG's bits per pixel)."""
+    return atomic(path, lambda tmp: images.camera_picture(size, i).save(tmp, "JPEG", quality=90, exif=_exif(i)))
 
 
 def video(path: Path, seconds: int, size: str) -> Path:
-    """An H.264 MP4 of ``testsrc`` with a tone, a keyframe a second (tests/media.py's maker)."""
-    from tests import media
-
-    return _atomic(path, lambda tmp: media.video(tmp, seconds=seconds, size=size, rate=25, audio=True,
-                                                  title=path.stem))
+    """An H.264 MP4 of ``testsrc`` with a tone, a keyframe a second."""
+    return atomic(path, lambda tmp: av.video(tmp, seconds=seconds, size=size, rate=25, audio=True, title=path.stem))
 
 
 def pdf(path: Path, pages: int, i: int) -> Path:
-    from tests import media
-
-    return _atomic(path, lambda tmp: media.pdf(tmp, pages=pages, title=f"Report {i}", author=f"Author {i % 7}",
-                                                subject="benchmark", keywords="assay, bench", outline=True))
-
-
-def _atomic(path: Path, write) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
+    return atomic(path, lambda tmp: pdfs.pdf(tmp, pages=pages, title=f"Report {i}", author=f"Author {i % 7}",
+                                             subject="benchmark", keywords="assay, bench", outline=True))
 
 
 def _make(job: tuple) -> str:

@@ -3,9 +3,10 @@ chapters), audio, and a few files whose names and dates make queries interesting
 
     python examples/generate_corpus.py OUT_DIR [--force]
 
-Everything is made locally (PyMuPDF, Pillow, the ffmpeg binary) and deterministically: the same names, contents and
-modification times on every run. A marker file written last (``.corpus-complete``) records a finished corpus; a
-second run with the marker in place does nothing unless ``--force`` is given. Progress is logged to stderr.
+Everything is made locally (PyMuPDF, Pillow, the ffmpeg binary; the makers are examples/mediagen's, shared with the
+tests and the benchmarks) and deterministically: the same names, contents and modification times on every run. A
+marker file written last (``.corpus-complete``) records a finished corpus; a second run with the marker in place does
+nothing unless ``--force`` is given. Progress is logged to stderr.
 """
 
 from __future__ import annotations
@@ -16,10 +17,15 @@ import logging
 import os
 import random
 import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent  # run as a script, this folder is on sys.path, not the repository
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from examples.mediagen import av, files, images  # noqa: E402
+from examples.mediagen.pdfs import Box, Line, write_pdf  # noqa: E402
 
 log = logging.getLogger("generate_corpus")
 
@@ -109,23 +115,15 @@ PDFS = {
 
 def make_pdf(path: Path, title: str, author: str, sentences: list[str], chapters: list[tuple[int, str]],
              rng: random.Random) -> None:
-    import pymupdf
-
-    doc = pymupdf.open()
-    toc = []
-    for number, (level, heading) in enumerate(chapters, start=1):
-        page = doc.new_page(width=595, height=842)  # A4
-        page.insert_text((56, 70), title, fontsize=9, color=(0.4, 0.4, 0.4))
-        page.insert_text((56, 110), heading, fontsize=18 if level == 1 else 15)
-        body = "\n\n".join(paragraphs(sentences, rng, 4))
-        page.insert_textbox(pymupdf.Rect(56, 130, 539, 780), body, fontsize=11, lineheight=1.4)
-        page.insert_text((290, 810), str(number), fontsize=9)
-        toc.append([level, heading, number])
-    doc.set_toc(toc)
-    doc.set_metadata({"title": title, "author": author, "subject": title, "creator": "assay example corpus",
-                      "producer": "PyMuPDF", "creationDate": "D:20240101000000Z", "modDate": "D:20240101000000Z"})
-    doc.save(path, garbage=3, deflate=True, no_new_id=True)
-    doc.close()
+    """One A4 page per chapter: the title as a running head, the chapter's heading, four paragraphs, the page number;
+    an outline of the chapters."""
+    pages = [[Line(title, (56, 70), 9, color=(0.4, 0.4, 0.4)), Line(heading, (56, 110), 18 if level == 1 else 15),
+              Box("\n\n".join(paragraphs(sentences, rng, 4)), lineheight=1.4), Line(str(number), (290, 810), 9)]
+             for number, (level, heading) in enumerate(chapters, start=1)]
+    toc = [[level, heading, number] for number, (level, heading) in enumerate(chapters, start=1)]
+    write_pdf(path, pages, toc=toc, compact=True, metadata={
+        "title": title, "author": author, "subject": title, "creator": "assay example corpus", "producer": "PyMuPDF",
+        "creationDate": "D:20240101000000Z", "modDate": "D:20240101000000Z"})
 
 
 # --- photos -----------------------------------------------------------------------------------------------------
@@ -144,48 +142,10 @@ PHOTOS = {
 }
 
 
-def _dms(value: float) -> tuple[float, float, float]:
-    value = abs(value)
-    degrees = int(value)
-    minutes = int((value - degrees) * 60)
-    seconds = round((value - degrees - minutes / 60) * 3600, 2)
-    return (float(degrees), float(minutes), seconds)
-
-
 def make_photo(path: Path, make: str, model: str, taken: str, gps: tuple[float, float] | None,
                size: tuple[int, int], seed: int) -> None:
-    from PIL import Image, ImageDraw
-    from PIL.ExifTags import IFD, Base, GPS
-
-    rng = random.Random(seed)
-    w, h = size
-    top, bottom = [tuple(rng.randint(0, 255) for _ in range(3)) for _ in range(2)]
-    img = Image.new("RGB", size)
-    draw = ImageDraw.Draw(img)
-    for y in range(h):  # a vertical gradient "sky"
-        t = y / max(h - 1, 1)
-        draw.line([(0, y), (w, y)], fill=tuple(int(a + (b - a) * t) for a, b in zip(top, bottom)))
-    for _ in range(12):  # some shapes
-        x, y, r = rng.randint(0, w), rng.randint(0, h), rng.randint(10, min(w, h) // 4)
-        draw.ellipse([x - r, y - r, x + r, y + r], fill=tuple(rng.randint(0, 255) for _ in range(3)))
-    draw.polygon([(0, h), (w // 3, h // 2), (2 * w // 3, int(h * 0.7)), (w, h // 3), (w, h)], fill=(60, 70, 80))
-    exif = Image.Exif()
-    exif[Base.Make] = make
-    exif[Base.Model] = model
-    exif[Base.DateTime] = taken
-    exif[Base.Software] = "assay example corpus"
-    sub = exif.get_ifd(IFD.Exif)
-    sub[Base.DateTimeOriginal] = taken
-    sub[Base.DateTimeDigitized] = taken
-    if gps is not None:
-        lat, lon = gps
-        g = exif.get_ifd(IFD.GPSInfo)
-        g[GPS.GPSVersionID] = b"\x02\x03\x00\x00"
-        g[GPS.GPSLatitudeRef] = "N" if lat >= 0 else "S"
-        g[GPS.GPSLatitude] = _dms(lat)
-        g[GPS.GPSLongitudeRef] = "E" if lon >= 0 else "W"
-        g[GPS.GPSLongitude] = _dms(lon)
-    img.save(path, "JPEG", quality=85, exif=exif)
+    exif = images.exif(make, model, taken, gps=gps, software="assay example corpus", digitized=True)
+    images.picture(size, seed).save(path, "JPEG", quality=85, exif=exif)
 
 
 # --- video and audio --------------------------------------------------------------------------------------------
@@ -193,46 +153,11 @@ def make_photo(path: Path, make: str, model: str, taken: str, gps: tuple[float, 
 LECTURE_CHAPTERS = [(0, 4000, "Introduction"), (4000, 9000, "The experiment"), (9000, 12000, "Conclusions")]
 
 
-def _ffmpeg(args: list[str]) -> None:
-    exe = shutil.which("ffmpeg")
-    if exe is None:
-        raise CorpusError("ffmpeg is not installed (apt-get install ffmpeg, or run ./scripts/setup)")
-    cmd = [exe, "-hide_banner", "-loglevel", "error", "-nostdin", "-y", *args]
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise CorpusError(f"ffmpeg failed ({done.returncode}): {' '.join(cmd)}\n{done.stderr.strip()}")
-
-
-def _video_codec() -> list[str]:
-    encoders = subprocess.run(["ffmpeg", "-hide_banner", "-encoders"], capture_output=True, text=True).stdout
-    if " libx264 " in encoders:
-        return ["-c:v", "libx264", "-preset", "veryfast", "-crf", "30", "-pix_fmt", "yuv420p", "-threads", "1"]
-    return ["-c:v", "mpeg4", "-q:v", "8", "-pix_fmt", "yuv420p"]
-
-
 def make_video(path: Path, *, seconds: int, size: str, tone: int, title: str,
                chapters: list[tuple[int, int, str]] | None = None) -> None:
-    inputs = ["-f", "lavfi", "-i", f"testsrc=size={size}:rate=25:duration={seconds}",
-              "-f", "lavfi", "-i", f"sine=frequency={tone}:sample_rate=44100:duration={seconds}"]
-    maps = ["-map", "0:v", "-map", "1:a"]
-    with tempfile.TemporaryDirectory() as tmp:
-        if chapters:
-            meta = Path(tmp) / "chapters.txt"
-            lines = [";FFMETADATA1", f"title={title}"]
-            for start, end, name in chapters:
-                lines += ["[CHAPTER]", "TIMEBASE=1/1000", f"START={start}", f"END={end}", f"title={name}"]
-            meta.write_text("\n".join(lines) + "\n")
-            inputs += ["-f", "ffmetadata", "-i", str(meta)]
-            maps += ["-map_metadata", "2", "-map_chapters", "2"]
-        else:
-            maps += ["-metadata", f"title={title}"]
-        _ffmpeg([*inputs, *maps, *_video_codec(), "-c:a", "aac", "-b:a", "64k", "-t", str(seconds),
-                 "-movflags", "+faststart", "-fflags", "+bitexact", str(path)])
-
-
-def make_audio(path: Path, *, seconds: int, tone: int, codec: list[str], title: str) -> None:
-    _ffmpeg(["-f", "lavfi", "-i", f"sine=frequency={tone}:sample_rate=22050:duration={seconds}", "-ac", "1",
-             "-metadata", f"title={title}", *codec, "-fflags", "+bitexact", str(path)])
+    """testsrc and a tone, H.264 (veryfast, crf 30, one thread: the same bytes everywhere) + AAC; chapters in ms."""
+    av.video(path, seconds=seconds, size=size, tone=tone, title=title, keyframe_every=None, preset="veryfast",
+             crf=30, threads=1, chapters=[(start / 1000, end / 1000, name) for start, end, name in chapters or ()])
 
 
 # --- notes ------------------------------------------------------------------------------------------------------
@@ -352,14 +277,15 @@ def generate(out: Path, *, force: bool = False) -> Path:
                        chapters=LECTURE_CHAPTERS)
         elif kind == "short":
             make_video(p, seconds=5, size="256x144", tone=660, title="Test pattern")
-        elif kind == "wav":
-            make_audio(p, seconds=3, tone=440, codec=["-c:a", "pcm_s16le"], title="A 440 Hz tone")
-        else:
-            make_audio(p, seconds=4, tone=523, codec=["-c:a", "libmp3lame", "-b:a", "32k"], title="Voice memo")
+        elif kind == "wav":  # 16-bit PCM
+            av.audio(p, seconds=3, tone=440, sample_rate=22050, channels=1, title="A 440 Hz tone", artist=None)
+        else:  # LAME
+            av.audio(p, seconds=4, tone=523, sample_rate=22050, channels=1, bitrate="32k", title="Voice memo",
+                     artist=None)
         mtimes[rel] = ts(when)
     for rel, (size, when) in BLOBS.items():
         log.info("blob  %s (%d bytes)", rel, size)
-        target(rel).write_bytes(random.Random(rel).randbytes(size))
+        files.noise(target(rel), size, seed=rel)
         mtimes[rel] = ts(when)
     for rel in EMPTY_DIRS:
         (out / rel).mkdir(parents=True, exist_ok=True)
@@ -388,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(name)s: %(message)s")
     try:
         generate(Path(args.out_dir), force=args.force)
-    except CorpusError as exc:
+    except (CorpusError, av.MediaError) as exc:
         log.error("%s", exc)
         return 1
     return 0

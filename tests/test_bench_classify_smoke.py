@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.media import HAVE_FFMPEG
+from examples.mediagen import HAVE_FFMPEG
 
 REPO = Path(__file__).resolve().parent.parent
 

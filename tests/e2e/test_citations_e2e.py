@@ -18,9 +18,9 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from tests import citations_media
+from examples.mediagen import citations as citations_media
+from examples.mediagen import png
 from tests.e2e.conftest import REPO, _call, serve_args, server_env
-from tests.media import png
 
 pytestmark = [pytest.mark.e2e,
               pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="ffmpeg is not installed")]

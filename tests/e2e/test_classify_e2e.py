@@ -20,7 +20,7 @@ import httpx
 import pytest
 from mcp import Client, StdioServerParameters
 
-from tests import media
+from examples import mediagen as media
 from tests.e2e.conftest import REPO, _call, _read, _stop, free_port, serve_args, server_env, wait_listening
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="needs ffmpeg")]

@@ -12,7 +12,7 @@ import httpx
 import pytest
 from mcp import Client
 
-from tests import media
+from examples import mediagen as media
 from tests.e2e.conftest import REPO, _stop, free_port, serve_args, server_env, wait_listening
 
 pytestmark = pytest.mark.e2e

@@ -18,7 +18,7 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from tests import documents_media as dm
+from examples.mediagen import documents as dm
 from tests.e2e.conftest import REPO, _call, _stop, free_port, serve_args, server_env, wait_listening
 
 pytestmark = pytest.mark.e2e

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests import documents_media, media
+from examples import mediagen as media
+from examples.mediagen import documents as documents_media
 from tests.conftest import make_tree
 from tests.e2e.conftest import REFERENCE_TOOLS, REPO, _stop, free_port, serve_args, server_env, wait_listening
 

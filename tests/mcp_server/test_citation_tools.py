@@ -16,11 +16,11 @@ import jsonschema
 import pytest
 from mcp import Client
 
+from examples.mediagen import citations as citations_media
+from examples.mediagen import duration_of, keyframe_times, png
 from mcp_server.app import AssayApp, build_server
 from mcp_server.config import Settings
-from tests import citations_media
 from tests.conftest import call, index_sync
-from tests.media import duration_of, keyframe_times, png
 
 pytestmark = [pytest.mark.anyio,
               pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="ffmpeg is not installed")]

@@ -6,8 +6,8 @@ from __future__ import annotations
 import anyio
 import pytest
 
+from examples import mediagen as media
 from flows.classify import executor as cx
-from tests import media
 from tests.conftest import ToolFailed, call, index_sync
 
 

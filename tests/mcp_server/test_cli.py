@@ -129,7 +129,7 @@ def test_command_line_calls_leave_a_running_servers_jobs_alone(tmp_path, tree):
 
 
 def test_classify_draws_progress_prints_a_summary_and_fails_on_errors(tmp_path):
-    from tests import media
+    from examples import mediagen as media
 
     root = tmp_path / "home" / "pics"
     root.mkdir(parents=True)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from examples.mediagen import citations as citations_media
 from mcp_server.cli import copy_output, format_map, main
-from tests import citations_media
 
 pytestmark = pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="ffmpeg is not installed")
 

@@ -14,6 +14,7 @@ import pytest
 from mcp import Client
 from sqlalchemy import select
 
+from examples.mediagen import documents as dm
 from flows.documents import search as search_module
 from flows.documents.executor import extract_rows, options_for, work_key
 from flows.documents.model import Extracted, Page
@@ -21,7 +22,6 @@ from mcp_server.app import AssayApp, build_server
 from mcp_server.config import Settings
 from store.documents import DocumentWrite, write_extracted_many
 from store.models import Entry
-from tests import documents_media as dm
 from tests.conftest import ToolFailed, call, fresh_pg_database, index_sync
 
 E = Entry.__table__

@@ -14,13 +14,13 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from sqlalchemy import insert, update
 
+from examples import mediagen as media
 from flows.index.navigation import content_url
 from mcp_server.config import Settings
 from mcp_server.http import content_base, http_app
 from store import cache
 from store.entries import T, get_entry
 from store.models import Artifact, MetadataValue
-from tests import media
 from tests.conftest import ToolFailed, call, index_sync, read_json
 
 A = Artifact.__table__

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from examples.mediagen import documents as documents_media
 from flows.documents.model import LineMatch, SearchOutcome
 from mcp_server.cli import format_matches, main, search_summary
-from tests import documents_media
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,12 +7,13 @@ import shutil
 
 import pytest
 
+from examples import mediagen as media
+from examples.mediagen import citations as cm
+from examples.mediagen import documents as documents_media
 from flows.citations.builders import scan, tree
 from flows.citations.builders import build, probe
 from flows.outcomes import Cancelled
 from store.errors import CitationError, InvalidInput
-from tests import citations_media as cm
-from tests import documents_media, media
 
 pytestmark = pytest.mark.skipif(not media.HAVE_FFMPEG, reason="ffmpeg is not installed")
 

@@ -8,6 +8,9 @@ from pathlib import Path
 import pytest
 
 from dsl.model import Plan
+from examples.mediagen import png
+from examples.mediagen.citations import markdown_headings
+from examples.mediagen.documents import pdf_with_outline, truncated_pdf
 from flows.citations import builders
 from flows.citations.executor import MapExecutor
 from flows.citations.service import CitationService
@@ -15,9 +18,6 @@ from flows.outcomes import installed_executors
 from flows.plans.service import PlanService
 from flows.roots import Roots
 from store.engine import make_engine
-from tests.citations_media import markdown_headings
-from tests.documents_media import pdf_with_outline, truncated_pdf
-from tests.media import png
 
 
 @pytest.fixture

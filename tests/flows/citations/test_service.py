@@ -11,6 +11,8 @@ import pymupdf
 import pytest
 from sqlalchemy import delete, select
 
+from examples.mediagen.citations import MARKDOWN_HEADINGS, markdown_headings
+from examples.mediagen.documents import pdf_lines, pdf_with_outline
 from flows.citations import builders
 from flows.citations.service import CitationService
 from flows.media.hashing import hash_file
@@ -19,9 +21,7 @@ from store import citations as store_citations
 from store.engine import make_engine
 from store.entries import T as E
 from store.errors import CitationError
-from tests.citations_media import MARKDOWN_HEADINGS, markdown_headings
 from tests.conftest import BACKENDS, backend_engine
-from tests.documents_media import pdf_lines, pdf_with_outline
 
 
 @pytest.fixture

@@ -282,7 +282,7 @@ def test_a_plan_classifies_photos_and_a_later_rule_selects_the_wide_ones_in_one_
     from flows.classify import executor as cx
     from flows.plans.service import PlanService
     from store import sets as store_sets
-    from tests import media
+    from examples import mediagen as media
 
     data_dir = tmp_path / "data"
     data_dir.mkdir()

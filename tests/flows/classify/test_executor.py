@@ -13,6 +13,7 @@ import pytest
 from sqlalchemy import select
 
 from dsl.model import Plan
+from examples import mediagen as media
 from flows.classify import executor as cx
 from flows.classify.sweep import sweep_cache
 from flows.plans.service import PlanService
@@ -20,7 +21,6 @@ from flows.roots import Roots
 from store import metadata as store_metadata
 from store.models import Artifact, Entry, MetadataValue
 from store.engine import make_engine
-from tests import media
 
 A, E, M = Artifact.__table__, Entry.__table__, MetadataValue.__table__
 

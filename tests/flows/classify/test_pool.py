@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from examples import mediagen as media
 from flows.classify.model import FileResult, FileTask, Params
 from flows.classify.pool import Pool, default_mode
-from tests import media
 
 
 def task(path: Path, entry_id: int, cache_root: Path, operations=("thumbnail", "metadata")) -> FileTask:

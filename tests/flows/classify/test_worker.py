@@ -11,11 +11,11 @@ import pytest
 import xxhash
 from PIL import Image
 
+from examples import mediagen as media
 from flows.classify.model import OPERATIONS, FileTask, Params
 from flows.classify.worker import classify_file, kind_of
 from store import cache
 from store.entries import types_for
-from tests import media
 
 needs_ffmpeg = pytest.mark.skipif(not media.HAVE_FFMPEG, reason="ffmpeg and ffprobe are needed")
 

@@ -292,7 +292,7 @@ def test_preview_notes_a_rule_whose_text_an_earlier_extract_text_rule_fills(stor
 def test_a_plan_extracts_documents_and_later_rules_select_on_their_text_in_one_execution(tmp_path):
     from flows.plans.service import PlanService
     from store import sets as store_sets
-    from tests import documents_media as dm
+    from examples.mediagen import documents as dm
 
     root = tmp_path / "lib"
     dm.pdf_with_outline(root / "rules.pdf")

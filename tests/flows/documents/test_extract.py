@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from examples import mediagen as media
+from examples.mediagen import documents as dm
 from flows.documents.extract import extract_file
 from flows.documents.extract import pymupdf as pymupdf_extract
 from flows.documents.extract.pymupdf import pdf_date
 from flows.documents.extract.text import decode, markdown_outline
 from flows.documents.model import FILTER_FAILED, UNSUPPORTED_FORMAT, ExtractOptions, Extracted
-from tests import documents_media as dm
-from tests import media
 
 OPTIONS = ExtractOptions(timeout=60)
 

@@ -40,7 +40,7 @@ def pool():
 
 @pytest.fixture(scope="module")
 def library(tmp_path_factory) -> dict[str, str]:
-    from tests import documents_media as dm  # here, not at the top: worker processes import this module for fake
+    from examples.mediagen import documents as dm  # here, not at the top: worker processes import this module for fake
 
     return dm.library(tmp_path_factory.mktemp("library"))
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from examples import mediagen as media
 from flows.media import images
 from flows.media.common import MediaError, fit, to_rgb
-from tests import media
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from examples import mediagen as media
 from flows.media import pdf
 from flows.media.common import MediaError
-from tests import media
 
 
 @pytest.fixture(scope="module")

@@ -7,8 +7,8 @@ import codecs
 import pytest
 import xxhash
 
+from examples import mediagen as media
 from flows.media import hashing, text
-from tests import media
 
 
 @pytest.mark.parametrize("encoding, expected", [

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from PIL import Image, ImageChops, ImageStat
 
+from examples import mediagen as media
 from flows.media import common, video
 from flows.media.common import MediaError
-from tests import media
 
 pytestmark = pytest.mark.skipif(not media.HAVE_FFMPEG, reason="ffmpeg and ffprobe are needed")
 TIMEOUT = 30.0

@@ -295,7 +295,7 @@ def test_each_write_lands_in_the_live_index_while_the_batch_goes_on(engine, fold
 
 def test_chunks_of_a_pdf_keep_their_pages(plans, folder, engine, fake_encoder):
     from store.documents import read_pages
-    from tests.documents_media import pdf_lines, pdf_with_outline
+    from examples.mediagen.documents import pdf_lines, pdf_with_outline
 
     pdf_with_outline(folder / "guide.pdf", pages=3)
     assert run(plans, folder, chunk_size=60, overlap=10)["status"] == "success"

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
+from examples.mediagen import documents as dm
 from flows.documents.executor import extract_rows, options_for
 from flows.documents.paths import DocumentPaths
 from flows.semantic import library
@@ -20,7 +21,6 @@ from store import semantic as store_semantic
 from store.documents import read_pages
 from store.errors import AssayError, InvalidInput
 from store.models import Entry
-from tests import documents_media as dm
 from tests.conftest import fresh_pg_database, index_sync
 from tests.flows.semantic.fakes import FakeEncoder
 

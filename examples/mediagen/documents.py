@@ -1,6 +1,6 @@
-"""Generated test documents, good and bad, for the documents capability: every test that needs a PDF with an
-outline, a scanned page, Markdown with nested headings, non-UTF-8 text, HTML, DOCX, EPUB or a broken document makes
-it here. Nothing is downloaded; the content is deterministic, so tests can search for the words written here.
+"""The documents capability's known documents, good and bad: a PDF with an outline, a scanned page, Markdown with
+nested headings, non-UTF-8 text, HTML, DOCX, EPUB, FB2, CBZ and broken ones. The content is deterministic, so tests
+can search for the words written here.
 
 Each maker takes the file's path (str or Path), creates its parent directories, writes the file and returns the path
 (a Path). ``library(root)`` builds a small library tree of all of them for end-to-end tests.
@@ -15,11 +15,13 @@ Words tests can rely on (all from ``pdf_with_outline``'s and ``markdown``'s text
 
 from __future__ import annotations
 
-import random
 import zipfile
 from pathlib import Path
 
-from tests import media
+from . import images, pdfs
+from .broken import big_file, binary_txt, empty, truncated  # noqa: F401 (big_file, binary_txt: the documents' too)
+from .files import prepare
+from .pdfs import Line, encrypted_pdf
 
 # Outline of pdf_with_outline: (level, title, page)
 PDF_TOC = [(1, "Introduction", 1), (1, "Gameplay", 2), (2, "Movement", 3), (1, "Combat", 4)]
@@ -114,12 +116,6 @@ if __name__ == "__main__":
 '''
 
 
-def _prepare(path: str | Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return path
-
-
 def pdf_lines(page: int) -> list[str]:
     """The lines ``pdf_with_outline`` writes on ``page`` (1-based)."""
     if page <= len(PDF_PAGES):
@@ -130,79 +126,41 @@ def pdf_lines(page: int) -> list[str]:
 def pdf_with_outline(path: str | Path, pages: int = 5) -> Path:
     """A PDF with a few text lines per page (``pdf_lines``), a nested outline (Introduction p1, Gameplay p2 >
     Movement p3, Combat p4; entries past ``pages`` are left out) and full metadata (``PDF_META``)."""
-    import pymupdf
-
-    path = _prepare(path)
-    doc = pymupdf.open()
-    for n in range(1, pages + 1):
-        page = doc.new_page(width=595, height=842)
-        y = 100
-        for line in pdf_lines(n):
-            page.insert_text((56, y), line, fontsize=12)
-            y += 24
-    doc.set_toc([[level, title, page] for level, title, page in PDF_TOC if page <= pages])
-    doc.set_metadata(PDF_META)
-    doc.save(path)
-    doc.close()
-    return path
-
-
-def text_image(text: str, *, size: tuple[int, int] = (1400, 300), font_size: int = 72):
-    """A Pillow image of ``text`` in large black letters on white: clear enough for Tesseract."""
-    from PIL import Image, ImageDraw, ImageFont
-
-    image = Image.new("RGB", size, "white")
-    draw = ImageDraw.Draw(image)
-    try:
-        font = ImageFont.truetype("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf", font_size)
-    except OSError:
-        font = ImageFont.load_default(size=font_size)
-    draw.text((40, (size[1] - font_size) // 2), text, fill="black", font=font)
-    return image
+    body = [[Line(line, (56, 100 + 24 * k), 12) for k, line in enumerate(pdf_lines(n))] for n in range(1, pages + 1)]
+    return pdfs.write_pdf(path, body, toc=[[level, title, page] for level, title, page in PDF_TOC if page <= pages],
+                          metadata=PDF_META)
 
 
 def scanned_pdf(path: str | Path, text: str = SCANNED_TEXT) -> Path:
     """A one-page PDF that is only an image of ``text`` (no text layer): its words come back only through OCR."""
-    import io
-
-    import pymupdf
-
-    path = _prepare(path)
-    buffer = io.BytesIO()
-    text_image(text).save(buffer, format="PNG")
-    doc = pymupdf.open()
-    page = doc.new_page(width=595, height=842)
-    page.insert_image(pymupdf.Rect(40, 100, 555, 210), stream=buffer.getvalue())
-    doc.save(path)
-    doc.close()
-    return path
+    return pdfs.scanned_pdf(path, text)
 
 
 def image_of_text(path: str | Path, text: str = SCANNED_TEXT) -> Path:
     """A PNG image of ``text`` (an "image of text" document, read with OCR)."""
-    path = _prepare(path)
-    text_image(text).save(path, format="PNG")
+    path = prepare(path)
+    images.text_image(text).save(path, format="PNG")
     return path
 
 
 def markdown(path: str | Path, *, front_matter: bool = False) -> Path:
     """Markdown with nested headings (# / ## / ###), a ``` fence holding "# not a heading" and a ~~~ fence holding
     "## also not a heading"; with ``front_matter``, a YAML front matter block (title, author, date, keywords) first."""
-    path = _prepare(path)
+    path = prepare(path)
     path.write_text((FRONT_MATTER if front_matter else "") + MARKDOWN_TEXT, encoding="utf-8")
     return path
 
 
 def text_latin1(path: str | Path) -> Path:
     """French text encoded as cp1252 (not valid UTF-8): café, fermé, crème brûlée, élève naïf, Genève."""
-    path = _prepare(path)
+    path = prepare(path)
     path.write_bytes(LATIN1_TEXT.encode("cp1252"))
     return path
 
 
 def utf16_text(path: str | Path) -> Path:
     """UTF-16 text with a BOM (as Windows tools write it), with non-ASCII words."""
-    path = _prepare(path)
+    path = prepare(path)
     path.write_bytes("Grüße aus Köln\nSecond line with ünïcödé\nthird line\n".encode("utf-16"))
     return path
 
@@ -210,7 +168,7 @@ def utf16_text(path: str | Path) -> Path:
 def html(path: str | Path) -> Path:
     """An HTML page with a title, author/keywords meta tags, h1..h3 headings, entities, a list, and script / style /
     noscript content that must NOT appear in the extracted text ("secretScriptValue", "hiddenstyle", "noscript")."""
-    path = _prepare(path)
+    path = prepare(path)
     path.write_text(HTML_TEXT, encoding="utf-8")
     return path
 
@@ -222,7 +180,7 @@ def docx(path: str | Path) -> Path:
 
     import docx as python_docx
 
-    path = _prepare(path)
+    path = prepare(path)
     document = python_docx.Document()
     document.add_heading("Project Plan", level=1)
     document.add_paragraph("The plan covers the migration of the billing service.")
@@ -287,7 +245,7 @@ def epub(path: str | Path) -> Path:
     """A tiny EPUB 2 built by hand: mimetype (stored, first), container.xml, an OPF (title "The Tiny Book", creator
     "E. Author"), an NCX table of contents and two XHTML chapters ("The dragon sleeps under the mountain." and
     "The lighthouse keeper counts ships.")."""
-    path = _prepare(path)
+    path = prepare(path)
     with zipfile.ZipFile(path, "w") as zf:
         zf.writestr(zipfile.ZipInfo("mimetype"), "application/epub+zip", compress_type=zipfile.ZIP_STORED)
         zf.writestr("META-INF/container.xml", _CONTAINER, compress_type=zipfile.ZIP_DEFLATED)
@@ -304,7 +262,7 @@ def epub(path: str | Path) -> Path:
 
 def fb2(path: str | Path) -> Path:
     """A FictionBook 2 file with a title, an author and two sections ("The owl hunts at night.")."""
-    path = _prepare(path)
+    path = prepare(path)
     path.write_text("""<?xml version="1.0" encoding="utf-8"?>
 <FictionBook xmlns="http://www.gribuser.ru/xml/fictionbook/2.0">
 <description><title-info><author><first-name>Ola</first-name><last-name>Writer</last-name></author>
@@ -318,59 +276,23 @@ def fb2(path: str | Path) -> Path:
 
 def cbz(path: str | Path, text: str = SCANNED_TEXT) -> Path:
     """A comic book archive of two pages that are images only, the first an image of ``text`` (OCR reads it)."""
-    import io
-
-    path = _prepare(path)
+    path = prepare(path)
     with zipfile.ZipFile(path, "w") as zf:
         for n, words in enumerate((text, "PAGE TWO"), start=1):
-            buffer = io.BytesIO()
-            text_image(words).save(buffer, format="PNG")
-            zf.writestr(f"{n:03d}.png", buffer.getvalue())
+            zf.writestr(f"{n:03d}.png", images.text_png(words))
     return path
-
-
-def encrypted_pdf(path: str | Path) -> Path:
-    """A PDF that cannot be opened without its user password."""
-    return media.encrypted_pdf(_prepare(path))
 
 
 def truncated_pdf(path: str | Path) -> Path:
-    """The first part of a real PDF (``pdf_with_outline``): header and part of the objects, no xref, no trailer."""
-    path = _prepare(path)
-    pdf_with_outline(path)
-    data = path.read_bytes()
-    path.write_bytes(data[: len(data) // 5])
-    return path
-
-
-def binary_txt(path: str | Path, size: int = 4096) -> Path:
-    """Random bytes with NUL bytes in them, named like text (e.g. ``blob.txt``)."""
-    path = _prepare(path)
-    rng = random.Random(13)
-    data = bytearray(rng.getrandbits(8) for _ in range(size))
-    data[10:14] = b"\x00\x00\x00\x00"
-    path.write_bytes(bytes(data))
-    return path
-
-
-def big_file(path: str | Path, size: int = 100 * 1024 * 1024) -> Path:
-    """A sparse file of ``size`` bytes (zeros; takes no disk space): for the size limit."""
-    path = _prepare(path)
-    with open(path, "wb") as f:
-        f.truncate(size)
-    return path
+    """The first fifth of a real PDF (``pdf_with_outline``): header and part of the objects, no xref, no trailer."""
+    return truncated(path, pdf_with_outline, 5)
 
 
 def source_code(path: str | Path) -> Path:
     """A small Python module (def fibonacci ...)."""
-    path = _prepare(path)
+    path = prepare(path)
     path.write_text(SOURCE_TEXT, encoding="utf-8")
     return path
-
-
-def empty(path: str | Path) -> Path:
-    """A 0-byte file."""
-    return media.empty(_prepare(path))
 
 
 def library(root: str | Path) -> dict[str, str]:
