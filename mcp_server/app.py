@@ -118,10 +118,10 @@ class AssayApp:
                 self.prefect_url = prefect.ensure_api()
                 deployments = Deployments()
                 plans = PlanDeployments(self.engine, deployments)
+                self.plans.deployments = plans  # plans saved from now on are deployed once the runner is up
                 deployments.start([*plans.initial(), index_deployment(), classify_deployment()])
                 self.deployments = deployments
                 self.runner.deployments = deployments
-                self.plans.deployments = plans
                 log.info("Prefect is ready: %s; assay's flows are served as deployments", ui_url(self.prefect_url))
             except Exception:  # the first flow run tries again and reports what is wrong
                 log.exception("starting Prefect failed")

@@ -46,6 +46,7 @@ class Deployments:
         self._ready = threading.Event()
         self._failed: BaseException | None = None
         self._ids: dict[str, UUID] = {}
+        self._pending: list[DeploymentSpec] = []  # added before the Runner was up: created when it is
         self._lock = threading.Lock()
 
     # -- life --
@@ -74,7 +75,14 @@ class Deployments:
         self._runner = Runner(name=self.name, pause_on_shutdown=False, query_seconds=2)
         for spec in initial:
             await self._add(*spec)
-        self._ready.set()
+        while True:
+            with self._lock:
+                pending, self._pending = self._pending, []
+                if not pending:
+                    self._ready.set()
+                    break
+            for spec in pending:
+                await self._add(*spec)
         await self._runner.start()
 
     async def _add(self, flow: Any, name: str, parameters: dict[str, Any], description: str,
@@ -89,8 +97,13 @@ class Deployments:
 
     def add(self, flow: Any, name: str, parameters: dict[str, Any], description: str,
             paused: bool = False) -> UUID | None:
-        """Create (or update) deployment ``name`` of ``flow`` and serve it; None when the Runner is not running."""
-        if self._loop is None or not self._ready.is_set():
+        """Create (or update) deployment ``name`` of ``flow`` and serve it; before the Runner is up, it is created
+        when the Runner starts (None then)."""
+        with self._lock:
+            if not self._ready.is_set():
+                self._pending.append((flow, name, parameters, description, paused))
+                return None
+        if self._loop is None:
             return None
         future = asyncio.run_coroutine_threadsafe(self._add(flow, name, parameters, description, paused),
                                                   self._loop)

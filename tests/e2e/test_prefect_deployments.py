@@ -145,7 +145,7 @@ async def test_a_failed_run_is_retried_from_prefect_under_the_same_execution(ser
 
 async def test_a_run_is_cancelled_from_prefect(served: Served) -> None:
     await call(served, "plan-create", {"text": f"plan thumbs\nsource s index {served.tree / 'pictures'}\n"
-                                               "rule t when extension = .png\n  do classifier thumbnail"})
+                                               "rule t when extension = .png\n  do classifier generate_thumbnail"})
     started = await call(served, "plan-execute", {"name": "thumbs"})
     deadline = time.monotonic() + 60
     while True:  # the flow run exists once the execution runs
