@@ -365,7 +365,7 @@ def start_prefect() -> None:
     """One trivial flow run: Prefect's API and client come up (a server that has been up a while has them warm)."""
     from prefect import flow
 
-    from flows.prefect_support import flow_settings
+    from flows.core.prefect import flow_settings
 
     @flow(name="bench-warm-up", persist_result=False)
     def warm_up() -> int:

@@ -8,7 +8,7 @@ start to exit:
 
 1. `--no-prefect`: the walk as a plain function (the floor: Python start, imports, the store);
 2. as a Prefect flow with no server: the first run on a fresh data dir, then runs on that data dir, each starting
-   Prefect's API server of its own (flows/prefect_support.py);
+   Prefect's API server of its own (flows/core/prefect.py);
 3. as a Prefect flow while `assay serve --transport http` runs on the same data dir: the command hands the job to
    the server over <data dir>/assay.sock (mcp_server/control.py), which runs it as a flow in its own process with
    Prefect warm; the command imports no Prefect (checked on each run: the command's hand-off line);

@@ -131,7 +131,7 @@ def index_driver(argv: list[str]) -> int:
 
     prepare_environment(load_settings({"roots": [root], "data_dir": data_dir}))
     started = time.perf_counter()
-    from flows import prefect_support
+    from flows.core import prefect as prefect_support
 
     prefect_support.configure(Path(data_dir))
     with prefect_support.flow_settings():  # the Prefect API exactly as `assay index` starts it (a child process)

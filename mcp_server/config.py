@@ -208,7 +208,7 @@ def prepare_environment(settings: Settings) -> None:
     os.environ.setdefault("PREFECT_CLI_PROMPT", "false")
     if settings.statement_timeout is not None:  # the store reads it when it builds an engine
         os.environ["ASSAY_STATEMENT_TIMEOUT"] = f"{settings.statement_timeout:g}"
-    from flows import prefect_support
+    from flows.core import prefect as prefect_support
 
     prefect_support.configure(settings.data_dir)  # where a server records the Prefect API it shares
     from flows import capabilities

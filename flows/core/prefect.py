@@ -37,7 +37,7 @@ import urllib.error
 import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator
 
 log = logging.getLogger(__name__)
 
@@ -248,68 +248,6 @@ def flow_settings() -> Iterator[None]:
 
     with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
         yield
-
-
-def warm_up() -> threading.Thread:
-    """Bring Prefect up (its API and a first no-op flow run) in a background thread, before a client asks."""
-
-    def run() -> None:
-        try:
-            with flow_settings():
-                from prefect import flow
-
-                @flow(name="assay-start", persist_result=False, log_prints=False)
-                def assay_start() -> None:
-                    """assay's server started (a no-op that brings Prefect up)."""
-
-                assay_start()
-            log.info("Prefect is ready")
-        except Exception:  # the first real flow run will try again and report what is wrong
-            log.exception("starting Prefect failed")
-
-    thread = threading.Thread(target=run, name="assay-prefect-start", daemon=True)
-    thread.start()
-    return thread
-
-
-class JobHooks:
-    """The in-process hooks of the jobs a flow runs: a flow's parameters must serialise, a cancel event and a
-    progress callback do not, so the caller registers them here under the job id and the flow looks them up."""
-
-    def __init__(self) -> None:
-        self._cancel: dict[int, threading.Event] = {}
-        self._progress: dict[int, Callable] = {}
-
-    def register(self, job_id: int, *, cancel_event: threading.Event | None, on_progress: Callable | None) -> None:
-        if cancel_event is not None:
-            self._cancel[job_id] = cancel_event
-        if on_progress is not None:
-            self._progress[job_id] = on_progress
-
-    def cancel_event(self, job_id: int) -> threading.Event | None:
-        return self._cancel.get(job_id)
-
-    def on_progress(self, job_id: int) -> Callable | None:
-        return self._progress.get(job_id)
-
-    def drop(self, job_id: int) -> None:
-        self._cancel.pop(job_id, None)
-        self._progress.pop(job_id, None)
-
-
-def lazy_flow(build: Callable[[], Any]) -> Callable[[], Any]:
-    """A getter of the Prefect flow ``build()`` makes, built on first use (importing prefect costs about a second),
-    once however many threads ask."""
-    lock = threading.Lock()
-    built: list[Any] = []
-
-    def get() -> Any:
-        with lock:
-            if not built:
-                built.append(build())
-            return built[0]
-
-    return get
 
 
 def cancel_requested_in_prefect(flow_run_id: str | None, *, every_seconds: float = 2.0) -> Callable[[], bool] | None:

@@ -154,7 +154,7 @@ def test_statement_timeout_from_yaml_and_env_reaches_the_store(tmp_path, monkeyp
     with pytest.raises(ConfigError, match="statement_timeout"):
         load_settings(env={"ASSAY_STATEMENT_TIMEOUT": "-1"})
     monkeypatch.setenv("ASSAY_STATEMENT_TIMEOUT", "")  # restored after the test, whatever prepare_environment sets
-    monkeypatch.setattr("flows.prefect_support.configure", lambda data_dir: None)  # not this test's business
+    monkeypatch.setattr("flows.core.prefect.configure", lambda data_dir: None)  # not this test's business
     settings = load_settings(config_file=config, env={"ASSAY_DATA_DIR": str(tmp_path / "data")})
     prepare_environment(settings)
     assert statement_timeout_from_env() == 5
