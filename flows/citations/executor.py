@@ -28,6 +28,8 @@ from typing import Any, Callable, ClassVar, Sequence
 from sqlalchemy.engine import Engine
 
 from dsl.outcomes import OutcomeBase
+from flows.addresses.ids import reserve_ids
+from flows.citations.maps import BUILT, build_source, hash_of, save_built, window_of
 from flows.citations.model import modality_of
 from flows.outcomes import EXECUTORS, BatchResult, Cancelled, OutsideTransactionExecutor, RunContext, \
     register_executor
@@ -48,8 +50,6 @@ def _record_key(entry_id: int, strategy: str, window: float | None, size: int, m
 
 def _same_work(res: dict[str, Any], strategy: str, window: float | None) -> bool:
     """Whether ``res`` holds a current built map made with ``strategy`` and ``window``."""
-    from flows.citations.maps import BUILT, window_of
-
     return (res["origin"] in BUILT and not res["stale"] and (res["strategy"] or "auto") == strategy
             and window_of(res["metadata_json"]) == window)
 
@@ -60,9 +60,6 @@ def map_rows(engine: Engine, rows: Sequence[Any], *, strategy: str = "auto", win
              on_item: Callable[[str], None] | None = None) -> BatchResult:
     """Build the maps of ``rows`` (entry rows) whose map is not current: see the module docstring. Never raises for
     a bad file; a cancel request stops it between files (a build under way is stopped too)."""
-    from flows.addresses.ids import reserve_ids
-    from flows.citations.maps import build_source, hash_of, save_built
-
     result = BatchResult()
     wanted: list[tuple[Any, str]] = []
     for row in rows:

@@ -27,9 +27,18 @@ from pathlib import Path
 from typing import Callable
 
 import xxhash
+from PIL import Image, ImageOps
 
 from flows.addresses.model import Address, format_number
 from flows.citations.model import SourceFacts
+from flows.documents import formats
+from flows.documents.extract import ExtractionFailed
+from flows.documents.extract.text import decode, newlines, read_bounded
+from flows.documents.model import ExtractOptions
+from flows.media import common
+from flows.media.common import MediaError, input_path, tool
+from flows.media.images import open_image
+from flows.media.pdf import load_pymupdf, mupdf_said, open_pdf
 from store import cache
 from store.errors import CitationError
 
@@ -133,10 +142,6 @@ def _failed(address: Address, what: str) -> CitationError:
 
 def _open_document(path: str, suffix: str, address: Address):
     """The PyMuPDF document of ``path`` (a PDF, or another format PyMuPDF opens, by its extension)."""
-    from flows.media.common import MediaError
-    from flows.media.pdf import load_pymupdf, mupdf_said, open_pdf
-    from flows.documents import formats
-
     if suffix == ".pdf":
         try:
             return open_pdf(path)
@@ -156,9 +161,8 @@ def _open_document(path: str, suffix: str, address: Address):
 
 def _pdf_pages(path: str, suffix: str, address: Address, tmp: str) -> None:
     """The address's pages, in its order, as a new PDF at ``tmp`` (every page for the whole document)."""
-    import pymupdf
-
     src = _open_document(path, suffix, address)
+    pymupdf = load_pymupdf()  # heavy: imported on first use (_open_document has loaded it already)
     out = pymupdf.open()
     try:
         count = src.page_count
@@ -205,11 +209,6 @@ def crop_box(width: int, height: int, bbox: tuple[float, float, float, float]) -
 def _crop(path: str, address: Address, tmp: str) -> None:
     """The bbox of the image as displayed (EXIF orientation applied) as a PNG at ``tmp``; the whole image without
     one. INVALID_ADDRESS when the crop rounds to zero pixels."""
-    from PIL import Image, ImageOps
-
-    from flows.media.common import MediaError
-    from flows.media.images import open_image
-
     try:
         img = open_image(path)
     except MediaError as exc:
@@ -253,10 +252,6 @@ def _lines(path: str, address: Address, facts: SourceFacts, tmp: str,
         lines = list(text_lines(first, last)) if last >= first else []
         count = facts.line_count
     else:
-        from flows.documents.extract import ExtractionFailed
-        from flows.documents.extract.text import decode, newlines, read_bounded
-        from flows.documents.model import ExtractOptions
-
         try:
             text, _ = decode(read_bounded(path, ExtractOptions().max_bytes))
         except ExtractionFailed as exc:
@@ -304,8 +299,6 @@ def clip_timeout(seconds: float, exact: bool) -> float:
 def clip_command(ffmpeg: str, source_path: str, modality: str, suffix: str, start: float | None,
                  duration: float | None, exact: bool, tmp: str) -> list[str]:
     """The ffmpeg argument list of one clip: the whole file without ``start``."""
-    from flows.media.common import input_path
-
     muxer, _, codec = _clip_format(modality, suffix, exact)
     cmd = [ffmpeg, "-nostdin", "-hide_banner", "-loglevel", "error", "-nostats", "-progress", "pipe:1"]
     if start is not None:
@@ -329,8 +322,6 @@ def _progress(out: bytes) -> dict[str, str]:
 
 def _clip(path: str, suffix: str, address: Address, facts: SourceFacts, exact: bool, tmp: str) -> None:
     """The address's time range as a clip at ``tmp`` (one ffmpeg process; an end past the duration is the end)."""
-    from flows.media.common import MediaError, run_tool, tool
-
     start = duration = None
     if address.t is not None:
         begin, end = address.t
@@ -342,7 +333,8 @@ def _clip(path: str, suffix: str, address: Address, facts: SourceFacts, exact: b
         start, duration = begin, end - begin
     try:
         cmd = clip_command(tool("ffmpeg"), path, address.modality, suffix, start, duration, exact, tmp)
-        out = run_tool(cmd, timeout=clip_timeout(duration or facts.duration or 600.0, exact), what="ffmpeg")
+        # common.run_tool, looked up when called: the runner is the seam tests fake
+        out = common.run_tool(cmd, timeout=clip_timeout(duration or facts.duration or 600.0, exact), what="ffmpeg")
     except MediaError as exc:
         raise _failed(address, str(exc)) from None
     done = _progress(out)

@@ -14,9 +14,13 @@ from typing import Any, Callable, Iterable
 from sqlalchemy.engine import Engine
 
 from flows.addresses.model import MODALITY_SCHEME, Address
+from flows.citations import builders
 from flows.citations.model import Location, Node, SourceFacts
+from flows.documents import executor as doc_exec
 from flows.documents.formats import format_of
+from flows.media.hashing import hash_file
 from store import citations as store
+from store.documents import entry_lines
 from store.errors import CitationError
 
 log = logging.getLogger(__name__)
@@ -124,8 +128,6 @@ def entry_row(entry_id: int, path: str, size: int, mtime: float) -> dict[str, An
 def ensure_text(engine: Engine, entry_id: int, path: str, size: int, mtime: float) -> None:
     """Make the documents capability's extraction of a document (HTML, DOCX) current: extracted now when missing
     or stale. EXTRACTION_FAILED when it cannot be read."""
-    from flows.documents import executor as doc_exec
-
     options = doc_exec.options_for(None)
     current, failed = doc_exec.ensure_extracted(engine, [entry_row(entry_id, path, size, mtime)], options=options)
     if entry_id in failed or entry_id not in current:
@@ -135,8 +137,6 @@ def ensure_text(engine: Engine, entry_id: int, path: str, size: int, mtime: floa
 
 def extracted_text(engine: Engine, entry_id: int, path: str, size: int, mtime: float) -> str:
     """The text of a document whose lines come from the documents capability (HTML, DOCX), as one string."""
-    from store.documents import entry_lines
-
     ensure_text(engine, entry_id, path, size, mtime)
     return "\n".join(text for _, text, _, _ in entry_lines(engine, entry_id))
 
@@ -144,8 +144,6 @@ def extracted_text(engine: Engine, entry_id: int, path: str, size: int, mtime: f
 def text_lines_for(engine: Engine, entry_id: int) -> Callable[[int, int], list[str]]:
     """Lines ``first``-``last`` (1-based inclusive) of an extracted document, as the documents capability numbers
     them: what extraction cuts a text address of an HTML or DOCX file from."""
-    from store.documents import entry_lines
-
     def lines(first: int, last: int) -> list[str]:
         return [text for _, text, _, _ in entry_lines(engine, entry_id, line_from=first, line_to=last)]
 
@@ -161,8 +159,6 @@ def text_kw(engine: Engine, modality: str, fmt: str | None, entry_id: int, path:
 
 def probe_source(engine: Engine, entry_id: int, path: str, modality: str, size: int, mtime: float) -> SourceFacts:
     """What the file is (``builders.probe``), with the extracted text for HTML / DOCX."""
-    from flows.citations import builders
-
     fmt = format_of(os.path.basename(path))
     return builders.probe(path, modality, fmt=fmt, **text_kw(engine, modality, fmt, entry_id, path, size, mtime))
 
@@ -171,16 +167,13 @@ def build_source(engine: Engine, entry_id: int, path: str, modality: str, size: 
                  strategy: str = "auto", window: float | None = None,
                  should_cancel: Callable[[], bool] = lambda: False):
     """The map of the file built locally (``builders.build``), with the extracted text for HTML / DOCX."""
-    from flows.citations import builders
-
     fmt = format_of(os.path.basename(path))
     return builders.build(path, modality, strategy=strategy, window=window, fmt=fmt, should_cancel=should_cancel,
                           **text_kw(engine, modality, fmt, entry_id, path, size, mtime))
 
 
 def hash_of(path: str) -> str:
-    from flows.media.hashing import hash_file
-
+    """The file's content hash (``xxh128:...``, as ``entries.hash`` holds it)."""
     return hash_file(path)
 
 

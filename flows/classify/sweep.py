@@ -22,10 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+from sqlalchemy import or_, select
 from sqlalchemy.engine import Engine
 
 from store import artifacts as store_artifacts
 from store import cache
+from store.models import Job, PlanExecution
 
 log = logging.getLogger(__name__)
 
@@ -88,10 +90,6 @@ def classification_in_flight(engine: Engine) -> bool:
     """Whether any process may be between writing a cache file and committing its row: a classify job pending or
     running, or a plan execution running (jobs and executions left running by a dead process are reaped at the next
     server start)."""
-    from sqlalchemy import or_, select
-
-    from store.models import Job, PlanExecution
-
     J, X = Job.__table__, PlanExecution.__table__
     with engine.connect() as conn:
         job = conn.execute(select(J.c.id).where(J.c.kind == "classify", or_(J.c.status == "pending",

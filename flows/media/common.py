@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import logging
+import os
 import shutil
 import subprocess
 from typing import Sequence
@@ -33,8 +34,6 @@ def tool(name: str) -> str:
 def input_path(path: str) -> str:
     """``path`` as ffmpeg/ffprobe must see it: ``file:`` + the absolute path, so a name such as ``-i.mp4`` is never
     read as an option and no protocol (``concat:``, ``http:``) is ever inferred from it."""
-    import os
-
     return "file:" + os.path.abspath(path)
 
 

@@ -34,7 +34,7 @@ def register_heif() -> None:
     global _heif_registered
     if not _heif_registered:
         try:
-            import pillow_heif
+            import pillow_heif  # heavy (libheif): loaded when an image is first opened
 
             pillow_heif.register_heif_opener()
         except ImportError:  # pragma: no cover - pinned in the project's dependencies

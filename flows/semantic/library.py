@@ -25,6 +25,7 @@ from flows.documents import library as doc_library
 from flows.documents.citing import document_modality, hit_ids
 from flows.documents.paths import DocumentPaths
 from flows.semantic.model import DEFAULT_COLLECTION, Hit, citation
+from store.documents import entry_lines
 from store.errors import DocumentError, InvalidInput
 from store.models import Chunk, Collection, CollectionEntry, Entry
 
@@ -106,8 +107,6 @@ def _chunk(engine: Engine, collection: str, entry_id: int, index: int) -> dict[s
 
 def _lines(engine: Engine, entry_id: int, first: int, last: int) -> list[str]:
     """Lines ``first``..``last`` (1-based, inclusive) of the stored text of the entry; [] when the range is empty."""
-    from store.documents import entry_lines
-
     if last < first:
         return []
     return [text for _, text, _, _ in entry_lines(engine, entry_id, line_from=first, line_to=last)]

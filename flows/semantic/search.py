@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os.path
 import time
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -31,11 +32,17 @@ from sqlalchemy import and_, or_, select
 from sqlalchemy.engine import Engine
 
 import flows.semantic.encoder as encoder_module
+from dsl.conditions import Condition
 from flows.documents.citing import document_modality, hit_ids
+from flows.plans import conditions as cond_sql
+from flows.semantic import vectors
 from flows.semantic.model import DEFAULT_COLLECTION, RRF_K, Hit
+from store import semantic as store_semantic
+from store import sets as store_sets
+from store.entries import T, iso, subtree_clause
 from store.errors import DocumentError, InvalidInput
 from store.models import CollectionEntry
-from store.entries import T, iso, subtree_clause
+from store.semantic import MAX_QUERY_WORDS
 
 log = logging.getLogger(__name__)
 
@@ -81,8 +88,6 @@ def check_query(query: Any) -> tuple[str, str | None]:
         raise DocumentError("INVALID_QUERY", f"the query is empty; ask in words, {QUERY_EXAMPLE}", field="query")
     note = None
     if len(query) > LONG_QUERY:
-        from store.semantic import MAX_QUERY_WORDS
-
         note = (f"the query is {len(query):,} characters long: the model reads only its first 256 word pieces (about "
                 f"1,000 characters) and the keyword search its first {MAX_QUERY_WORDS} distinct words; a short "
                 "question ranks better")
@@ -110,8 +115,6 @@ def check_params(mode: Any, limit: Any, min_score: Any) -> None:
 def resolve_collection(engine: Engine, name: str | None) -> dict:
     """The collection named ``name``; with no name, ``default`` when it exists, else the only collection.
     DocumentError INDEX_NOT_FOUND (naming the collections that exist) otherwise."""
-    from store import semantic as store_semantic
-
     if name is not None:
         if not isinstance(name, str) or not name.strip():
             raise InvalidInput(f"collection {name!r} is not a collection name; leave it out for the default one",
@@ -141,8 +144,6 @@ def parse_condition(condition: Any):
     """A condition tree from text or the JSON object form, as a plan's ``when`` is read; InvalidInput with the
     parser's message (column, line and caret for text) when it does not parse or names unknown fields."""
     global _CONDITION
-    from dsl.conditions import Condition
-
     if _CONDITION is None:
         _CONDITION = TypeAdapter(Condition)
     if isinstance(condition, str) and not condition.strip():
@@ -166,9 +167,6 @@ def parse_condition(condition: Any):
 def filter_entry_ids(engine: Engine, collection_id: int, filters: Filters, *, roots=None) -> list[int]:
     """The ids of the entries of the collection that pass every given filter (sets with their child sets,
     condition, paths). NotFound for an unknown set, InvalidInput for a bad condition or path."""
-    from flows.plans import conditions as cond_sql
-    from store import sets as store_sets
-
     where = [T.c.id.in_(select(CE.c.entry_id).where(CE.c.collection_id == collection_id))]
     residual = None
     now = time.time()
@@ -206,8 +204,6 @@ def filter_entry_ids(engine: Engine, collection_id: int, filters: Filters, *, ro
 def _check_paths(paths: Any, roots) -> list[str]:
     """The path filters as canonical absolute paths: confined to ``roots`` when given (Roots), else as given (the
     caller confined them), each absolute."""
-    import os.path
-
     items = [paths] if isinstance(paths, str) else list(paths)
     out = []
     for i, path in enumerate(items):
@@ -228,14 +224,12 @@ def _check_paths(paths: Any, roots) -> list[str]:
 def _cosines(engine: Engine, collection_id: int, chunk_ids: Sequence[int],
              query_vector: np.ndarray) -> dict[int, float]:
     """The cosine similarity of the query to each of ``chunk_ids``, from their stored vectors."""
-    from store import semantic as store_semantic
-
     out: dict[int, float] = {}
     if not chunk_ids:
         return out
     wanted = np.asarray(sorted(set(int(c) for c in chunk_ids)), dtype=np.int64)
-    for ids, vectors in store_semantic.iter_vectors(engine, collection_id, ids=wanted):
-        for cid, sim in zip(ids.tolist(), (vectors @ query_vector).tolist()):
+    for ids, matrix in store_semantic.iter_vectors(engine, collection_id, ids=wanted):
+        for cid, sim in zip(ids.tolist(), (matrix @ query_vector).tolist()):
             out[int(cid)] = float(sim)
     return out
 
@@ -276,15 +270,11 @@ def _query_vector(collection: dict, query: str) -> np.ndarray:
 
 def _ranked(engine: Engine, collection: dict, query: str, mode: str, limit: int, min_score: float | None,
             entry_ids: list[int] | None, allowed: np.ndarray | None) -> list[_Scored]:
-    from store import semantic as store_semantic
-
     cid = collection["id"]
     if mode == "keyword":
         found = store_semantic.keyword_search(engine, cid, query, limit=limit, entry_ids=entry_ids)
         return [_Scored(int(c), float(s), keyword_score=float(s), keyword_rank=r)
                 for r, (c, s) in enumerate(found, 1)]
-    from flows.semantic import vectors
-
     qv = _query_vector(collection, query)
     index = vectors.index_for(engine, collection)
     if mode == "semantic":
@@ -312,8 +302,6 @@ def _ranked(engine: Engine, collection: dict, query: str, mode: str, limit: int,
 def _hits(engine: Engine, collection: dict, scored: Sequence[_Scored], limit: int) -> list[Hit]:
     """The first ``limit`` of ``scored`` as Hits, one per chunk; chunks deleted since the ranking (a file re-indexed
     meanwhile) are skipped, and the next ones read in their place."""
-    from store import semantic as store_semantic
-
     hits: list[Hit] = []
     seen: set[int] = set()
     batch = max(2 * limit, 20)
@@ -350,8 +338,6 @@ def search(engine: Engine, query: str, *, collection: str | None = None, mode: s
     entry_ids = allowed = None
     candidates = None
     if filters is not None and not filters.empty():
-        from store import semantic as store_semantic
-
         entry_ids = filter_entry_ids(engine, coll["id"], filters, roots=roots)
         allowed = np.asarray(store_semantic.allowed_chunk_ids(engine, coll["id"], entry_ids), dtype=np.int64)
         candidates = int(allowed.size)

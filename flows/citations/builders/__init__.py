@@ -37,6 +37,7 @@ from flows.citations.builders.sources import (document_facts, failed, ffprobe, i
 from flows.citations.builders.tree import (check_window, clock, outline_nodes, rounded, seconds_window, slug,
                                            time_windows, unique_id, unit_windows, whole_window)
 from flows.citations.model import MAX_NODES, Location, Node, SourceFacts
+from flows.documents.extract.text import markdown_outline
 from store.errors import CitationError
 
 __all__ = ["APPLICABLE", "Built", "build", "probe", "read_text", "scene_cuts", "silences", "slug", "clock"]
@@ -126,8 +127,6 @@ def _build_document(path: str, strategy: str, window: float | None, fmt: str | N
 
 
 def _build_text(path: str, strategy: str, window: float | None, fmt: str | None, text: str | None) -> Built:
-    from flows.documents.extract.text import markdown_outline
-
     size = whole_window(window, "text", "lines")
     fmt = text_format(path, fmt)
     if text is None:

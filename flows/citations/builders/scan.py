@@ -16,6 +16,8 @@ from typing import Callable, Iterator
 
 from flows.citations.builders.sources import failed
 from flows.citations.model import MAX_NODES
+from flows.media.common import MediaError, input_path, tool
+from flows.outcomes import Cancelled
 
 # seconds a scan may take: a base plus a share of the source's duration (a scan decodes all of it)
 SCAN_TIMEOUT_BASE = 120.0
@@ -39,8 +41,6 @@ def _ffmpeg_lines(cmd: list[str], *, timeout: float, should_cancel: Callable[[],
     """Run ``cmd`` (a list, no shell) and yield its stderr line by line as it comes. A watcher kills it when
     ``should_cancel()`` turns true (Cancelled) or the timeout passes (EXTRACTION_FAILED "timed out"); a failure is
     EXTRACTION_FAILED with ffmpeg's last lines. Stdout is discarded."""
-    from flows.outcomes import Cancelled
-
     if should_cancel():
         raise Cancelled(f"{what} not started: cancel requested")
     try:
@@ -104,8 +104,6 @@ _SILENCE_END = re.compile(r"silence_end:\s*(-?[0-9.]+(?:e[-+]?\d+)?)")
 
 
 def _ffmpeg() -> str:
-    from flows.media.common import MediaError, tool
-
     try:
         return tool("ffmpeg")
     except MediaError as exc:
@@ -116,8 +114,6 @@ def _decode_args(path: str, *, keyframes: bool = False, start: float | None = No
                  threads: int = 0) -> list[str]:
     """ffmpeg's input arguments, decoding as little as a scene score needs: no loop filter, no frame nothing
     references (or keyframes only), from ``start`` for ``length`` seconds (input options: nothing more is read)."""
-    from flows.media.common import input_path
-
     seek = ["-ss", f"{start:.3f}"] if start else []
     span = ["-t", f"{length:.3f}"] if length is not None else []
     return ["-threads", str(threads), "-skip_loop_filter", "all", "-skip_frame", "nokey" if keyframes else "noref",
@@ -239,8 +235,6 @@ def silences(path: str, *, duration: float | None = None,
              should_cancel: Callable[[], bool] = lambda: False) -> list[tuple[float, float]]:
     """(start, end) seconds of the silences ffmpeg's silencedetect finds (noise -35 dB, at least 0.5 s); a silence
     still open at the end runs to ``duration``."""
-    from flows.media.common import MediaError, input_path, tool
-
     try:
         ffmpeg = tool("ffmpeg")
     except MediaError as exc:

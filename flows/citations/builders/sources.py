@@ -9,6 +9,14 @@ import os
 from typing import Any
 
 from flows.citations.model import SourceFacts
+from flows.documents.extract import ExtractionFailed, extract_file
+from flows.documents.extract.text import decode, newlines, read_bounded
+from flows.documents.formats import format_of
+from flows.documents.model import ExtractOptions
+from flows.media import video
+from flows.media.common import MediaError
+from flows.media.images import ROTATED, exif_orientation, open_image
+from flows.media.pdf import load_pymupdf, mupdf_said, open_pdf
 from store.errors import CitationError
 
 log = logging.getLogger(__name__)
@@ -23,10 +31,8 @@ def failed(what: str, said: str) -> CitationError:
 
 
 def ffprobe(path: str):
-    """ffprobe's answer (format, streams, chapters) through the classify capability's runner (timeout, killed)."""
-    from flows.media import video
-    from flows.media.common import MediaError
-
+    """ffprobe's answer (format, streams, chapters) through the shared media runner (``flows.media.video``: a
+    timeout, killed when it expires)."""
     try:
         return video.probe(path, PROBE_TIMEOUT)
     except MediaError as exc:
@@ -62,9 +68,8 @@ def media_facts(info, modality: str) -> SourceFacts:
     extra = {"has_video": bool(videos), "has_audio": bool(audios), "chapters": len(info.data.get("chapters") or []),
              "format": info.format.get("format_name")}
     if modality == "video":
-        from flows.media.video import frame_rate
-
-        extra["frame_rate"] = frame_rate(videos[0].get("avg_frame_rate")) or frame_rate(videos[0].get("r_frame_rate"))
+        extra["frame_rate"] = (video.frame_rate(videos[0].get("avg_frame_rate"))
+                               or video.frame_rate(videos[0].get("r_frame_rate")))
     if start_time:
         extra["start_time"] = start_time
     return SourceFacts(modality=modality, duration=round(duration, 3), width=width, height=height,
@@ -72,9 +77,7 @@ def media_facts(info, modality: str) -> SourceFacts:
 
 
 def open_document(path: str, fmt: str | None):
-    from flows.media.common import MediaError
-    from flows.media.pdf import load_pymupdf, mupdf_said, open_pdf
-
+    """The PyMuPDF document of ``path`` (a PDF, or another format PyMuPDF opens), or EXTRACTION_FAILED."""
     if fmt == "pdf" or (fmt is None and path.lower().endswith(".pdf")):
         try:
             return open_pdf(path)
@@ -112,8 +115,6 @@ def document_facts(doc) -> SourceFacts:
 
 def text_format(path: str, fmt: str | None) -> str:
     """The documents capability's format of a text source (markdown, text, code, html, docx); "text" by default."""
-    from flows.documents.formats import format_of
-
     return fmt or format_of(os.path.basename(path)) or "text"
 
 
@@ -122,9 +123,6 @@ def read_text(path: str, fmt: str | None = None) -> str:
     decoded (BOM, UTF-8, else detected), ``\\r\\n``/``\\r`` as ``\\n``, the final line end dropped; HTML, DOCX and
     other formats through the documents extractor (their pages joined by a line end). EXTRACTION_FAILED when the
     file is binary, too large or unreadable."""
-    from flows.documents.extract import ExtractionFailed
-    from flows.documents.extract.text import decode, newlines, read_bounded
-
     fmt = text_format(path, fmt)
     if fmt in ("markdown", "text", "code"):
         try:
@@ -133,9 +131,6 @@ def read_text(path: str, fmt: str | None = None) -> str:
             raise failed("reading the text", str(exc)) from None
         except OSError as exc:
             raise failed("reading the text", exc.strerror or str(exc)) from None
-    from flows.documents.extract import extract_file
-    from flows.documents.model import ExtractOptions
-
     done = extract_file(os.path.abspath(path), ExtractOptions(ocr=False))
     if done.error_code:
         raise failed("extracting the text", done.error or done.error_code)
@@ -174,9 +169,6 @@ def probe(path: str, modality: str, *, fmt: str | None = None, text: str | None 
 def image_facts(path: str) -> SourceFacts:
     """Width and height as displayed (EXIF orientations 5-8 swap them, as ``ImageOps.exif_transpose`` would), from
     the header alone."""
-    from flows.media.common import MediaError
-    from flows.media.images import ROTATED, exif_orientation, open_image
-
     try:
         img = open_image(path)
     except MediaError as exc:
