@@ -31,6 +31,10 @@ def within(name: str, packages: tuple[str, ...]) -> bool:
     return any(name == p or name.startswith(p + ".") for p in packages)
 
 
+def shown(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
 def files(*parts: str) -> list[Path]:
     found = []
     for part in parts:
@@ -39,7 +43,7 @@ def files(*parts: str) -> list[Path]:
     return found
 
 
-@pytest.mark.parametrize("path", files("flows/media", "flows/addresses", "flows/env.py"), ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("path", files("flows/media", "flows/addresses", "flows/env.py"), ids=shown)
 def test_the_shared_layer_imports_no_capability(path):
     assert not {m for m in imported(path) if within(m, CAPABILITIES + ("mcp_server",))}
 
@@ -48,6 +52,6 @@ def test_the_content_cache_imports_nothing_of_ours():
     assert not {m for m in imported(ROOT / "store/cache.py") if within(m, ("flows", "mcp_server", "dsl"))}
 
 
-@pytest.mark.parametrize("path", files("flows/documents", "flows/semantic"), ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("path", files("flows/documents", "flows/semantic"), ids=shown)
 def test_documents_and_semantic_cite_without_the_citations_capability(path):
     assert not {m for m in imported(path) if within(m, ("flows.citations",))}
