@@ -40,7 +40,23 @@ class Problem:
                                   "column": self.column, "context": self.context}.items() if v is not None}
 
 
-class PlanError(ValueError):
+class AssayError(Exception):
+    """Base of every error assay raises on purpose, in every layer (``store.errors`` holds the common kinds; a plan's
+    are :class:`PlanError`). ``code`` is stable (reference 001's named codes where one applies); ``message`` says what
+    was wrong, where, and what would be accepted; ``field`` names the parameter it concerns."""
+
+    code = "ASSAY_ERROR"
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"
+
+
+class PlanError(AssayError, ValueError):
     """A plan that cannot be used; ``problems`` lists every thing wrong with it that was found."""
 
     code = "INVALID_PLAN"
@@ -50,9 +66,8 @@ class PlanError(ValueError):
         self.problems = list(problems or [])
         if message is None:
             message = self.summary()
-        super().__init__(message)
-        self.message = message
-        self.field = field if field is not None else (self.problems[0].path if self.problems else None)
+        super().__init__(message, field=field if field is not None else
+                         (self.problems[0].path if self.problems else None))
         self.source = source  # the file the plan came from, when there was one
 
     def summary(self) -> str:

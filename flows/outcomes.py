@@ -24,6 +24,7 @@ from typing import Any, Callable, ClassVar, Sequence
 from sqlalchemy.engine import Connection, Engine
 
 from dsl.outcomes import OutcomeBase
+from store.errors import Cancelled  # noqa: F401  (re-exported: executors raise it)
 
 log = logging.getLogger(__name__)
 
@@ -61,10 +62,6 @@ class OutcomeExecutor:
         transaction; executors with heavy work override this to work first and write in short batches after."""
         with engine.begin() as conn:
             return self.apply_rows(conn, outcome, rows, ctx)
-
-
-class Cancelled(Exception):
-    """A plan execution stopped on request (``flows.plans.engine`` ends it cancelled)."""
 
 
 class OutsideTransactionExecutor(OutcomeExecutor):

@@ -8,19 +8,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from dsl.errors import AssayError  # the one root, defined at the bottom layer so plan errors are assay errors too
 
-class AssayError(Exception):
-    """Base of every error assay raises on purpose."""
 
-    code = "ASSAY_ERROR"
+class Cancelled(AssayError):
+    """Long work stopped on request (a cancel from a tool, the command line or Prefect); ``result`` is what it had
+    done when it stopped, when the work reports that."""
 
-    def __init__(self, message: str, *, field: str | None = None) -> None:
+    code = "CANCELLED"
+
+    def __init__(self, message: str = "cancelled on request", *, result: Any = None) -> None:
         super().__init__(message)
-        self.message = message
-        self.field = field
-
-    def __str__(self) -> str:
-        return f"{self.code}: {self.message}"
+        self.result = result
 
 
 class InvalidInput(AssayError):

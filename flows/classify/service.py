@@ -34,7 +34,7 @@ from flows.classify.sweep import sweep_cache
 from store import jobs as store_jobs
 from store.engine import get_engine
 from store.entries import T
-from store.errors import InvalidInput, NotFound
+from store.errors import Cancelled, InvalidInput, NotFound
 from store.preferences import load_preferences
 
 log = logging.getLogger(__name__)
@@ -138,10 +138,6 @@ class JobState:
         if self.issues:
             store_jobs.record_issues(self.engine, job_id=self.job_id, issues=self.issues)
             self.issues = []
-
-
-class Cancelled(Exception):
-    pass
 
 
 @dataclass
