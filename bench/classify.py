@@ -405,9 +405,12 @@ def job_timeline(engine, video: Path) -> float:
     """The timeline of ``video`` through rerun-classifier's job function run plainly (no Prefect): a classify job
     row, the file's batch through the pool, the writes, the job's end. Returns seconds."""
     from flows.classify.service import create_classify_job, run_classify_job
+    from store.engine import share_engine, store_url
 
     started = time.perf_counter()
-    job = run_classify_job(engine, job_id=create_classify_job(engine, path=str(video), operations=("timeline",)))
+    url = store_url(engine)
+    share_engine(url, engine)
+    job = run_classify_job(url, create_classify_job(engine, path=str(video), operations=("timeline",)))
     seconds = time.perf_counter() - started
     if job["status"] != "completed":
         raise RuntimeError(f"the classify job of {video} ended {job['status']}: {job.get('error_message')}")

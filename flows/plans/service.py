@@ -20,7 +20,7 @@ from flows.plans.stages import DEFAULT_BATCH
 from flows.roots import Roots
 from store.engine import store_url
 from store import plans as store_plans
-from store.errors import Conflict, InvalidInput
+from store.errors import Conflict, InvalidInput, NotFound
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +113,11 @@ class PlanService:
         return store_plans.get_execution(self.engine, execution_id=execution_id)
 
     def run_id(self, execution_id: int) -> int | None:
-        return store_plans.run_of_execution(self.engine, execution_id=execution_id)
+        """The run carrying execution ``execution_id``; None for an unknown execution."""
+        try:
+            return store_plans.run_of_execution(self.engine, execution_id=execution_id)
+        except NotFound:
+            return None
 
     def wait(self, execution_id: int, timeout: float | None = None) -> dict[str, Any]:
         job_id = self.run_id(execution_id)
