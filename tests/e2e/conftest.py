@@ -48,7 +48,9 @@ def server_env(tmp: Path, *, prefect: bool) -> dict[str, str]:
            if not k.startswith(("ASSAY_", "CORS_", "PREFECT_")) or k == "ASSAY_MODEL_CACHE"}  # exports built once
     env.update(ASSAY_DATA_DIR=str(tmp / "data"), PREFECT_HOME=str(tmp / "prefect"),
                PREFECT_SERVER_ANALYTICS_ENABLED="false", PYTHONUNBUFFERED="1",
-               ASSAY_DOCUMENTS_PLAN="off")  # the document tools' tests turn the built-in plan on
+               ASSAY_DOCUMENTS_PLAN="off",  # the document tools' tests turn the built-in plan on
+               # Prefect's bare API on any free port: its UI and services are test_prefect_deployments' subject
+               ASSAY_PREFECT_UI="0", ASSAY_PREFECT_PORT="0")
     if prefect:
         env["PREFECT_LOGGING_LEVEL"] = "INFO"
     return env

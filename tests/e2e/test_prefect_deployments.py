@@ -70,7 +70,7 @@ def served(tmp_path_factory) -> Served:
     port = free_port()
     log = tmp / "server.log"
     env = server_env(tmp, prefect=True)
-    env["ASSAY_PREFECT_PORT"] = "0"
+    env["ASSAY_PREFECT_UI"] = "1"  # the default of assay serve: Prefect's server with its UI and services
     with open(log, "wb") as out:
         proc = subprocess_popen(serve_args(tree, prefect=True, extra=["--transport", "http", "--port", str(port)]),
                                 out, env)
