@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterator
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 from prefect.runtime import flow_run as current_flow_run
+from prefect.states import Cancelled as CancelledState
 
 from sqlalchemy import and_, func, or_, select
 from sqlalchemy.engine import Engine
@@ -28,6 +29,7 @@ from flows.classify import data_dir
 from flows.classify.executor import ClassifyRun, classify_rows, params_from
 from flows.classify.model import FileResult, parse_operations
 from flows.core import hooks
+from flows.core.prefect import cancel_requested_in_prefect
 from flows.core.runner import JobKind, JobRunner, register_job_kind
 from flows.core.settings import run_settings
 from flows.classify.sweep import sweep_cache
@@ -271,15 +273,22 @@ def classify_batch(store: str, run_id: int, k: int, after: str) -> dict[str, Any
 @flow(name="classify", flow_run_name="classify {path}", persist_result=False, log_prints=False,
       validate_parameters=False)
 def classify_flow(path: str, run_id: int | None = None, operations: list[str] | None = None, force: bool = True,
-                  store: str | None = None) -> dict:
+                  store: str | None = None) -> Any:
     """Regenerate thumbnails, timelines and metadata of the indexed files at a path (a file or a folder)."""
     url = store or run_settings().store_url
     if run_id is None:  # started from Prefect with a path alone: confined to the roots like any caller's path
         path = run_settings().effective_roots().resolve(path, field="path")
         run_id = create_classify_job(get_engine(url), path=path, operations=check_operations(operations),
                                      force=force)
-    job = run_classify_job(url, run_id, flow_run_id=str(current_flow_run.get_id() or "") or None,
-                           batch_call=lambda k, after: classify_batch(url, run_id, k, after))
+    flow_run_id = str(current_flow_run.get_id() or "") or None
+    hooks.register(run_id, external=cancel_requested_in_prefect(flow_run_id))  # the UI's Cancel
+    try:
+        job = run_classify_job(url, run_id, flow_run_id=flow_run_id,
+                               batch_call=lambda k, after: classify_batch(url, run_id, k, after))
+    finally:
+        hooks.drop(run_id, external_only=True)
+    if job["status"] == "cancelled":
+        return CancelledState(message=f"classify {path}: {job['error_message']}")
     return {k: job[k] for k in ("id", "status", "files", "error_count")}
 
 
