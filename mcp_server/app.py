@@ -5,11 +5,14 @@ from __future__ import annotations
 import importlib
 import logging
 import threading
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp_types import InputRequiredResult
 from pydantic import ValidationError
 from sqlalchemy.engine import Engine
 
@@ -26,7 +29,8 @@ from flows.core.runner import JobRunner
 from flows.index.sources import SourceManager
 from mcp_server.config import TOOL_GROUPS, Settings, prepare_environment
 from mcp_server.tools import GROUP_MODULES
-from mcp_server.tools.common import argument_error_result, crash_result, refusal
+from mcp_server.resources.common import answer_mime_type
+from mcp_server.tools.common import ToolSet, argument_error_result, crash_result, refusal
 from flows.plans.service import PlanService
 from flows.plans.watch import PlanWatchers
 from store import jobs as store_jobs
@@ -34,6 +38,7 @@ from store import plans as store_plans
 from store.engine import get_engine
 
 if TYPE_CHECKING:
+    from flows.citations.service import CitationService
     from mcp_server.control import ControlSocket
 
 log = logging.getLogger(__name__)
@@ -65,6 +70,9 @@ class AssayApp:
     control: ControlSocket | None = None  # <data dir>/assay.sock: `assay index` hands its jobs to this process
     deployments: Deployments | None = None  # the deployments this serving process runs for Prefect's UI
     prefect_url: str | None = None  # Prefect's API this process reports to, once it answers
+    _citations: CitationService | None = field(default=None, init=False, repr=False)  # see citations()
+    _citations_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _prefect_thread: threading.Thread | None = field(default=None, init=False, repr=False)  # see _start_prefect
 
     @classmethod
     def create(cls, settings: Settings, *, reap: bool = True) -> "AssayApp":
@@ -89,6 +97,18 @@ class AssayApp:
             plans.plans_dir.load_all()
         return cls(settings=settings, engine=engine, roots=roots, runner=runner, plans=plans,
                    sources=SourceManager(engine, runner, roots))
+
+    def citations(self) -> CitationService:
+        """The one CitationService (resource maps, addresses, resolution), made on first use: a server that is never
+        asked for a citation does not build it, and it reads the document settings (symlinks) when first needed."""
+        with self._citations_lock:
+            if self._citations is None:
+                from flows.citations.service import CitationService
+                from flows.documents import settings as doc_settings
+
+                self._citations = CitationService(self.engine, self.roots, self.settings.data_dir,
+                                                  allow_symlinks=doc_settings.current().allow_symlinks)
+            return self._citations
 
     def start_background(self) -> None:
         """What a serving process runs beside the protocol: starting Prefect, reloading plan files, resuming
@@ -153,12 +173,22 @@ class AssayApp:
         self.runner.shutdown()
 
 
-class AssayServer(MCPServer):
-    """MCPServer whose argument-validation failures and crashes are tool errors of the one shape every client reads
-    (see tools.common.refusal)."""
+class AssayServer(MCPServer[AssayApp]):
+    """The MCP server of one AssayApp, which its lifespan yields (``ctx.request_context.lifespan_context``), with
+    the tools of a ToolSet (made whole before the server). Argument-validation failures and crashes are tool errors
+    of the one shape every client reads (see tools.common.refusal); a resource answers in its own MIME type when
+    its function gave one (see resources.common.mixed_resource)."""
+
+    def __init__(self, app: AssayApp, tools: ToolSet) -> None:
+        @asynccontextmanager
+        async def lifespan(_: MCPServer[AssayApp]) -> AsyncIterator[AssayApp]:
+            yield app  # made and closed by whoever serves it (the command line, a test)
+
+        super().__init__("assay", instructions=INSTRUCTIONS, version="0.1.0", tools=tools.list(), lifespan=lifespan)
+        self.tool_names = tools.names()
 
     async def call_tool(self, name, arguments, context=None):
-        if self._tool_manager.get_tool(name) is None:
+        if name not in self.tool_names:
             return refusal("NOT_FOUND", f"unknown tool {name!r}; tools/list lists the tools this server offers",
                            field="name")
         try:
@@ -171,12 +201,17 @@ class AssayServer(MCPServer):
                 return argument_error_result(name, exc.__cause__)
             raise
 
+    async def read_resource(self, uri, context=None):
+        contents = await super().read_resource(uri, context)
+        if isinstance(contents, InputRequiredResult):
+            return contents
+        return [replace(item, mime_type=answer_mime_type(item.content) or item.mime_type) for item in contents]
 
-def build_server(app: AssayApp) -> MCPServer:
-    mcp = AssayServer("assay", instructions=INSTRUCTIONS, version="0.1.0")
-    groups = app.settings.tool_groups or list(TOOL_GROUPS)
-    for group in groups:
-        module = importlib.import_module(f"mcp_server.tools.{GROUP_MODULES[group]}")
-        module.register(mcp, app)
+
+def build_server(app: AssayApp) -> AssayServer:
+    tools = ToolSet()
+    for group in app.settings.tool_groups or list(TOOL_GROUPS):
+        importlib.import_module(f"mcp_server.tools.{GROUP_MODULES[group]}").register(tools, app)
+    mcp = AssayServer(app, tools)
     importlib.import_module("mcp_server.resources").register(mcp, app)
     return mcp

@@ -125,14 +125,15 @@ def _app():
 
 def tools_table() -> str:
     from mcp_server.app import GROUP_MODULES
+    from mcp_server.tools.common import ToolSet
 
     app = _app()
     try:
         lines = ["| group | tool | parameters (= default) | what it does |", "| --- | --- | --- | --- |"]
         for group, module_name in GROUP_MODULES.items():
-            mcp = MCPServer("docs")
-            importlib.import_module(f"mcp_server.tools.{module_name}").register(mcp, app)
-            for t in anyio.run(mcp.list_tools):
+            tools = ToolSet()
+            importlib.import_module(f"mcp_server.tools.{module_name}").register(tools, app)
+            for t in anyio.run(MCPServer("docs", tools=tools.list()).list_tools):
                 lines.append(f"| {group} | `{t.name}` | {_parameters(t.input_schema)} | "
                              f"{_first_sentence(t.description)} |")
         return "\n".join(lines)

@@ -292,6 +292,21 @@ def count_subtree(engine: Engine, *, root: str) -> int:
         return conn.execute(select(func.count()).select_from(T).where(subtree_clause(root))).scalar_one()
 
 
+def within(roots: Sequence[str]):
+    """Entries at or under any of ``roots`` (a WHERE clause: what the readers of every entry of the roots scope by)."""
+    return or_(*(subtree_clause(root) for root in roots))
+
+
+def list_within(engine: Engine, *, roots: Sequence[str], limit: int = 100,
+                offset: int = 0) -> tuple[list[RowMapping], int]:
+    """One page of the entries at or under any of ``roots``, by path, and how many there are in all."""
+    inside = within(roots)
+    with engine.connect() as conn:
+        total = conn.execute(select(func.count()).select_from(T).where(inside)).scalar_one()
+        rows = conn.execute(select(T).where(inside).order_by(T.c.path).limit(limit).offset(offset)).mappings().all()
+    return list(rows), total
+
+
 def count_entries(engine: Engine) -> int:
     with engine.connect() as conn:
         return conn.execute(select(func.count()).select_from(T)).scalar_one()

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from sqlalchemy import case, exists, func, select
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
 from store.entries import T, entry_public, iso, subtree_clause
@@ -63,6 +63,15 @@ SEARCH_SORTS: dict[str, Any] = {"size": T.c.size, "name": T.c.name, "mtime": T.c
                                 "ctime": T.c.ctime}
 
 MAX_LIMIT = 10000
+
+Result = TypeVar("Result")
+
+
+def run(engine: Engine, query: Callable[..., Result], /, **kwargs: Any) -> Result:
+    """One of the queries below on a connection of its own: ``run(engine, set_stats, name="photos")`` (what the tools
+    and resources call; a caller holding a connection calls the query itself)."""
+    with engine.connect() as conn:
+        return query(conn, **kwargs)
 
 
 def _check_page(limit: int, offset: int) -> None:

@@ -3,12 +3,17 @@
 A read the caller got wrong is an invalid-params error (-32602) with our message: bad input (a limit that is not a
 number, an unknown metric, a malformed job id), a path outside the roots, and a thing that does not exist (the SDK's
 resource-not-found, also -32602). Only a crash is an internal error (-32603), and its text names nothing but the URI.
+
+A resource that answers in more than one MIME type (``synthesis://nodes/{+path}/thumbnail`` is a JPEG, or a node's
+JSON when a real file is named "thumbnail") returns :class:`Content` through :func:`mixed_resource`; the SDK gives
+every read of a template the template's MIME type, mcp_server.app.AssayServer.read_resource this answer's own.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError
@@ -18,20 +23,76 @@ from mcp_types import INVALID_PARAMS
 from dsl.errors import PlanError
 from store.errors import AssayError, InvalidInput, NotFound
 
+JSON = "application/json"
+
+
+def _resource_error(exc: AssayError | PlanError) -> Exception:
+    """A NotFound as resource-not-found, any other error of ours as invalid params, both with our message
+    (``NOT_FOUND: resource-set 'x' not found ...``) and, as data, its type and field."""
+    if isinstance(exc, NotFound):
+        return ResourceNotFoundError(str(exc))
+    return MCPError(code=INVALID_PARAMS, message=str(exc), data={"type": exc.code, "field": exc.field})
+
 
 def json_resource(fn: Callable[..., Any]) -> Callable[..., str]:
-    """Serialise the result; a NotFound becomes resource-not-found, any other error of ours invalid params, both
-    with our message (``NOT_FOUND: resource-set 'x' not found ...``) and, as data, its type and field."""
+    """Serialise the result; our errors as JSON-RPC errors (see ``_resource_error``)."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> str:
         try:
             return json.dumps(fn(*args, **kwargs))
-        except NotFound as exc:
-            raise ResourceNotFoundError(str(exc)) from exc
         except (AssayError, PlanError) as exc:
-            raise MCPError(code=INVALID_PARAMS, message=str(exc),
-                           data={"type": exc.code, "field": exc.field}) from exc
+            raise _resource_error(exc) from exc
+
+    return wrapper
+
+
+@dataclass
+class Content:
+    """What a :func:`mixed_resource` returns: text or bytes, with the MIME type of this answer."""
+
+    data: str | bytes
+    mime_type: str
+
+
+def json_content(value: Any) -> Content:
+    return Content(json.dumps(value), JSON)
+
+
+class _Text(str):
+    """Text that carries its MIME type through the SDK (see :func:`answer`)."""
+
+    mime_type: str
+
+
+class _Blob(bytes):
+    """Bytes that carry their MIME type through the SDK (see :func:`answer`)."""
+
+    mime_type: str
+
+
+def answer(content: Content) -> str | bytes:
+    """``content`` as the str or bytes the SDK takes from a resource function unchanged, carrying its MIME type."""
+    made = _Blob(content.data) if isinstance(content.data, bytes) else _Text(content.data)
+    made.mime_type = content.mime_type
+    return made
+
+
+def answer_mime_type(value: object) -> str | None:
+    """The MIME type :func:`answer` gave a resource's content; None for any other content."""
+    return value.mime_type if isinstance(value, (_Text, _Blob)) else None
+
+
+def mixed_resource(fn: Callable[..., Content]) -> Callable[..., str | bytes]:
+    """A resource function answering :class:`Content`, registered as any other (``mcp.resource``): its answer keeps
+    its own MIME type, our errors become JSON-RPC errors (see ``_resource_error``)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> str | bytes:
+        try:
+            return answer(fn(*args, **kwargs))
+        except (AssayError, PlanError) as exc:
+            raise _resource_error(exc) from exc
 
     return wrapper
 

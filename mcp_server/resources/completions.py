@@ -12,18 +12,20 @@ from __future__ import annotations
 import heapq
 import os
 import posixpath
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp_types import Completion, CompletionArgument, CompletionContext, ResourceTemplateReference
-from sqlalchemy import String, cast, func, select
 from sqlalchemy.engine import Engine
 
 from flows.roots import Roots
 from store import set_queries
+from store.completions import Named, names_starting
 from store.errors import AssayError
-from store.models import Job, Plan, ResourceMapRow, ResourceSet
+
+if TYPE_CHECKING:
+    from mcp_server.app import AssayApp
 
 MAX_VALUES = 100  # the protocol's limit for one answer
 
@@ -33,15 +35,9 @@ def _matches(values: list[str], prefix: str) -> Completion:
     return Completion(values=hits[:MAX_VALUES], total=len(hits), has_more=len(hits) > MAX_VALUES)
 
 
-def complete_column(engine: Engine, column, prefix: str) -> Completion:
-    """Values of a name (or id) column starting with ``prefix``, in order: the first 100 and how many there are."""
-    text = cast(column, String) if not isinstance(column.type, String) else column
-    where = text.startswith(prefix, autoescape=True) if prefix else True
-    with engine.connect() as conn:
-        total = conn.execute(select(func.count()).select_from(column.table).where(where)).scalar_one()
-        order = column.desc() if text is not column else column  # ids: newest first
-        rows = conn.execute(select(text).where(where).order_by(order).limit(MAX_VALUES)).scalars().all()
-    values = [v for v in rows if v.startswith(prefix)]  # LIKE ignores case in SQLite; completion does not
+def complete_name(engine: Engine, named: Named, prefix: str) -> Completion:
+    """Names (or ids) of ``named`` things starting with ``prefix``, in order: the first 100 and how many there are."""
+    values, total = names_starting(engine, named=named, prefix=prefix, limit=MAX_VALUES)
     return Completion(values=values, total=total, has_more=total > len(values))
 
 
@@ -79,20 +75,20 @@ COMPLETERS: dict[tuple[str, str], Completer] = {}
 for _template in ("synthesis://resource-sets/{name}", "synthesis://resource-sets/{name}/entries{?limit,offset}",
                   "synthesis://resource-sets/{name}/children", "synthesis://resource-sets/{name}/parents",
                   "synthesis://resource-sets/{name}/stats", "synthesis://resource-sets/{name}/metrics/{metric}"):
-    COMPLETERS[(_template, "name")] = lambda app, v: complete_column(app.engine, ResourceSet.__table__.c.name, v)
+    COMPLETERS[(_template, "name")] = lambda app, v: complete_name(app.engine, "resource-set", v)
 for _template in ("synthesis://plans/{name}", "synthesis://plans/{name}/executions"):
-    COMPLETERS[(_template, "name")] = lambda app, v: complete_column(app.engine, Plan.__table__.c.name, v)
+    COMPLETERS[(_template, "name")] = lambda app, v: complete_name(app.engine, "plan", v)
 COMPLETERS[("synthesis://resource-sets/{name}/metrics/{metric}", "metric")] = \
     lambda app, v: _matches(list(set_queries.METRICS), v)
-COMPLETERS[("synthesis://jobs/{id}", "id")] = lambda app, v: complete_column(app.engine, Job.__table__.c.id, v)
+COMPLETERS[("synthesis://jobs/{id}", "id")] = lambda app, v: complete_name(app.engine, "job", v)
 COMPLETERS[("synthesis://maps/{resource_id}", "resource_id")] = \
-    lambda app, v: complete_column(app.engine, ResourceMapRow.__table__.c.resource_id, v)
+    lambda app, v: complete_name(app.engine, "resource-map", v)
 for _template in ("synthesis://nodes/{+path}", "synthesis://nodes/{+path}/thumbnail",
                   "synthesis://nodes/{+path}/metadata"):
     COMPLETERS[(_template, "path")] = lambda app, v: complete_path(app.roots, v)
 
 
-def register(mcp: MCPServer, app) -> None:
+def register(mcp: MCPServer, app: AssayApp) -> None:
     @mcp.completion()
     async def complete(ref: Any, argument: CompletionArgument,
                        context: CompletionContext | None) -> Completion | None:

@@ -8,7 +8,7 @@ index tool returns). An unknown id is resource-not-found; a malformed one says w
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcp.server.mcpserver import MCPServer
 from sqlalchemy.engine import Engine
@@ -16,6 +16,9 @@ from sqlalchemy.engine import Engine
 from mcp_server.resources.common import json_resource
 from store import jobs as store_jobs
 from store.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from mcp_server.app import AssayApp
 
 JSON = "application/json"
 BASE = "synthesis://jobs"
@@ -45,7 +48,7 @@ def job_detail(engine: Engine, *, job_id: str) -> dict[str, Any]:
     return {**store_jobs.job_public(job), "issues": store_jobs.job_issues(engine, job_id=number)}
 
 
-def register(mcp: MCPServer, app) -> None:
+def register(mcp: MCPServer, app: AssayApp) -> None:
     @mcp.resource(BASE, name="jobs", mime_type=JSON)
     @_json
     def all_jobs() -> dict[str, Any]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError
@@ -22,8 +22,11 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
 from mcp_server.resources.common import int_param
-from mcp_server.tools.citations import map_view, service_for
+from mcp_server.tools.citations import map_view
 from store.errors import AssayError, CitationError
+
+if TYPE_CHECKING:
+    from mcp_server.app import AssayApp
 
 JSON = "application/json"
 BASE = "synthesis://maps"
@@ -60,19 +63,19 @@ def maps_listing(service, *, limit: int = DEFAULT_LIMIT, offset: int = 0) -> dic
             "nextUri": f"{BASE}?limit={limit}&offset={offset + len(ids)}" if has_more else None}
 
 
-def register(mcp: MCPServer, app) -> None:
+def register(mcp: MCPServer, app: AssayApp) -> None:
     @mcp.resource(BASE, name="maps", mime_type=JSON)
     @_json
     def all_maps() -> dict[str, Any]:
         """The citable resources (ids sorted) with the URI of each one's map: the first 1000, the total and nextUri
         (?limit=1-10000&offset=N)."""
-        return maps_listing(service_for(app))
+        return maps_listing(app.citations())
 
     @mcp.resource(BASE + "{?limit,offset}", name="maps-page", mime_type=JSON)
     @_json
     def maps_page(limit: str | None = None, offset: str | None = None) -> dict[str, Any]:
         """One page of citable resources (?limit=1-10000, ?offset=N)."""
-        return maps_listing(service_for(app),
+        return maps_listing(app.citations(),
                             limit=int_param(limit, field="limit", default=DEFAULT_LIMIT, low=1, high=MAX_LIMIT),
                             offset=int_param(offset, field="offset", default=0, low=0))
 
@@ -80,4 +83,4 @@ def register(mcp: MCPServer, app) -> None:
     @_json
     def one_map(resource_id: str) -> dict[str, Any]:
         """A resource's map as reference 003's ResourceMap JSON (what getStructure answers)."""
-        return map_view(service_for(app).get_structure(resource_id))
+        return map_view(app.citations().get_structure(resource_id))

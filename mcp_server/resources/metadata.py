@@ -11,38 +11,30 @@
   the stdio counterpart of HTTP's ``/api/content?path=...`` (inspect's URLs under stdio point here). Only the exact
   shape of a cache path is read (flows.classify.cache.is_cache_path), nothing outside the cache.
 
-Blob resources: the SDK gives every read of a template the template's MIME type; :class:`MixedTemplate` lets one
-template answer JSON or an image (``synthesis://nodes/{+path}/thumbnail`` is a node's JSON when a real file is named
-"thumbnail"), and :func:`mixed_resource` maps our errors as resources/common.json_resource does.
+Blob resources answer :class:`~mcp_server.resources.common.Content` through ``mixed_resource`` (resources/common.py):
+the artifact's bytes with its own MIME type.
 """
 
 from __future__ import annotations
 
-import functools
-import json
-from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ResourceNotFoundError
-from mcp.server.mcpserver.resources.templates import ResourceSecurity, ResourceTemplate
-from mcp.server.mcpserver.resources.types import BinaryResource, FunctionResource, TextResource
-from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS
-from sqlalchemy import or_
+from mcp.server.mcpserver.resources.templates import ResourceSecurity
 from sqlalchemy.engine import Engine
 
-from dsl.errors import PlanError
 from flows.index.navigation import artifact_item, node_uri
 from flows.roots import Roots
 from mcp_server.http import content_base
-from mcp_server.resources.common import int_param, json_resource
+from mcp_server.resources.common import JSON, Content, int_param, json_resource, mixed_resource
 from store import cache
 from store import metadata as store_metadata
-from store.entries import iso, subtree_clause
-from store.errors import AssayError, InvalidInput, NotFound
+from store.entries import iso, within
+from store.errors import InvalidInput, NotFound
 
-JSON = "application/json"
+if TYPE_CHECKING:
+    from mcp_server.app import AssayApp
+
 BASE = "synthesis://metadata"
 CONTENT = "synthesis://content"
 DEFAULT_LIMIT = 100
@@ -52,59 +44,8 @@ MAX_GROUPS = 200
 PATH_SECURITY = ResourceSecurity(reject_path_traversal=True, reject_absolute_paths=True)
 
 
-@dataclass
-class Content:
-    """What a mixed template returns: text or bytes, with the MIME type of this answer."""
-
-    data: str | bytes
-    mime_type: str
-
-
-class MixedTemplate(ResourceTemplate):
-    """A resource template whose function may return :class:`Content`, answered with that content's own MIME type
-    (text, or a blob for bytes) instead of the template's."""
-
-    async def create_resource(self, uri, params, context):
-        made = await super().create_resource(uri, params, context)
-        if isinstance(made, FunctionResource):
-            inner = made.fn()
-            if isinstance(inner, Content):
-                kind = BinaryResource if isinstance(inner.data, bytes) else TextResource
-                key = "data" if isinstance(inner.data, bytes) else "text"
-                return kind(uri=uri, name=self.name, description=self.description, mime_type=inner.mime_type,
-                            **{key: inner.data})
-        return made
-
-
-def add_mixed_template(mcp: MCPServer, fn: Callable[..., Any], uri_template: str, *, name: str, mime_type: str,
-                       security: ResourceSecurity | None = None) -> None:
-    """Register ``fn`` as a :class:`MixedTemplate` (templates are matched in the order they are added)."""
-    kwargs = {"security": security} if security is not None else {}
-    template = MixedTemplate.from_function(fn, uri_template=uri_template, name=name, mime_type=mime_type, **kwargs)
-    mcp._resource_manager._templates[template.uri_template] = template
-
-
-def mixed_resource(fn: Callable[..., Content]) -> Callable[..., Content]:
-    """Our errors as JSON-RPC errors: NotFound is resource-not-found, any other invalid params (-32602)."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Content:
-        try:
-            return fn(*args, **kwargs)
-        except NotFound as exc:
-            raise ResourceNotFoundError(str(exc)) from exc
-        except (AssayError, PlanError) as exc:
-            raise MCPError(code=INVALID_PARAMS, message=str(exc), data={"type": exc.code, "field": exc.field}) from exc
-
-    return wrapper
-
-
-def json_content(value: Any) -> Content:
-    return Content(json.dumps(value), JSON)
-
-
 def _scope(roots: Roots):
-    return or_(*(subtree_clause(root) for root in roots.paths))
+    return within(roots.paths)
 
 
 def _page(uri: str, items_key: str, items: list, total: int, limit: int, offset: int, extra: str = "") -> dict:
@@ -169,7 +110,7 @@ def read_content(data_dir, rel: str) -> Content:
     return Content(file.read_bytes(), cache.mime_type(rel))
 
 
-def register(mcp: MCPServer, app) -> None:
+def register(mcp: MCPServer, app: AssayApp) -> None:
     def base() -> str | None:
         return content_base(app.settings)
 
@@ -224,10 +165,8 @@ def register(mcp: MCPServer, app) -> None:
         artifacts; count > 1 means duplicates."""
         return metadata_by_hash(app.engine, app.roots, hash_=store_metadata.check_hash(hash), base=base())
 
+    @mcp.resource(CONTENT + "/{+path}", name="content", mime_type="image/jpeg", security=PATH_SECURITY)
     @mixed_resource
     def content(path: str) -> Content:
         """A cached artifact (cache/ab/cd/<hash>.jpg, the url inspect gives under stdio) as a blob (image/jpeg)."""
         return read_content(app.settings.data_dir, path)
-
-    add_mixed_template(mcp, content, CONTENT + "/{+path}", name="content", mime_type="image/jpeg",
-                       security=PATH_SECURITY)

@@ -10,7 +10,7 @@ whole. ``synthesis://nodes/{+path}`` is one entry in inspect's shape; inspect's 
 ``synthesis://nodes/{+path}/thumbnail`` and ``.../metadata`` are registered before it (the SDK tries templates in
 order) and all three go through one dispatcher (:func:`read_node_content`): a path whose last name is "thumbnail" or
 "metadata" is the sub-resource only when no entry has that exact path, so a real file named "thumbnail" still
-reads as a node (as JSON: mcp_server.resources.metadata.MixedTemplate gives each answer its own MIME type).
+reads as a node (as JSON: mcp_server.resources.common.mixed_resource gives each answer its own MIME type).
 Every path goes through the roots: the SDK's own absolute-path / ``..`` rejection is turned off for this parameter
 because ours confines the resolved path instead (NUL bytes are still refused by the SDK). A path outside the roots is refused as such; "not in the index" is said only of a path inside them that exists on disk
 (indexing would bring it in), anything else "does not exist".
@@ -18,23 +18,23 @@ because ours confines the resolved path instead (NUL bytes are still refused by 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.resources.templates import ResourceSecurity
-from sqlalchemy import func, or_, select
 from sqlalchemy.engine import Engine
 
 from flows.index.navigation import entry_image, inspect_entry, node_uri
 from flows.roots import Roots
 from mcp_server.http import content_base
-from mcp_server.resources.common import int_param, json_resource
-from mcp_server.resources.metadata import Content, add_mixed_template, json_content, mixed_resource
+from mcp_server.resources.common import JSON, Content, int_param, json_content, json_resource, mixed_resource
 from store import entries as store_entries
-from store.entries import T, entry_public, subtree_clause
+from store.entries import entry_public
 from store.errors import InvalidInput, NotFound
 
-JSON = "application/json"
+if TYPE_CHECKING:
+    from mcp_server.app import AssayApp
+
 BASE = "synthesis://nodes"
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
@@ -53,11 +53,8 @@ def list_nodes(engine: Engine, roots: Roots, *, limit: int = DEFAULT_LIMIT, offs
         raise InvalidInput(f"limit must be between 1 and {MAX_LIMIT}, got {limit}", field="limit")
     if offset < 0:
         raise InvalidInput(f"offset must be 0 or more, got {offset}", field="offset")
-    inside = or_(*(subtree_clause(root) for root in roots.paths))
-    with engine.connect() as conn:
-        total = conn.execute(select(func.count()).select_from(T).where(inside)).scalar_one()
-        rows = conn.execute(select(T).where(inside).order_by(T.c.path).limit(limit).offset(offset)).mappings()
-        entries = [{**entry_public(r), "uri": node_uri(r["path"])} for r in rows]
+    rows, total = store_entries.list_within(engine, roots=roots.paths, limit=limit, offset=offset)
+    entries = [{**entry_public(r), "uri": node_uri(r["path"])} for r in rows]
     has_more = offset + len(entries) < total
     result: dict[str, Any] = {
         "total": total, "offset": offset, "limit": limit, "hasMore": has_more, "entries": entries,
@@ -115,7 +112,7 @@ def read_node_content(engine: Engine, roots: Roots, data_dir, *, path: str, base
     return json_content(read_node(engine, roots, path=path, content_base=base))
 
 
-def register(mcp: MCPServer, app) -> None:
+def register(mcp: MCPServer, app: AssayApp) -> None:
     @mcp.resource(BASE, name="nodes", mime_type=JSON)
     @_json
     def all_nodes() -> dict[str, Any]:
@@ -135,27 +132,25 @@ def register(mcp: MCPServer, app) -> None:
         return read_node_content(app.engine, app.roots, app.settings.data_dir, path=path,
                                  base=content_base(app.settings))
 
+    # the SDK tries templates in the order they were added: the sub-resources before the greedy node template
+    @mcp.resource(BASE + "/{+path}" + THUMBNAIL_SUFFIX, name="node-thumbnail", mime_type="image/jpeg",
+                  security=PATH_SECURITY)
     @mixed_resource
     def node_thumbnail(path: str) -> Content:
         """Thumbnail for entry (image/jpeg blob); an entry without one: an error saying how to make one
         (rerun-classifier or a classifier outcome)."""
         return dispatch(path + THUMBNAIL_SUFFIX)
 
+    @mcp.resource(BASE + "/{+path}" + METADATA_SUFFIX, name="node-metadata", mime_type=JSON, security=PATH_SECURITY)
     @mixed_resource
     def node_metadata(path: str) -> Content:
         """All metadata for entry: its generated artifacts (thumbnail, timeline frames, metadata record)."""
         return dispatch(path + METADATA_SUFFIX)
 
+    @mcp.resource(BASE + "/{+path}", name="node", mime_type=JSON, security=PATH_SECURITY)
     @mixed_resource
     def one_node(path: str) -> Content:
         """Single filesystem entry by absolute path (synthesis://nodes/home/user/file.txt, percent-encoded), as
         inspect returns it; .../metadata after an entry's path lists its generated metadata, .../thumbnail is
         its thumbnail."""
         return dispatch(path)
-
-    # the SDK tries templates in the order they were added: the sub-resources before the greedy node template
-    add_mixed_template(mcp, node_thumbnail, BASE + "/{+path}" + THUMBNAIL_SUFFIX, name="node-thumbnail",
-                       mime_type="image/jpeg", security=PATH_SECURITY)
-    add_mixed_template(mcp, node_metadata, BASE + "/{+path}" + METADATA_SUFFIX, name="node-metadata",
-                       mime_type=JSON, security=PATH_SECURITY)
-    add_mixed_template(mcp, one_node, BASE + "/{+path}", name="node", mime_type=JSON, security=PATH_SECURITY)

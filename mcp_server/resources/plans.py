@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcp.server.mcpserver import MCPServer
 
 from mcp_server.resources.common import json_resource
 from store import plans as store_plans
+
+if TYPE_CHECKING:
+    from mcp_server.app import AssayApp
 
 JSON = "application/json"
 LIMIT = 100
@@ -16,7 +19,7 @@ LIMIT = 100
 _json = json_resource
 
 
-def register(mcp: MCPServer, app) -> None:
+def register(mcp: MCPServer, app: AssayApp) -> None:
     @mcp.resource("synthesis://plans", name="plans", mime_type=JSON)
     @_json
     def plans() -> dict[str, Any]:

@@ -6,10 +6,15 @@ an unknown metric invalid params (-32602) listing the accepted ones.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from mcp.server.mcpserver import MCPServer
 
 from mcp_server.resources.common import json_resource
 from store import set_queries
+
+if TYPE_CHECKING:
+    from mcp_server.app import AssayApp
 
 JSON = "application/json"
 BASE = "synthesis://resource-sets"
@@ -19,20 +24,18 @@ STATS_TOP = 10
 _json = json_resource
 
 
-def register(mcp: MCPServer, app) -> None:
+def register(mcp: MCPServer, app: AssayApp) -> None:
     @mcp.resource(BASE + "/{name}/stats", name="resource-set-stats", mime_type=JSON,
                   description="Comprehensive statistics of a resource set with its descendants: entry, file, "
                               "directory and symlink counts, total file size, mtime span, top media types and "
                               "extensions")
     @_json
     def set_stats(name: str) -> dict:
-        with app.engine.connect() as conn:
-            return set_queries.set_stats(conn, name=name, top=STATS_TOP)
+        return set_queries.run(app.engine, set_queries.set_stats, name=name, top=STATS_TOP)
 
     @mcp.resource(BASE + "/{name}/metrics/{metric}", name="resource-set-metric", mime_type=JSON,
                   description="Aggregated metric of a resource set with its descendants: "
                               + ", ".join(set_queries.METRICS))
     @_json
     def set_metric(name: str, metric: str) -> dict:
-        with app.engine.connect() as conn:
-            return set_queries.set_metric(conn, name=name, metric=metric)
+        return set_queries.run(app.engine, set_queries.set_metric, name=name, metric=metric)

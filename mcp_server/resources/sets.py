@@ -6,12 +6,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcp.server.mcpserver import MCPServer
 
 from mcp_server.resources.common import int_param, json_resource
 from store import sets as store_sets
+
+if TYPE_CHECKING:
+    from mcp_server.app import AssayApp
 
 JSON = "application/json"
 BASE = "synthesis://resource-sets"
@@ -28,7 +31,7 @@ def set_links(name: str) -> dict[str, str]:
             "parentsUri": uri + "/parents", "statsUri": uri + "/stats"}
 
 
-def register(mcp: MCPServer, app) -> None:
+def register(mcp: MCPServer, app: AssayApp) -> None:
     @mcp.resource(BASE, name="resource-sets", mime_type=JSON)
     @_json
     def all_sets() -> dict[str, Any]:

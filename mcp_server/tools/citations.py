@@ -1,7 +1,7 @@
 """Citation tools (reference 003 and our own): listResources, getStructure, getNode, resolve, and map-build, map-put,
-map-delete. Thin typed wrappers over flows.citations.service.CitationService (maps in the store, built locally or
-supplied by an agent; addresses resolved virtually or into files of the content cache); the work runs in worker
-threads, off the event loop.
+map-delete. Thin typed wrappers over the app's CitationService (``AssayApp.citations()``, flows.citations.service:
+maps in the store, built locally or supplied by an agent; addresses resolved virtually or into files of the content
+cache); the work runs in worker threads, off the event loop.
 
 Errors are CitationErrors (RESOURCE_NOT_FOUND, NODE_NOT_FOUND, INVALID_ADDRESS, INVALID_MAP, SOURCE_CHANGED,
 UNSUPPORTED_FORMAT, EXTRACTION_FAILED, INVALID_PATH): tool errors whose text starts with the code, without structured
@@ -11,17 +11,19 @@ content. Results leave out the location fields of other modalities (no nulls), a
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import anyio
-from mcp.server.mcpserver import MCPServer
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel, BeforeValidator, Field
 
 from flows.index.navigation import CONTENT_URI, content_url
 from mcp_server.http import content_base
-from mcp_server.tools.common import READ_ONLY, as_object_list, tool
+from mcp_server.tools.common import READ_ONLY, ToolSet, as_object_list, tool
 from store.errors import CitationError, InvalidInput
+
+if TYPE_CHECKING:
+    from mcp_server.app import AssayApp
 
 # resolve writes its output into the content cache (once per source version and address): not read-only, but
 # nothing is lost and the same call gives the same file
@@ -161,19 +163,6 @@ class MapDeleted(BaseModel):
 # --- helpers ------------------------------------------------------------------------------------------------------
 
 
-def service_for(app):
-    """The app's one CitationService (made on first use: the citation modules are not needed to start the server)."""
-    service = getattr(app, "_citations", None)
-    if service is None:
-        from flows.citations.service import CitationService
-        from flows.documents import settings as doc_settings
-
-        service = CitationService(app.engine, app.roots, app.settings.data_dir,
-                                  allow_symlinks=doc_settings.current().allow_symlinks)
-        app._citations = service
-    return service
-
-
 def map_view(resource_map: Any) -> dict[str, Any]:
     """A ResourceMap (model or dict) as reference 003 shows it, no null location fields (also the JSON export of
     synthesis://maps/{id})."""
@@ -225,11 +214,11 @@ Target = Annotated[str, Field(min_length=1, max_length=4096, description="A file
                                                                          "tools show it) or a resource id")]
 
 
-def register(mcp: MCPServer, app) -> None:
+def register(tools: ToolSet, app: AssayApp) -> None:
     def run(fn):
         return anyio.to_thread.run_sync(fn)
 
-    @tool(mcp, "listResources", READ_ONLY)
+    @tool(tools, "listResources", READ_ONLY)
     async def listResources(
         path: Annotated[str | None, Field(description="Only resources whose file is at or under this folder "
                                                       "(inside the roots)")] = None,
@@ -239,10 +228,10 @@ def register(mcp: MCPServer, app) -> None:
         """Discovery (reference 003): the ids of the resources that can be cited (files with a map, or whose id was
         given out: by map-build, map-put or a search hit's address), sorted. An id names a file in the roots:
         getStructure shows its map, resolve cites parts of it. A file without an id gets one from map-build."""
-        result = await run(lambda: service_for(app).list_resources(path=path, limit=limit, offset=offset))
+        result = await run(lambda: app.citations().list_resources(path=path, limit=limit, offset=offset))
         return ResourceList.model_validate(result)
 
-    @tool(mcp, "getStructure", READ_ONLY)
+    @tool(tools, "getStructure", READ_ONLY)
     async def getStructure(resource_id: ResourceId) -> ResourceMapView:
         """Contextualisation (reference 003): the resource's whole map, a tree of nodes (dotted ids, titles, types,
         locations, summaries), with the file's source_path and, in metadata, its source_hash and source_size. A
@@ -251,17 +240,17 @@ def register(mcp: MCPServer, app) -> None:
         node's virtual_address is what resolve cites. Built from the file on first use (PDF outline, Markdown
         headings, video chapters or scene cuts, windows) and rebuilt when the file changed; an agent's map of a
         changed file shows metadata.stale = true."""
-        result = await run(lambda: service_for(app).get_structure(resource_id))
+        result = await run(lambda: app.citations().get_structure(resource_id))
         return ResourceMapView.model_validate(result.model_dump())  # once: the SDK validates it again
 
-    @tool(mcp, "getNode", READ_ONLY)
+    @tool(tools, "getNode", READ_ONLY)
     async def getNode(resource_id: ResourceId, node_id: NodeId) -> NodeDetail:
         """Verification (reference 003): one node of a resource's map (id, title, type, location, summary) with its
         children as ids only; faster than getStructure for one node."""
-        result = await run(lambda: service_for(app).get_node(resource_id, node_id))
+        result = await run(lambda: app.citations().get_node(resource_id, node_id))
         return NodeDetail.model_validate(result)
 
-    @tool(mcp, "resolve", RESOLVES)
+    @tool(tools, "resolve", RESOLVES)
     async def resolve(
         resource_id: Annotated[str | None, Field(max_length=4096, description="The resource (with node_id): its id "
                                                                               "or its file's path; may be left out "
@@ -290,11 +279,11 @@ def register(mcp: MCPServer, app) -> None:
         the file is unchanged; a node of an agent's map made before the file changed is refused with
         SOURCE_CHANGED unless allow_stale."""
         check_target(resource_id, node_id, address)
-        result = await run(lambda: service_for(app).resolve(resource_id, node_id, address=address, virtual=virtual,
+        result = await run(lambda: app.citations().resolve(resource_id, node_id, address=address, virtual=virtual,
                                                             exact=exact, allow_stale=allow_stale))
         return resolution(result, content_base(app.settings))
 
-    @tool(mcp, "map-build", REPLACES)
+    @tool(tools, "map-build", REPLACES)
     async def map_build(
         resource: Target,
         strategy: Annotated[Strategy, Field(
@@ -308,10 +297,10 @@ def register(mcp: MCPServer, app) -> None:
         """Build (or rebuild) a file's map locally with a strategy, replacing its map (an agent's too), and return
         it as getStructure does; the file gets a resource id if it had none (resource_id in the answer).
         UNSUPPORTED_FORMAT when the strategy cannot apply (an outline of a video, a PDF without bookmarks)."""
-        result = await run(lambda: service_for(app).build_map(resource, strategy=strategy, window=window))
+        result = await run(lambda: app.citations().build_map(resource, strategy=strategy, window=window))
         return ResourceMapView.model_validate(map_view(result))
 
-    @tool(mcp, "map-put", REPLACES)
+    @tool(tools, "map-put", REPLACES)
     async def map_put(
         resource: Target,
         nodes: Annotated[list[dict[str, Any]], BeforeValidator(as_object_list), Field(
@@ -326,13 +315,13 @@ def register(mcp: MCPServer, app) -> None:
         it, start < end within the duration (seconds), bbox four fractions 0-1 with x1 < x2 and y1 < y2, unique
         dotted ids consistent with nesting; INVALID_MAP lists every problem with its node. When the file changes
         later the map is marked stale and resolve refuses it (SOURCE_CHANGED) until supplied again."""
-        result = await run(lambda: service_for(app).put_map(resource, nodes, title=title))
+        result = await run(lambda: app.citations().put_map(resource, nodes, title=title))
         return ResourceMapView.model_validate(map_view(result))
 
-    @tool(mcp, "map-delete", REPLACES)
+    @tool(tools, "map-delete", REPLACES)
     async def map_delete(resource_id: ResourceId) -> MapDeleted:
         """Forget a resource's map (its id stays, so citations made with it still resolve; the next getStructure
         builds a map again from the file)."""
-        deleted = await run(lambda: service_for(app).delete_map(resource_id))
+        deleted = await run(lambda: app.citations().delete_map(resource_id))
         message = "map deleted" if deleted else "the resource had no map"
         return MapDeleted(resource_id=resource_id, deleted=bool(deleted), message=message)

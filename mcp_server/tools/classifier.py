@@ -3,15 +3,18 @@ list-classifier-jobs. Thin wrappers over flows.classify.service; jobs are ``jobs
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import anyio
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context
 from pydantic import BaseModel, ConfigDict, Field
 
 from flows.classify import service as classify
 from store import jobs as store_jobs
-from mcp_server.tools.common import READ_ONLY, WRITES, McpProgress, StrList, tool
+from mcp_server.tools.common import READ_ONLY, WRITES, McpProgress, StrList, ToolSet, tool
+
+if TYPE_CHECKING:
+    from mcp_server.app import AssayApp
 
 
 class ClassifierJob(BaseModel):
@@ -52,8 +55,8 @@ class ClassifierJobList(BaseModel):
 JobId = Annotated[int | str, Field(description='Job ID returned by rerun-classifier, e.g. 123 or "123"')]
 
 
-def register(mcp: MCPServer, app) -> None:
-    @tool(mcp, "rerun-classifier", WRITES)
+def register(tools: ToolSet, app: AssayApp) -> None:
+    @tool(tools, "rerun-classifier", WRITES)
     async def rerun_classifier(
         sourcePath: Annotated[str, Field(description="Path to source file (or a directory: every indexed file "
                                                      "under it)")],
@@ -83,14 +86,14 @@ def register(mcp: MCPServer, app) -> None:
         await progress.finish(f"{result['status']}: {result['files']} files")
         return ClassifierJobProgress(**result)
 
-    @tool(mcp, "classifier-job-progress", READ_ONLY)
+    @tool(tools, "classifier-job-progress", READ_ONLY)
     def classifier_job_progress(jobId: JobId) -> ClassifierJobProgress:
         """Check classifier job progress: status, progress (0-100), files done, and the files that failed."""
         job_id = store_jobs.parse_job_id(jobId)
         job = classify.get_classify_job(app.engine, job_id)
         return ClassifierJobProgress(**classify.job_public(job, app.engine, issues=True))
 
-    @tool(mcp, "list-classifier-jobs", READ_ONLY)
+    @tool(tools, "list-classifier-jobs", READ_ONLY)
     def list_classifier_jobs(
         status: Annotated[Literal["pending", "running", "completed", "failed", "cancelled"] | None,
                           Field(description="Filter by status (pending, running, completed, failed, cancelled)")]

@@ -7,6 +7,7 @@ import logging
 import re
 from typing import Annotated, Any
 
+from mcp.server.mcpserver.tools import Tool
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotations
 from pydantic import BeforeValidator, Field, ValidationError, WithJsonSchema, field_validator
 from pydantic_core import PydanticCustomError
@@ -202,8 +203,29 @@ class McpProgress:
                 logger.debug("progress notification not sent", exc_info=True)
 
 
-def tool(mcp, name: str, annotations: ToolAnnotations):
-    """Register a tool whose AssayErrors reach the caller as tool errors (see ``error_result``)."""
+class ToolSet:
+    """The tools one server offers, in the order they were made: every group's ``register(tools, app)`` adds its
+    tools here (through ``tool`` below), and the server is built with them all (``MCPServer(tools=...)``). The server
+    asks us which tools it has (``names``), never the SDK's tool manager."""
+
+    def __init__(self) -> None:
+        self._tools: dict[str, Tool] = {}
+
+    def add(self, made: Tool) -> None:
+        if made.name in self._tools:
+            raise ValueError(f"tool {made.name!r} is registered twice")
+        self._tools[made.name] = made
+
+    def list(self) -> list[Tool]:
+        return list(self._tools.values())
+
+    def names(self) -> frozenset[str]:
+        return frozenset(self._tools)
+
+
+def tool(tools: ToolSet, name: str, annotations: ToolAnnotations):
+    """Register a tool whose AssayErrors reach the caller as tool errors (see ``error_result``) and that refuses
+    arguments it does not know (see ``_reject_unknown_arguments``)."""
     import functools
     import inspect
 
@@ -222,14 +244,16 @@ def tool(mcp, name: str, annotations: ToolAnnotations):
                     return fn(*args, **kwargs)
                 except (AssayError, PlanError) as exc:
                     return error_result(name, exc)
-        mcp.add_tool(wrapper, name=name, annotations=annotations, description=inspect.cleandoc(fn.__doc__ or ""))
-        _reject_unknown_arguments(mcp._tool_manager.get_tool(name))
+        made = Tool.from_function(wrapper, name=name, annotations=annotations,
+                                  description=inspect.cleandoc(fn.__doc__ or ""))
+        _reject_unknown_arguments(made)
+        tools.add(made)
         return fn
 
     return decorator
 
 
-def _reject_unknown_arguments(registered) -> None:
+def _reject_unknown_arguments(registered: Tool) -> None:
     """Make a tool refuse arguments it does not know, naming them and the accepted ones.
 
     The SDK's argument models ignore extra keys, so a misspelt optional parameter ("descripton", "maxage") would be

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from mcp.server.mcpserver import MCPServer
+from typing import TYPE_CHECKING
+
 from pydantic import BaseModel, Field
 
-from mcp_server.tools.common import READ_ONLY, tool
+from mcp_server.tools.common import READ_ONLY, ToolSet, tool
 from store.diagnostics import artifact_cache_report, diagnose
+
+if TYPE_CHECKING:
+    from mcp_server.app import AssayApp
 
 
 class ArtifactCache(BaseModel):
@@ -42,8 +46,8 @@ class DiagnoseResponse(BaseModel):
     warnings: list[str]
 
 
-def register(mcp: MCPServer, app) -> None:
-    @tool(mcp, "db-diagnose", READ_ONLY)
+def register(tools: ToolSet, app: AssayApp) -> None:
+    @tool(tools, "db-diagnose", READ_ONLY)
     def db_diagnose() -> DiagnoseResponse:
         """Run diagnostics on the database to check integrity and statistics: size, entry and set counts, orphaned
         and stale entries, dangling references, schema. Checks only SQLite supports are skipped (and named) on

@@ -14,17 +14,19 @@ holds both shapes' fields.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import anyio
-from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from flows.documents import library
 from flows.documents import settings as doc_settings
 from flows.documents.paths import DocumentPaths
-from mcp_server.tools.common import READ_ONLY, tool
+from mcp_server.tools.common import READ_ONLY, ToolSet, tool
 from store.errors import DocumentError, InvalidInput
+
+if TYPE_CHECKING:
+    from mcp_server.app import AssayApp
 
 
 # --- parameters -----------------------------------------------------------------------------------------------------
@@ -274,8 +276,8 @@ def semantic_search(app, query: str, options: SemanticOptions | None) -> dict[st
     return semantic_library.semantic_documents_view(_paths(app), result)
 
 
-def register(mcp: MCPServer, app) -> None:
-    @tool(mcp, "list_collections", READ_ONLY)
+def register(tools: ToolSet, app: AssayApp) -> None:
+    @tool(tools, "list_collections", READ_ONLY)
     async def list_collections(
         path: Annotated[str, Field(description="Path relative to knowledge root. Empty for root.")] = "",
     ) -> Collections:
@@ -286,7 +288,7 @@ def register(mcp: MCPServer, app) -> None:
         paths = _paths(app)
         return Collections(**await anyio.to_thread.run_sync(library.list_collections, paths, path))
 
-    @tool(mcp, "find_document", READ_ONLY)
+    @tool(tools, "find_document", READ_ONLY)
     async def find_document(
         query: Annotated[str, Field(description="Document name or part of it")],
         limit: Annotated[int, Field(ge=1, le=100, description="Max results")] = 10,
@@ -297,7 +299,7 @@ def register(mcp: MCPServer, app) -> None:
         return FoundDocuments(**await anyio.to_thread.run_sync(
             lambda: library.find_document(app.engine, paths, query, limit)))
 
-    @tool(mcp, "search_documents", READ_ONLY)
+    @tool(tools, "search_documents", READ_ONLY)
     async def search_documents(
         query: Annotated[str, Field(description="With scope (boolean search): terms with operators: space = AND, "
                                                 "| = OR, -term = NOT, \"...\" = exact phrase, ( ) to group. Without "
@@ -354,7 +356,7 @@ def register(mcp: MCPServer, app) -> None:
                                     details=exc.details) from None
         return SearchResult(**result)
 
-    @tool(mcp, "search_multiple", READ_ONLY)
+    @tool(tools, "search_multiple", READ_ONLY)
     async def search_multiple(
         queries: Annotated[list[str], Field(min_length=1, max_length=10, description="List of search queries")],
         scope: Annotated[Scope, Field(description="Search scope, as search_documents takes it")],
@@ -374,7 +376,7 @@ def register(mcp: MCPServer, app) -> None:
 
         return MultipleResults(**await anyio.to_thread.run_sync(run))
 
-    @tool(mcp, "read_document", READ_ONLY)
+    @tool(tools, "read_document", READ_ONLY)
     async def read_document(
         path: Annotated[str, Field(description="Path to document")],
         pages: Annotated[list[Annotated[int, Field(ge=1)]], BeforeValidator(_one_page), Field(
@@ -392,7 +394,7 @@ def register(mcp: MCPServer, app) -> None:
                                           options=options_for(None)))
         return DocumentContent(**result)
 
-    @tool(mcp, "get_document_info", READ_ONLY)
+    @tool(tools, "get_document_info", READ_ONLY)
     async def get_document_info(
         path: Annotated[str, Field(description="Path to document")],
     ) -> DocumentInfo:

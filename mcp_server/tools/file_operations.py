@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
-from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from flows.fileops.operations import delete_files, move_files, rename_files
-from mcp_server.tools.common import DESTRUCTIVE, WRITES, StrList, as_object_list, tool
+from mcp_server.tools.common import DESTRUCTIVE, WRITES, StrList, ToolSet, as_object_list, tool
+
+if TYPE_CHECKING:
+    from mcp_server.app import AssayApp
 
 
 class PathOp(BaseModel):
@@ -65,8 +67,8 @@ def _dicts(ops: list[PathOp]) -> list[dict[str, str]]:
     return [op.model_dump(by_alias=True) for op in ops]
 
 
-def register(mcp: MCPServer, app) -> None:
-    @tool(mcp, "rename-files", WRITES)
+def register(tools: ToolSet, app: AssayApp) -> None:
+    @tool(tools, "rename-files", WRITES)
     def rename_files_tool(
         renames: _ops('Array of {from, to} rename operations; "to" is a full path or a new name in the same folder'),
         dryRun: DryRun = False,
@@ -76,7 +78,7 @@ def register(mcp: MCPServer, app) -> None:
         return MoveResponse.model_validate(rename_files(app.engine, app.roots, renames=_dicts(renames),
                                                         dry_run=dryRun))
 
-    @tool(mcp, "delete-files", DESTRUCTIVE)
+    @tool(tools, "delete-files", DESTRUCTIVE)
     def delete_files_tool(
         paths: Annotated[StrList, Field(description="Paths to delete (one path or an array)")],
         dryRun: DryRun = False,
@@ -87,7 +89,7 @@ def register(mcp: MCPServer, app) -> None:
         return DeleteResponse.model_validate(delete_files(app.engine, app.roots, paths=paths, dry_run=dryRun,
                                                           force=force))
 
-    @tool(mcp, "move-files", WRITES)
+    @tool(tools, "move-files", WRITES)
     def move_files_tool(
         moves: _ops('Array of {from, to} move operations; if "to" is an existing folder the item moves into it'),
         dryRun: DryRun = False,

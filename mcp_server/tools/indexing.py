@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import anyio
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context
 from pydantic import BaseModel, ConfigDict, Field
 
 from flows.index.indexer import IndexProgress
 from flows.index.service import index_path
 from store import jobs as store_jobs
 from store.filters import check_range
-from mcp_server.tools.common import IDEMPOTENT_WRITE, READ_ONLY, WRITES, McpProgress, tool
+from mcp_server.tools.common import IDEMPOTENT_WRITE, READ_ONLY, WRITES, McpProgress, ToolSet, tool
+
+if TYPE_CHECKING:
+    from mcp_server.app import AssayApp
 
 
 class IndexResponse(BaseModel):
@@ -75,8 +78,8 @@ class CancelResult(JobInfo):
 JobId = Annotated[str | int, Field(description='Job identifier returned from index, e.g. "123"')]
 
 
-def register(mcp: MCPServer, app) -> None:
-    @tool(mcp, "index", IDEMPOTENT_WRITE)
+def register(tools: ToolSet, app: AssayApp) -> None:
+    @tool(tools, "index", IDEMPOTENT_WRITE)
     async def index(
         root: Annotated[str, Field(description="File or directory path to index")],
         ctx: Context,
@@ -102,14 +105,14 @@ def register(mcp: MCPServer, app) -> None:
         await progress.finish(f"{result.get('status')}: {result.get('files') or 0} files")
         return IndexResponse(**result)
 
-    @tool(mcp, "job-progress", READ_ONLY)
+    @tool(tools, "job-progress", READ_ONLY)
     def job_progress(jobId: JobId) -> JobProgress:
         """Retrieve status for an indexing job: status, progress (0-100), counts, and paths skipped."""
         job_id = store_jobs.parse_job_id(jobId)
         job = store_jobs.get_job(app.engine, job_id=job_id)
         return JobProgress(**store_jobs.job_public(job), issues=store_jobs.job_issues(app.engine, job_id=job_id))
 
-    @tool(mcp, "list-jobs", READ_ONLY)
+    @tool(tools, "list-jobs", READ_ONLY)
     def list_jobs(
         activeOnly: Annotated[bool, Field(description="Show only running/pending jobs")] = False,
         status: Annotated[Literal["pending", "running", "completed", "failed", "cancelled"] | None,
@@ -124,7 +127,7 @@ def register(mcp: MCPServer, app) -> None:
                                            min_progress=minProgress, max_progress=maxProgress, limit=limit)
         return JobList(jobs=[JobInfo(**store_jobs.job_public(r)) for r in rows], total=total)
 
-    @tool(mcp, "cancel-job", WRITES)
+    @tool(tools, "cancel-job", WRITES)
     def cancel_job(jobId: JobId) -> CancelResult:
         """Cancel a running or pending indexing job. The walk stops within one batch of entries; what it wrote is
         kept and browsable (the folders it had not finished are marked incomplete). A job that has already ended

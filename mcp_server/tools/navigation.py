@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
-from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult, ImageContent, TextContent
 from pydantic import BaseModel, ConfigDict, Field
 
 from flows.index.navigation import entry_image, inspect_entry, navigate_dir
 from mcp_server.http import content_base
-from mcp_server.tools.common import READ_ONLY, tool
+from mcp_server.tools.common import READ_ONLY, ToolSet, tool
+
+if TYPE_CHECKING:
+    from mcp_server.app import AssayApp
 
 
 class NavEntry(BaseModel):
@@ -68,8 +70,8 @@ class InspectResponse(BaseModel):
     scanError: str | None = Field(default=None, description="why a directory's listing is not complete")
 
 
-def register(mcp: MCPServer, app) -> None:
-    @tool(mcp, "navigate", READ_ONLY)
+def register(tools: ToolSet, app: AssayApp) -> None:
+    @tool(tools, "navigate", READ_ONLY)
     def navigate(
         path: Annotated[str, Field(description="Directory path to navigate to")],
         limit: Annotated[int, Field(ge=1, le=10000, description="Maximum entries to return")] = 100,
@@ -88,7 +90,7 @@ def register(mcp: MCPServer, app) -> None:
                                                show_hidden=prefs.get("show_hidden", True),
                                                content_base=content_base(app.settings)))
 
-    @tool(mcp, "inspect", READ_ONLY)
+    @tool(tools, "inspect", READ_ONLY)
     def inspect(
         path: Annotated[str, Field(description="Path to inspect")],
         includeImage: Annotated[Literal["none", "thumbnail", "timeline"], Field(

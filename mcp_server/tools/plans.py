@@ -4,17 +4,20 @@ plan-delete) and the ones agents need to write plans well: plan-validate, plan-p
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import anyio
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context
 from pydantic import BaseModel, ConfigDict, Field
 
 from dsl.model import Plan
 from dsl.printer import plan_to_dsl, plan_to_yaml
 from flows.plans.service import merge_update, plan_from_arguments, validation_problems
-from mcp_server.tools.common import DESTRUCTIVE, IDEMPOTENT_WRITE, READ_ONLY, WRITES, McpProgress, tool
+from mcp_server.tools.common import DESTRUCTIVE, IDEMPOTENT_WRITE, READ_ONLY, WRITES, McpProgress, ToolSet, tool
 from store import plans as store_plans
+
+if TYPE_CHECKING:
+    from mcp_server.app import AssayApp
 
 PlanName = Annotated[str, Field(description="Plan name")]
 Sources = Annotated[list[dict[str, Any]] | None, Field(
@@ -109,10 +112,10 @@ def _save(service, plan: Plan, *, create: bool, text, format: str) -> dict[str, 
         raise
 
 
-def register(mcp: MCPServer, app) -> None:
+def register(tools: ToolSet, app: AssayApp) -> None:
     service = app.plans
 
-    @tool(mcp, "plan-create", WRITES)
+    @tool(tools, "plan-create", WRITES)
     def plan_create(
         name: Annotated[str | None, Field(description="Unique plan name (required unless text holds the plan)")] = None,
         description: Annotated[str | None, Field(description="Optional description")] = None,
@@ -136,7 +139,7 @@ def register(mcp: MCPServer, app) -> None:
         row = _save(service, plan, create=True, text=text, format=format)
         return PlanDetail(**_info(row), text=plan_to_yaml(plan))
 
-    @tool(mcp, "plan-execute", WRITES)
+    @tool(tools, "plan-execute", WRITES)
     async def plan_execute(
         name: PlanName,
         ctx: Context,
@@ -159,7 +162,7 @@ def register(mcp: MCPServer, app) -> None:
         await progress.finish(f"{row.get('status')}: {row.get('outcomes_applied') or 0} outcomes applied")
         return Execution(**row)
 
-    @tool(mcp, "plan-list", READ_ONLY)
+    @tool(tools, "plan-list", READ_ONLY)
     def plan_list() -> PlanList:
         """List all plans with their mode, status, sources, rules and last execution."""
         rows = store_plans.list_plans(app.engine)
@@ -170,7 +173,7 @@ def register(mcp: MCPServer, app) -> None:
         errors = service.plans_dir.errors() if service.plans_dir is not None else []
         return PlanList(plans=plans, total=len(plans), file_errors=errors)
 
-    @tool(mcp, "plan-get", READ_ONLY)
+    @tool(tools, "plan-get", READ_ONLY)
     def plan_get(
         name: PlanName,
         include_executions: Annotated[bool, Field(description="Include execution history")] = True,
@@ -190,7 +193,7 @@ def register(mcp: MCPServer, app) -> None:
                           "json": lambda: json.dumps(plan.to_object(), indent=2)}[format]()
         return PlanDetail(**detail)
 
-    @tool(mcp, "plan-update", IDEMPOTENT_WRITE)
+    @tool(tools, "plan-update", IDEMPOTENT_WRITE)
     def plan_update(
         name: PlanName,
         description: Annotated[str | None, Field(description="New description")] = None,
@@ -215,14 +218,14 @@ def register(mcp: MCPServer, app) -> None:
         row = _save(service, plan, create=False, text=text, format=format)
         return PlanDetail(**_info(row), text=plan_to_yaml(plan))
 
-    @tool(mcp, "plan-delete", DESTRUCTIVE)
+    @tool(tools, "plan-delete", DESTRUCTIVE)
     def plan_delete(name: PlanName) -> DeleteResponse:
         """Delete a plan with its execution history (its plan file too, when it came from the plans directory).
         Sets and entries its outcomes produced stay."""
         row = service.delete(name)
         return DeleteResponse(name=row["name"], deleted=True, executions_removed=row["executions_removed"])
 
-    @tool(mcp, "plan-validate", READ_ONLY)
+    @tool(tools, "plan-validate", READ_ONLY)
     def plan_validate(
         name: Annotated[str | None, Field(description="Plan name")] = None,
         description: Annotated[str | None, Field(description="Description")] = None,
@@ -256,7 +259,7 @@ def register(mcp: MCPServer, app) -> None:
             raise InvalidInput("give name (a saved plan) or text (a plan to try)", field="name")
         return service.load(name)
 
-    @tool(mcp, "plan-preview", READ_ONLY)
+    @tool(tools, "plan-preview", READ_ONLY)
     def plan_preview(
         name: Annotated[str | None, Field(description="A saved plan's name")] = None,
         text: Annotated[str | dict[str, Any] | None, Field(description="Or a plan as DSL / YAML / JSON text, not "
@@ -269,7 +272,7 @@ def register(mcp: MCPServer, app) -> None:
         sources are not re-scanned."""
         return service.preview(_plan_for(name, text, format), samples=samples)
 
-    @tool(mcp, "plan-explain", READ_ONLY)
+    @tool(tools, "plan-explain", READ_ONLY)
     def plan_explain(
         path: Annotated[str, Field(description="An indexed file or directory")],
         name: Annotated[str | None, Field(description="A saved plan's name")] = None,

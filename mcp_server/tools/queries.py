@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel, ConfigDict, Field
 
-from mcp_server.tools.common import DESTRUCTIVE, READ_ONLY, WRITES, Limit, Offset, tool
+from mcp_server.tools.common import DESTRUCTIVE, READ_ONLY, WRITES, Limit, Offset, ToolSet, tool
 from store import queries as store_queries
 from store.filters import EntryFilter
+
+if TYPE_CHECKING:
+    from mcp_server.app import AssayApp
 
 QueryName = Annotated[str, Field(description="Query name")]
 _KEYS = ", ".join(EntryFilter.model_fields)
@@ -57,8 +59,8 @@ class QueryDeleteResponse(BaseModel):
     message: str
 
 
-def register(mcp: MCPServer, app) -> None:
-    @tool(mcp, "query-create", WRITES)
+def register(tools: ToolSet, app: AssayApp) -> None:
+    @tool(tools, "query-create", WRITES)
     def query_create(
         name: Annotated[str, Field(description="Unique query name: " + store_queries.NAME_RULE)],
         query: Annotated[dict[str, Any], Field(description=QUERY_HELP)],
@@ -70,7 +72,7 @@ def register(mcp: MCPServer, app) -> None:
             store_queries.create_query(app.engine, name=name, query=query, description=description,
                                        resolve_path=app.roots.resolve))
 
-    @tool(mcp, "query-execute", READ_ONLY)
+    @tool(tools, "query-execute", READ_ONLY)
     def query_execute(
         name: Annotated[str, Field(description="Query name to execute")],
         limit: Limit = 100,
@@ -80,18 +82,18 @@ def register(mcp: MCPServer, app) -> None:
         return QueryExecuteResponse.model_validate(
             store_queries.execute_query(app.engine, name=name, limit=limit, offset=offset))
 
-    @tool(mcp, "query-list", READ_ONLY)
+    @tool(tools, "query-list", READ_ONLY)
     def query_list() -> QueryListResponse:
         """List all saved queries with their definitions and how often they ran."""
         found = store_queries.list_queries(app.engine)
         return QueryListResponse.model_validate({"queries": found, "total": len(found)})
 
-    @tool(mcp, "query-get", READ_ONLY)
+    @tool(tools, "query-get", READ_ONLY)
     def query_get(name: QueryName) -> SavedQueryInfo:
         """Get a saved query definition."""
         return SavedQueryInfo.model_validate(store_queries.get_query(app.engine, name=name))
 
-    @tool(mcp, "query-update", WRITES)
+    @tool(tools, "query-update", WRITES)
     def query_update(
         name: QueryName,
         description: Annotated[str | None, Field(description="New description")] = None,
@@ -102,7 +104,7 @@ def register(mcp: MCPServer, app) -> None:
             store_queries.update_query(app.engine, name=name, description=description, query=query,
                                        resolve_path=app.roots.resolve))
 
-    @tool(mcp, "query-delete", DESTRUCTIVE)
+    @tool(tools, "query-delete", DESTRUCTIVE)
     def query_delete(name: Annotated[str, Field(description="Query name to delete")]) -> QueryDeleteResponse:
         """Delete a saved query (the files it matched are not touched)."""
         gone = store_queries.delete_query(app.engine, name=name)

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel, ConfigDict, Field
 
-from mcp_server.tools.common import READ_ONLY, tool
+from mcp_server.tools.common import READ_ONLY, ToolSet, tool
 from mcp_server.tools.resource_sets import SetEntry
 from store import sets as store_sets
+
+if TYPE_CHECKING:
+    from mcp_server.app import AssayApp
 
 Depth = Annotated[int | None, Field(ge=1, description="Traversal depth (null = unlimited)")]
 
@@ -46,8 +48,8 @@ class ParentsResponse(BaseModel):
     parents: list[ParentNode]
 
 
-def register(mcp: MCPServer, app) -> None:
-    @tool(mcp, "resource-children", READ_ONLY)
+def register(tools: ToolSet, app: AssayApp) -> None:
+    @tool(tools, "resource-children", READ_ONLY)
     def resource_children(
         name: Annotated[str, Field(description="Resource-set name")],
         depth: Depth = 1,
@@ -61,7 +63,7 @@ def register(mcp: MCPServer, app) -> None:
         return ChildrenResponse(**store_sets.children_of(app.engine, name=name, depth=depth,
                                                          include_entries=include_entries, limit=limit))
 
-    @tool(mcp, "resource-parent", READ_ONLY)
+    @tool(tools, "resource-parent", READ_ONLY)
     def resource_parent(
         name: Annotated[str, Field(description="Resource-set name")],
         depth: Annotated[int | None, Field(ge=1, description="Traversal depth (null = all ancestors)")] = 1,

@@ -3,14 +3,16 @@ resource-search, over a resource set alone or with its descendants (each entry c
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
-from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel, ConfigDict, Field
 
-from mcp_server.tools.common import READ_ONLY, Limit, Offset, StrList, tool
+from mcp_server.tools.common import READ_ONLY, Limit, Offset, StrList, ToolSet, tool
 from store import set_queries
 from store.filters import EntryFilter
+
+if TYPE_CHECKING:
+    from mcp_server.app import AssayApp
 
 SetName = Annotated[str, Field(description="Resource-set name")]
 IncludeChildren = Annotated[bool, Field(description="Include child sets (descendants in the DAG; an entry reached "
@@ -84,12 +86,11 @@ class SearchResponse(EntryPage):
     sort_desc: bool
 
 
-def register(mcp: MCPServer, app) -> None:
-    def run(fn, **kwargs) -> dict:
-        with app.engine.connect() as conn:
-            return fn(conn, **kwargs)
+def register(tools: ToolSet, app: AssayApp) -> None:
+    def run(query, **kwargs) -> dict:
+        return set_queries.run(app.engine, query, **kwargs)
 
-    @tool(mcp, "resource-sum", READ_ONLY)
+    @tool(tools, "resource-sum", READ_ONLY)
     def resource_sum(
         name: SetName,
         metric: Annotated[Metric, Field(description="Metric to aggregate: size (bytes of the file entries), count "
@@ -102,7 +103,7 @@ def register(mcp: MCPServer, app) -> None:
         return SumResponse(**run(set_queries.resource_sum, name=name, metric=metric,
                                  include_children=include_children, depth=depth))
 
-    @tool(mcp, "resource-time-range", READ_ONLY)
+    @tool(tools, "resource-time-range", READ_ONLY)
     def resource_time_range(
         name: SetName,
         field: Annotated[Literal["mtime", "ctime", "added_at", "indexed_at"],
@@ -119,7 +120,7 @@ def register(mcp: MCPServer, app) -> None:
         return TimeRangeResponse(**run(set_queries.time_range, name=name, field=field, min=min, max=max,
                                        include_children=include_children, limit=limit, offset=offset))
 
-    @tool(mcp, "resource-metric-range", READ_ONLY)
+    @tool(tools, "resource-metric-range", READ_ONLY)
     def resource_metric_range(
         name: SetName,
         metric: Annotated[Literal["size", "depth", "mtime", "ctime"],
@@ -135,7 +136,7 @@ def register(mcp: MCPServer, app) -> None:
         return MetricRangeResponse(**run(set_queries.metric_range, name=name, metric=metric, min=min, max=max,
                                          include_children=include_children, limit=limit, offset=offset))
 
-    @tool(mcp, "resource-is", READ_ONLY)
+    @tool(tools, "resource-is", READ_ONLY)
     def resource_is(
         name: SetName,
         field: Annotated[str, Field(description="Field to match: " + ", ".join(set_queries.IS_FIELDS))],
@@ -151,7 +152,7 @@ def register(mcp: MCPServer, app) -> None:
         return IsResponse(**run(set_queries.field_is, name=name, field=field, value=value,
                                 include_children=include_children, limit=limit, offset=offset))
 
-    @tool(mcp, "resource-fuzzy-match", READ_ONLY)
+    @tool(tools, "resource-fuzzy-match", READ_ONLY)
     def resource_fuzzy_match(
         name: SetName,
         field: Annotated[str, Field(description="Text field to search: " + ", ".join(set_queries.TEXT_FIELDS))],
@@ -170,7 +171,7 @@ def register(mcp: MCPServer, app) -> None:
                                    case_sensitive=case_sensitive, include_children=include_children, limit=limit,
                                    offset=offset))
 
-    @tool(mcp, "resource-search", READ_ONLY)
+    @tool(tools, "resource-search", READ_ONLY)
     def resource_search(
         name: SetName,
         include_children: Annotated[bool, Field(description="Include child sets")] = False,

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel, ConfigDict, Field
 
-from mcp_server.tools.common import DESTRUCTIVE, IDEMPOTENT_WRITE, READ_ONLY, WRITES, Limit, Offset, StrList, tool
+from mcp_server.tools.common import (
+    DESTRUCTIVE, IDEMPOTENT_WRITE, READ_ONLY, WRITES, Limit, Offset, StrList, ToolSet, tool,
+)
 from store import sets as store_sets
+
+if TYPE_CHECKING:
+    from mcp_server.app import AssayApp
 
 SetName = Annotated[str, Field(description="Resource-set name")]
 
@@ -80,8 +84,8 @@ class RemoveChildResponse(BaseModel):
     removed: bool
 
 
-def register(mcp: MCPServer, app) -> None:
-    @tool(mcp, "resource-set-create", WRITES)
+def register(tools: ToolSet, app: AssayApp) -> None:
+    @tool(tools, "resource-set-create", WRITES)
     def resource_set_create(
         name: Annotated[str, Field(description="Unique name: 1-128 of A-Z a-z 0-9 - _ . starting with a letter or "
                                                "digit")],
@@ -90,12 +94,12 @@ def register(mcp: MCPServer, app) -> None:
         """Create a new resource-set (DAG node). Fails if a set of that name exists."""
         return SetSummary(**store_sets.create_set(app.engine, name=name, description=description))
 
-    @tool(mcp, "resource-set-list", READ_ONLY)
+    @tool(tools, "resource-set-list", READ_ONLY)
     def resource_set_list() -> SetListResponse:
         """List all resource-sets, by name, with their own entry_count and direct child_count."""
         return SetListResponse(resource_sets=store_sets.list_sets(app.engine))
 
-    @tool(mcp, "resource-set-get", READ_ONLY)
+    @tool(tools, "resource-set-get", READ_ONLY)
     def resource_set_get(
         name: SetName,
         include_entries: Annotated[bool, Field(description="Include file entries (one page, by path)")] = False,
@@ -107,7 +111,7 @@ def register(mcp: MCPServer, app) -> None:
         return SetDetail(**store_sets.describe_set(app.engine, name=name, include_entries=include_entries,
                                                    limit=limit, offset=offset))
 
-    @tool(mcp, "resource-set-modify", WRITES)
+    @tool(tools, "resource-set-modify", WRITES)
     def resource_set_modify(
         name: SetName,
         operation: Annotated[str, Field(description='"add" or "remove"')],
@@ -122,13 +126,13 @@ def register(mcp: MCPServer, app) -> None:
         return ModifyResponse(**store_sets.modify_members(app.engine, name=name, operation=operation,
                                                           paths=resolved))
 
-    @tool(mcp, "resource-set-delete", DESTRUCTIVE)
+    @tool(tools, "resource-set-delete", DESTRUCTIVE)
     def resource_set_delete(name: SetName) -> DeleteResponse:
         """Delete a resource-set with its memberships and DAG edges. The entries themselves and the parent and child
         sets stay."""
         return DeleteResponse(**store_sets.delete_set(app.engine, name=name))
 
-    @tool(mcp, "resource-set-add-child", IDEMPOTENT_WRITE)
+    @tool(tools, "resource-set-add-child", IDEMPOTENT_WRITE)
     def resource_set_add_child(
         parent: Annotated[str, Field(description="Parent resource-set name")],
         child: Annotated[str, Field(description="Child resource-set name")],
@@ -137,7 +141,7 @@ def register(mcp: MCPServer, app) -> None:
         kept (created: false). An edge that would create a cycle is refused, naming the cycle."""
         return AddChildResponse(**store_sets.add_child(app.engine, parent=parent, child=child))
 
-    @tool(mcp, "resource-set-remove-child", DESTRUCTIVE)
+    @tool(tools, "resource-set-remove-child", DESTRUCTIVE)
     def resource_set_remove_child(
         parent: Annotated[str, Field(description="Parent resource-set name")],
         child: Annotated[str, Field(description="Child resource-set name")],

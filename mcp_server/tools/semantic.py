@@ -10,17 +10,20 @@ INDEX_NOT_FOUND, GPU_NOT_AVAILABLE) as the start of the tool error's text.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import anyio
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from flows.documents import settings as doc_settings
 from flows.documents.paths import DocumentPaths
 from flows.semantic import library
 from flows.semantic.model import DEFAULT_COLLECTION
-from mcp_server.tools.common import READ_ONLY, WRITES, McpProgress, StrList, tool
+from mcp_server.tools.common import READ_ONLY, WRITES, McpProgress, StrList, ToolSet, tool
+
+if TYPE_CHECKING:
+    from mcp_server.app import AssayApp
 
 
 # a hit's address, as the citation tools' resolve takes it (flows.semantic.model.citation)
@@ -204,8 +207,8 @@ def _service():
     return service
 
 
-def register(mcp: MCPServer, app) -> None:
-    @tool(mcp, "index_files", WRITES)
+def register(tools: ToolSet, app: AssayApp) -> None:
+    @tool(tools, "index_files", WRITES)
     async def index_files(
         folderPath: Annotated[str, Field(description="Folder to index: absolute inside the roots, or relative to "
                                                      "the root as list_collections shows it")],
@@ -241,7 +244,7 @@ def register(mcp: MCPServer, app) -> None:
         await progress.finish(str(result.get("status", "completed")))
         return _stats(result, collection)
 
-    @tool(mcp, "update_index", WRITES)
+    @tool(tools, "update_index", WRITES)
     async def update_index(
         folderPath: Annotated[str, Field(description="The indexed folder the changes are in")],
         changes: Annotated[StrList, Field(min_length=1, max_length=10000, description="Changed, added or deleted "
@@ -259,7 +262,7 @@ def register(mcp: MCPServer, app) -> None:
             lambda: _service().update_index(app.plans, folder, list(changes), collection=collection))
         return _stats(result, collection)
 
-    @tool(mcp, "get_file_details", READ_ONLY)
+    @tool(tools, "get_file_details", READ_ONLY)
     async def get_file_details(
         filePath: Annotated[str, Field(description="The file: absolute inside the roots, or as the search results "
                                                    "show it")],
@@ -284,7 +287,7 @@ def register(mcp: MCPServer, app) -> None:
             max_chars=settings.max_read_chars, options=options_for(None)))
         return FileDetails(**result)
 
-    @tool(mcp, "search", READ_ONLY)
+    @tool(tools, "search", READ_ONLY)
     async def search(
         query: Annotated[str, Field(max_length=10000, description="What to find, in words (a question or a "
                                                                   "phrase)")],
@@ -322,7 +325,7 @@ def register(mcp: MCPServer, app) -> None:
 
         return SearchHits(**await anyio.to_thread.run_sync(run))
 
-    @tool(mcp, "index-cancel", WRITES)
+    @tool(tools, "index-cancel", WRITES)
     def index_cancel(
         executionId: Annotated[int, Field(ge=1, description="The execution_id index_files (wait=false) returned")],
     ) -> CancelAnswer:

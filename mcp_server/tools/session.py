@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import importlib.metadata
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel, Field
 
 from mcp_server.config import TOOL_GROUPS
-from mcp_server.tools.common import IDEMPOTENT_WRITE, READ_ONLY, tool
+from mcp_server.tools.common import IDEMPOTENT_WRITE, READ_ONLY, ToolSet, tool
 from store import diagnostics
 from store import preferences as store_preferences
+
+if TYPE_CHECKING:
+    from mcp_server.app import AssayApp
 
 
 def _version() -> str:
@@ -49,10 +51,10 @@ PREFERENCES_HELP = ("Key-value pairs of preferences; null resets a key to its de
                     + store_preferences.known_keys())
 
 
-def register(mcp: MCPServer, app) -> None:
+def register(tools: ToolSet, app: AssayApp) -> None:
     app.preferences.update(store_preferences.load_preferences(app.engine))  # the stored ones, from earlier runs
 
-    @tool(mcp, "session-info", READ_ONLY)
+    @tool(tools, "session-info", READ_ONLY)
     def session_info() -> SessionInfo:
         """Get session and database information: where the store is, how big, what it holds, the allowed roots,
         the enabled tool groups and the current preferences."""
@@ -71,7 +73,7 @@ def register(mcp: MCPServer, app) -> None:
             version=_version(),
         )
 
-    @tool(mcp, "session-set-preferences", IDEMPOTENT_WRITE)
+    @tool(tools, "session-set-preferences", IDEMPOTENT_WRITE)
     def session_set_preferences(
         preferences: Annotated[dict[str, Any], Field(description=PREFERENCES_HELP)],
     ) -> PreferencesResponse:

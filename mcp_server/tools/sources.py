@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
-from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel, Field
 
-from mcp_server.tools.common import DESTRUCTIVE, IDEMPOTENT_WRITE, READ_ONLY, WRITES, tool
+from mcp_server.tools.common import DESTRUCTIVE, IDEMPOTENT_WRITE, READ_ONLY, WRITES, ToolSet, tool
 from store import sources as store_sources
+
+if TYPE_CHECKING:
+    from mcp_server.app import AssayApp
 
 SourceName = Annotated[str, Field(description="Source name")]
 
@@ -86,10 +88,10 @@ class SourceStats(BaseModel):
     watcher: WatcherCounters | None = None
 
 
-def register(mcp: MCPServer, app) -> None:
+def register(tools: ToolSet, app: AssayApp) -> None:
     sources = app.sources
 
-    @tool(mcp, "source-create", WRITES)
+    @tool(tools, "source-create", WRITES)
     def source_create(
         name: Annotated[str, Field(description=f"Unique source name: {store_sources.NAME_RULE}")],
         type: Annotated[Literal["live", "manual"], Field(
@@ -108,36 +110,36 @@ def register(mcp: MCPServer, app) -> None:
         return SourceInfo(**sources.create(name=name, type=type, path=path, enabled=enabled,
                                            watch_recursive=watch_recursive, debounce_ms=debounce_ms))
 
-    @tool(mcp, "source-start", IDEMPOTENT_WRITE)
+    @tool(tools, "source-start", IDEMPOTENT_WRITE)
     def source_start(name: SourceName) -> StartResponse:
         """Start a source: a live source catches up on changes since its last scan, then watches; a manual source
         starts a one-time index job (its job_id; synthesis://jobs/{id} shows progress)."""
         return StartResponse(**sources.start(name))
 
-    @tool(mcp, "source-stop", IDEMPOTENT_WRITE)
+    @tool(tools, "source-stop", IDEMPOTENT_WRITE)
     def source_stop(name: SourceName) -> StopResponse:
         """Stop a running source: a live source stops watching (the next start catches up); a manual source's
         running index job is cancelled, keeping what it wrote."""
         return StopResponse(**sources.stop(name))
 
-    @tool(mcp, "source-list", READ_ONLY)
+    @tool(tools, "source-list", READ_ONLY)
     def source_list() -> SourceListResponse:
         """List all sources with status."""
         found = sources.list()
         return SourceListResponse(sources=[SourceInfo(**s) for s in found], total=len(found))
 
-    @tool(mcp, "source-get", READ_ONLY)
+    @tool(tools, "source-get", READ_ONLY)
     def source_get(name: SourceName) -> SourceInfo:
         """Get a specific source with details: path, settings, status, scan totals and, for a live source, its
         watcher's counters."""
         return SourceInfo(**sources.get(name))
 
-    @tool(mcp, "source-delete", DESTRUCTIVE)
+    @tool(tools, "source-delete", DESTRUCTIVE)
     def source_delete(name: SourceName) -> DeleteResponse:
         """Delete a source (stopping it first). The entries it indexed stay in the index."""
         return DeleteResponse(**sources.delete(name))
 
-    @tool(mcp, "source-stats", READ_ONLY)
+    @tool(tools, "source-stats", READ_ONLY)
     def source_stats(name: SourceName) -> SourceStats:
         """Get statistics for a source including scan history and performance metrics: entries under its path now,
         last scan time, number of scans and their average duration."""

@@ -119,17 +119,17 @@ async def test_an_unknown_tool_is_a_tool_error_in_the_same_shape(client):
 async def test_a_crash_is_an_internal_error_in_the_same_shape_that_tells_nothing_of_the_crash(app):
     from mcp import Client
 
-    from mcp_server.app import build_server
-    from mcp_server.tools.common import READ_ONLY, tool
+    from mcp_server.app import AssayServer
+    from mcp_server.tools.common import READ_ONLY, ToolSet, tool
 
-    mcp = build_server(app)
+    tools = ToolSet()
 
-    @tool(mcp, "crash", READ_ONLY)
+    @tool(tools, "crash", READ_ONLY)
     def crash() -> dict:
         """A tool that fails in a way nobody foresaw."""
         raise RuntimeError("secret detail of the crash")
 
-    async with Client(mcp) as client:
+    async with Client(AssayServer(app, tools)) as client:
         text, error = await error_of(client, "crash", {})
     assert text == "INTERNAL_ERROR: crash failed unexpectedly; the server's log has the details"
     assert error["code"] == -32603 and error["message"] == "Internal error"
