@@ -63,9 +63,9 @@ def run(args: argparse.Namespace) -> int:
         mcp = build_server(app)
         signal.signal(signal.SIGTERM, _stop)
         if settings.use_prefect:
-            from flows import prefect_support
+            from flows.core import prefect
 
-            prefect_support.configure(settings.data_dir, publish=True)  # `assay index` here reuses our Prefect API
+            prefect.configure(settings.data_dir, publish=True)  # `assay index` here reuses our Prefect API
         app.start_background()
         app.sources.start_enabled()
         for path in args.index:
