@@ -4,7 +4,13 @@ Serves Prefect's API — with its UI and services for a serving assay (``ASSAY_P
 ephemeral mode would (no UI, services of an ephemeral server) — on the
 listening socket FD that the parent bound, and exits when the parent goes, however it went (SIGKILL included): its
 stdin is a pipe whose only writer is the parent, so end-of-file on stdin means the parent has exited or has closed
-it to stop us. flows/prefect_support.py starts it.
+it to stop us. flows/core/prefect.py starts it.
+
+The pipe's write end is the parent's alone only as long as nothing copies it: the parent opens it close-on-exec and
+its children are started by exec (subprocess, multiprocessing's ``spawn``), but a bare ``fork()`` of the parent
+(OpenVINO's telemetry did that, issue 21) copies every descriptor, and a copy that lives on keeps the pipe open.
+So the parent is watched too: once our parent process id changes (the parent exited; we were re-parented to init
+or a subreaper), we go as at end-of-file, whoever still holds the pipe.
 """
 
 from __future__ import annotations
@@ -16,13 +22,23 @@ import sys
 import threading
 
 GRACE_SECONDS = 10.0  # after the parent went: time for a clean shutdown (lifespan, database) before a hard exit
+PARENT_POLL_SECONDS = 1.0  # how often the parent process id is checked
 
 
-def _exit_with_parent() -> None:
+def _read_to_eof(eof: threading.Event) -> None:
     try:
         while sys.stdin.buffer.read(4096):  # the parent never writes: this returns only at end-of-file
             pass
     except (OSError, ValueError):
+        pass
+    eof.set()
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Wait for end-of-file on stdin or for ``parent`` to be our parent no more; then shut down."""
+    eof = threading.Event()
+    threading.Thread(target=_read_to_eof, args=(eof,), name="stdin-eof", daemon=True).start()
+    while not eof.wait(PARENT_POLL_SECONDS) and os.getppid() == parent:
         pass
     timer = threading.Timer(GRACE_SECONDS, os._exit, args=(0,))
     timer.daemon = True
@@ -32,7 +48,7 @@ def _exit_with_parent() -> None:
 
 def main(argv: list[str]) -> int:
     fd = int(argv[0])
-    threading.Thread(target=_exit_with_parent, name="exit-with-parent", daemon=True).start()
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), name="exit-with-parent", daemon=True).start()
     os.environ.pop("PREFECT_API_URL", None)  # this is the API; it is nobody's client
     if os.environ.get("ASSAY_PREFECT_UI") == "1":  # a serving assay: the UI and Prefect's services (the scheduler...)
         os.environ.update(PREFECT_UI_ENABLED="1", PREFECT__SERVER_FINAL="1")

@@ -1,6 +1,12 @@
 """What the worker pools of the capabilities share (the classifier's and the extractors'): whether this process is
-one of their workers, the process-wide pools, one per mode, and the writer thread that stores results while the
-caller goes on working (``WriterThread``).
+one of their workers, the process-wide pools, one per mode, the writer thread that stores results while the
+caller goes on working (``WriterThread``), and ``spawn_only`` for a serving process.
+
+Every worker process is spawned (a fresh interpreter, exec'd), never forked: a server has threads, and a bare fork
+copies the whole process with locks other threads held (the copy can hang on them for good), every file descriptor
+(the MCP pipes, the store, the stdin pipe of Prefect's API child) and the Python signal handlers (a SIGTERM the copy
+cannot act on while stuck). Our pools ask for ``spawn`` themselves; ``spawn_only`` makes it the default for the
+libraries that start processes of the default kind, and logs any bare fork that still happens.
 
 A worker needs its one function, not the registries: importing a capability's package registers executors and
 fields, which loads SQLAlchemy, pydantic and the DSL (about a second and tens of MB per worker). A spawned child
@@ -13,9 +19,12 @@ from __future__ import annotations
 import atexit
 import logging
 import multiprocessing
+import os
 import queue
+import signal
 import threading
 import time
+import traceback
 from typing import Any, Callable, Generic, Protocol, TypeVar
 
 log = logging.getLogger(__name__)
@@ -24,6 +33,46 @@ log = logging.getLogger(__name__)
 def in_worker_process() -> bool:
     return multiprocessing.parent_process() is not None or \
         bool(getattr(multiprocessing.current_process(), "_inheriting", False))
+
+
+_fork_guard = threading.Lock()
+_fork_guarded = False
+
+
+def _forking() -> None:
+    """Before a bare fork of this process: say who forks (once per place), as nothing of ours does."""
+    stack = traceback.extract_stack()[:-1]
+    where = next((f"{frame.filename}:{frame.lineno}" for frame in reversed(stack)
+                  if "multiprocessing" not in frame.filename and frame.filename != __file__), "?")
+    if where not in _forks_seen:
+        _forks_seen.add(where)
+        log.warning("a bare fork of this process (threads: %d) from %s; a spawned process would be safer:\n%s",
+                    threading.active_count(), where, "".join(traceback.format_list(stack[-12:])))
+
+
+_forks_seen: set[str] = set()
+
+
+def _forked_child() -> None:
+    """In the copy a bare fork made: the default actions of SIGTERM and SIGINT, not our Python handlers (which a copy
+    stuck on an inherited lock could never run), so whoever started it can stop it."""
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, signal.SIG_DFL)
+
+
+def spawn_only() -> None:
+    """For a serving process, once, early: multiprocessing's default start method becomes ``spawn`` (a library's
+    ``multiprocessing.Process()`` gets a fresh interpreter, not a copy of this one: OpenVINO's telemetry forked the
+    server that way, issue 21), and a bare fork that still happens (``os.fork``, a ``fork`` context) is logged with
+    its stack and leaves a copy that SIGTERM stops. Idempotent."""
+    global _fork_guarded
+    with _fork_guard:
+        if _fork_guarded:
+            return
+        _fork_guarded = True
+    if multiprocessing.get_start_method(allow_none=True) != "spawn":
+        multiprocessing.set_start_method("spawn", force=True)
+    os.register_at_fork(before=_forking, after_in_child=_forked_child)
 
 
 class _Pool(Protocol):

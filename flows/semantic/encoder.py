@@ -14,6 +14,14 @@
   threads) unless ``ASSAY_EMBED_THREADS`` or ``OMP_NUM_THREADS`` says otherwise: embedding is the heavy part of
   indexing and the machine has few cores.
 - Vectors are float32, L2-normalised (``normalize_embeddings=True``), so a dot product is the cosine similarity.
+- OpenVINO without its telemetry: ``import openvino`` imports its model-conversion API, which sends a usage event
+  on import and several on every conversion, each from a ``multiprocessing.Process`` of the default start method:
+  on Linux a bare fork of the calling process, here a server with dozens of threads. Such a copy (all its memory,
+  OpenVINO and TBB mapped) inherits every file descriptor of the server (its MCP pipes, the store, the stdin pipe
+  of Prefect's API child, which then never sees end-of-file), the locks its other threads held at that instant
+  (it can hang on one for good) and its Python SIGTERM handler (which a hung copy never runs): copies outlived the
+  server (issue 21). ``_import_openvino`` blocks ``openvino_telemetry`` first (as this module does at import), so
+  OpenVINO takes its own no-op stub: nothing is forked and nothing is sent.
 
 DEFAULT_BACKEND is the backend measured fastest on this machine's CPU among those whose retrieval quality is within
 1% of torch's (``python -m bench.semantic_backends``; the figures are in ``BACKEND_FIGURES``).
@@ -25,6 +33,7 @@ import hashlib
 import logging
 import os
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -71,6 +80,19 @@ def _offline() -> None:
 
 
 _offline()
+
+
+def _import_openvino() -> Any:
+    """``openvino`` without its telemetry (see the module docstring): with ``openvino_telemetry`` unimportable, the
+    model-conversion API falls back to its own stub, which does nothing. (Imported before us, it is logged.)"""
+    if sys.modules.setdefault("openvino_telemetry", None) is not None and "openvino" not in sys.modules:
+        log.warning("openvino_telemetry is imported: OpenVINO will fork this process to send its usage events")
+    import openvino
+
+    return openvino
+
+
+sys.modules.setdefault("openvino_telemetry", None)  # type: ignore[arg-type]  (at import too: for any openvino import)
 
 
 def packaged_models() -> dict[str, Path]:
@@ -131,7 +153,7 @@ def backend_problem(backend: str) -> str | None:
         if backend == "onnx-int8":
             from onnxruntime.quantization import quantize_dynamic  # noqa: F401
         if backend == "openvino":
-            import openvino  # noqa: F401
+            _import_openvino()
     except Exception as exc:  # ImportError, or a library broken against the installed ones
         return f"{type(exc).__name__}: {exc}"
     return None
@@ -306,8 +328,9 @@ def exported_file(model: str, backend: str, st: Any) -> Path:
         source = exported_file(model, "onnx", st)
 
         def convert(tmp: Path) -> None:
-            import openvino as ov
             import torch
+
+            ov = _import_openvino()
 
             ov.save_model(ov.convert_model(str(source)), str(tmp / "openvino_model.xml"), compress_to_fp16=False)
             feats = _sample_features(st)
@@ -346,8 +369,7 @@ class _OpenVinoRunner:
     benchmark measured its vectors' cosine to torch's at 0.9999+ with the same recall and MRR."""
 
     def __init__(self, path: Path, *, exact: bool = False) -> None:
-        import openvino as ov
-
+        ov = _import_openvino()
         core = ov.Core()
         config: dict[str, Any] = {"INFERENCE_NUM_THREADS": threads()}
         if exact:  # float32 throughout (the export check); by default OpenVINO picks bf16 where the CPU has it
