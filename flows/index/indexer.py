@@ -13,24 +13,25 @@ A directory whose listing is not complete says why in its ``scan_error``: ``unre
 are kept), ``incomplete: ...`` (the walk was cancelled inside it; its size is then the sum of what is stored under
 it) or ``not scanned: ...`` (discovered, never entered). A cancelled walk writes those frontier folders before it
 stops, so everything it wrote is navigable and every directory's size is the sum of its stored children.
+
+How the batches are written is flows/index/writers.py; how far the walk is (a percent that never claims work it
+has not seen), flows/index/progress.py.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import queue
 import stat as statmod
-import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable
 
 from sqlalchemy.engine import Engine
 
+from flows.index.progress import IndexProgress, ProgressEstimate, unfinished
+from flows.index.writers import Writer
 from store import entries as store_entries
-from store.sqlite_writer import expand_rows
 
 log = logging.getLogger(__name__)
 
@@ -40,20 +41,7 @@ CancelFn = Callable[[], bool]
 _VANISHED = object()  # a directory's error marker: it disappeared between its listing and its walk
 _S_ISDIR, _S_ISREG, _S_ISLNK = statmod.S_ISDIR, statmod.S_ISREG, statmod.S_ISLNK
 
-
-@dataclass
-class IndexProgress:
-    """Counters of a walk. ``percent`` is entries finished over entries known (listed so far, or stored under the
-    root before the walk, whichever is larger): the same measure on a first scan and a re-scan, and it never goes
-    down."""
-
-    files: int = 0
-    directories: int = 0
-    total_size: int = 0
-    written: int = 0
-    removed: int = 0
-    current_path: str | None = None
-    percent: float = 0.0
+__all__ = ["Cancelled", "IndexProgress", "IndexResult", "index_tree", "kind_of"]  # IndexProgress: flows.index.progress
 
 
 @dataclass
@@ -88,163 +76,10 @@ def kind_of(mode: int) -> str:
     return "other"
 
 
-_MIMES: dict[str, str | None] = {}  # extension -> MIME type, shared by the in-process writers
-
-
-def _apply(conn, frame: tuple[list, list], *, scan_id: int, now: float) -> int:
-    """Apply one batch in this process: deletes, then the upserts of its compact rows."""
-    rows, gone = frame
-    removed = store_entries.delete_gone(conn, gone) if gone else 0
-    store_entries.upsert_entries(conn, expand_rows(rows, scan_id=scan_id, indexed_at=now,
-                                                   media=store_entries.MEDIA_TYPES, mimes=_MIMES))
-    return removed
-
-
-class _ThreadWriter:
-    """Writes batches on a background thread (for PostgreSQL, whose driver waits on the network without the GIL).
-    The queue holds at most two batches: memory stays bounded."""
-
-    def __init__(self, engine: Engine, *, scan_id: int, now: float) -> None:
-        self.engine = engine
-        self.scan_id, self.now = scan_id, now
-        self.written = 0
-        self.removed = 0
-        self.error: BaseException | None = None
-        self._queue: queue.Queue = queue.Queue(maxsize=2)
-        self._thread = threading.Thread(target=self._loop, name="assay-index-writer", daemon=True)
-        self._thread.start()
-
-    def _loop(self) -> None:
-        while True:
-            frame = self._queue.get()
-            if frame is None:
-                return
-            if self.error is not None:
-                continue  # drain without writing, so the walker never blocks on a dead writer
-            try:
-                with self.engine.begin() as conn:
-                    self.removed += _apply(conn, frame, scan_id=self.scan_id, now=self.now)
-                self.written += len(frame[0])
-            except BaseException as exc:  # handed to the walker thread, which raises it
-                self.error = exc
-
-    def put(self, frame: tuple[list, list]) -> None:
-        if self.error is not None:
-            raise self.error
-        self._queue.put(frame)
-
-    def close(self) -> None:
-        """Wait until every queued batch is written; raise the writer's error if there was one."""
-        self._queue.put(None)
-        self._thread.join()
-        if self.error is not None:
-            raise self.error
-
-
-class _ProcessWriter:
-    """Writes batches into a SQLite file from a child process (store/sqlite_writer.py says why).
-
-    The pipe is the queue: when the child falls behind, the walker blocks on the write, so memory stays bounded.
-    """
-
-    def __init__(self, database: str, *, scan_id: int, now: float) -> None:
-        import subprocess
-        import tempfile
-
-        import store
-        from store import sqlite_writer
-
-        self.scan_id, self.now = scan_id, now
-        self.written = 0  # rows handed over; the child commits each batch as it arrives
-        self.removed = 0  # known when the child has finished
-        self._frame = sqlite_writer.write_frame
-        self._stderr = tempfile.TemporaryFile()
-        project = os.path.dirname(os.path.dirname(os.path.abspath(store.__file__)))
-        env = {**os.environ, "PYTHONPATH": project + os.pathsep + os.environ.get("PYTHONPATH", "")}
-        self._proc = subprocess.Popen([sys.executable, "-m", "store.sqlite_writer", database],
-                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=env)
-        self._send({"sql": store_entries.SQLITE_UPSERT, "delete": store_entries.SQLITE_DELETE_SUBTREE,
-                    "delete_below": store_entries.SQLITE_DELETE_BELOW,
-                    "pragmas": ["synchronous=NORMAL", "busy_timeout=30000", "cache_size=-65536",
-                                "foreign_keys=ON"]})  # deletes cascade to set memberships and artifacts
-
-    def _send(self, obj) -> None:
-        try:
-            self._frame(self._proc.stdin, obj)
-        except (BrokenPipeError, OSError):
-            self._proc.wait()
-            raise RuntimeError(f"the index writer process failed: {self._error_text()}") from None
-
-    def _error_text(self) -> str:
-        self._stderr.seek(0)
-        return self._stderr.read().decode(errors="replace").strip() or f"exit status {self._proc.returncode}"
-
-    def put(self, frame: tuple[list, list]) -> None:
-        rows, gone = frame
-        self._send((expand_rows(rows, scan_id=self.scan_id, indexed_at=self.now, media=store_entries.MEDIA_TYPES,
-                                mimes=_MIMES), gone))
-        self.written += len(rows)
-
-    def close(self) -> None:
-        """Send the end frame and wait until the child has committed everything it received."""
-        try:
-            self._proc.stdin.write(b"\0\0\0\0")
-            self._proc.stdin.close()
-        except (BrokenPipeError, OSError):
-            pass
-        out = self._proc.stdout.read()
-        self._proc.stdout.close()
-        code = self._proc.wait()
-        text = self._error_text() if code else ""
-        self._stderr.close()
-        if code:
-            raise RuntimeError(f"the index writer process failed: {text}")
-        parts = out.split()
-        if len(parts) == 2:
-            self.removed = int(parts[1])
-
-
-class _Writer:
-    """Picks how to write: a tree that fits in one batch is written in the caller's thread (no start-up cost);
-    bigger trees go to a writer process for a SQLite file, or a writer thread otherwise."""
-
-    def __init__(self, engine: Engine, *, scan_id: int, now: float) -> None:
-        self.engine = engine
-        self.scan_id, self.now = scan_id, now
-        self.impl: _ThreadWriter | _ProcessWriter | None = None
-        self._written = 0
-        self._removed = 0
-
-    @property
-    def written(self) -> int:
-        return self.impl.written if self.impl is not None else self._written
-
-    @property
-    def removed(self) -> int:
-        return self.impl.removed if self.impl is not None else self._removed
-
-    def put(self, frame: tuple[list, list], *, final: bool = False) -> None:
-        if self.impl is None:
-            if final:
-                with self.engine.begin() as conn:
-                    self._removed += _apply(conn, frame, scan_id=self.scan_id, now=self.now)
-                self._written += len(frame[0])
-                return
-            database = self.engine.url.database if self.engine.dialect.name == "sqlite" else None
-            if database and database != ":memory:" and os.environ.get("ASSAY_INDEX_WRITER") != "thread":
-                self.impl = _ProcessWriter(database, scan_id=self.scan_id, now=self.now)
-            else:
-                self.impl = _ThreadWriter(self.engine, scan_id=self.scan_id, now=self.now)
-        self.impl.put(frame)
-
-    def close(self) -> None:
-        if self.impl is not None:
-            self.impl.close()
-
-
 class _Walk:
     def __init__(self, engine: Engine, root: str, *, scan_id: int, follow_symlinks: bool, batch_size: int,
-                 progress: ProgressFn | None, should_cancel: CancelFn | None, expected: int, max_issues: int) -> None:
+                 progress: ProgressFn | None, should_cancel: CancelFn | None, expected: int, root_state: tuple | None,
+                 max_issues: int) -> None:
         self.engine = engine
         self.root = root
         self.scan_id = scan_id
@@ -252,13 +87,13 @@ class _Walk:
         self.batch_size = batch_size
         self.progress_fn = progress
         self.should_cancel = should_cancel
-        self.expected = expected
+        self.estimate = ProgressEstimate(expected=expected, root_state=root_state)
         self.compare = expected > 0  # a store without the tree has nothing to compare with (a first index)
         self.max_issues = max_issues
         self.now = time.time()
         self.rows: list[tuple] = []
         self.gone: list[tuple[str, bool]] = []
-        self.writer = _Writer(engine, scan_id=scan_id, now=self.now)
+        self.writer = Writer(engine, scan_id=scan_id, now=self.now)
         self.state = IndexProgress()
         self.issues: list[tuple[str, str]] = []
         self.issue_count = 0
@@ -266,7 +101,7 @@ class _Walk:
         self.done = 0  # entries finished: files and others when listed, directories when their subtree is done
         self.next_tick = batch_size
         self.stack: list[tuple[bool, str]] = []  # (entering?, directory)
-        self.frames: dict[str, list] = {}  # directory -> [size so far, stat, name, stored state, error]
+        self.frames: dict[str, list] = {}  # directory -> [size so far, stat, name, stored state, error, share]
         self.reader = None  # a connection for reading stored children, open while the walk runs
 
     def issue(self, path: str, reason: str) -> None:
@@ -305,8 +140,7 @@ class _Walk:
 
     def report(self) -> None:
         s = self.state
-        known = max(self.expected, self.listed)
-        s.percent = max(s.percent, min(99.0, 100.0 * self.done / known))
+        s.percent = max(s.percent, self.estimate.percent(done=self.done, listed=self.listed))
         if self.progress_fn is not None:
             self.progress_fn(s)
 
@@ -327,7 +161,7 @@ class _Walk:
     def run(self, root_stat: os.stat_result, root_state: tuple | None) -> None:
         root = self.root
         frames, stack = self.frames, self.stack
-        frames[root] = [0, root_stat, os.path.basename(root) or root, root_state, None]
+        frames[root] = [0, root_stat, os.path.basename(root) or root, root_state, None, 1.0]
         stack.append((True, root))
         visited: set[tuple[int, int]] = {(root_stat.st_dev, root_stat.st_ino)} if self.follow else set()
         while stack:
@@ -339,7 +173,7 @@ class _Walk:
                 self._list(directory, frame, visited)
                 continue
             del frames[directory]
-            size, st, name, prev, error = frame
+            size, st, name, prev, error, _ = frame
             if error is _VANISHED:
                 continue
             self.state.directories += 1
@@ -360,17 +194,21 @@ class _Walk:
             self.issue(directory, "vanished during the walk")
             if frame[3] is not None:
                 self.gone.append((directory, True))
+            self.estimate.finished(frame[5])
             return
         except OSError as exc:
             frame[4] = f"unreadable: {exc.strerror or exc}"
             frame[0] += sum(s[1] for s in stored.values())  # its known contents stay, and so does their size
             self.issue(directory, frame[4])
+            self.estimate.finished(frame[5])
             return
         # the hot loop: counters in locals, written back before anything that reads them (tick, exit)
         follow, rows, gone, batch_size, state = self.follow, self.rows, self.gone, self.batch_size, self.state
         frames, stack = self.frames, self.stack
         listed, done, next_tick = self.listed, self.done, self.next_tick
-        files = total = 0
+        estimate, compare = self.estimate, self.compare
+        files = total = added = 0  # added: entries the store did not hold (on a re-index)
+        subfolders: list[list] = []  # the frames of the subfolders pushed, which share this folder's share
         try:
             with it:
                 for item in it:
@@ -401,7 +239,10 @@ class _Walk:
                                 self.issue(path, "symlink loop: directory already visited")
                                 continue
                             visited.add(key)
-                        frames[path] = [0, st, name, prev, None]
+                        if (prev is None and compare) or (prev is not None and unfinished(prev[5])):
+                            estimate.distrust()  # a subtree the store did not hold, or held partly: size unknown
+                        sub = frames[path] = [0, st, name, prev, None, 0.0]
+                        subfolders.append(sub)
                         stack.append((True, path))
                         continue
                     if _S_ISREG(mode):
@@ -412,7 +253,9 @@ class _Walk:
                         kind, size = ("symlink" if _S_ISLNK(mode) else "other"), 0
                     done += 1
                     if prev is None or prev != (kind, size, st.st_mtime, st.st_ctime, st.st_ino, None):
-                        if prev is not None and prev[0] == "directory":
+                        if prev is None:
+                            added += 1
+                        elif prev[0] == "directory":
                             gone.append((path, False))  # a directory replaced: what was under it is gone
                         rows.append((path, directory, name, kind, size, st.st_mtime, st.st_ctime, st.st_ino, None))
                         if len(rows) + len(gone) >= batch_size:
@@ -423,7 +266,8 @@ class _Walk:
                         state.files += files
                         state.total_size += total
                         frame[0] += total
-                        files = total = 0
+                        estimate.added += added
+                        files = total = added = 0
                         self.tick()
                         next_tick = self.next_tick
         except OSError as exc:  # the listing broke off: what was not listed is unknown, so it is kept
@@ -436,6 +280,10 @@ class _Walk:
             state.files += files
             state.total_size += total
             frame[0] += total
+            estimate.added += added
+            share = estimate.split(frame[5], len(subfolders))
+            for sub in subfolders:
+                sub[5] = share
         if stored:  # a complete listing: stored children it did not show are gone from disk
             self.gone.extend((directory + "/" + name if directory != "/" else "/" + name, True) for name in stored)
             if len(self.rows) + len(self.gone) >= self.batch_size:
@@ -465,7 +313,7 @@ class _Walk:
         folders entered, whose sizes are then recomputed from what is stored under them."""
         entered = []
         for entering, directory in self.stack:
-            size, st, name, prev, error = self.frames[directory]
+            size, st, name, prev, error, _ = self.frames[directory]
             if error is _VANISHED:
                 continue
             parent = os.path.dirname(directory) if directory != "/" else None
@@ -504,7 +352,8 @@ def index_tree(engine: Engine, root: str, *, scan_id: int, follow_symlinks: bool
     with engine.connect() as conn:
         root_state = store_entries.entry_state(conn, path=root)
     walk = _Walk(engine, root, scan_id=scan_id, follow_symlinks=follow_symlinks, batch_size=batch_size,
-                 progress=progress, should_cancel=should_cancel, expected=expected, max_issues=max_issues)
+                 progress=progress, should_cancel=should_cancel, expected=expected, root_state=root_state,
+                 max_issues=max_issues)
     entered: list[str] | None = None
     try:
         if statmod.S_ISDIR(root_stat.st_mode):
