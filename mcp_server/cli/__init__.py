@@ -36,15 +36,15 @@ def main(argv: list[str] | None = None) -> int:
     except AssayError as exc:
         say(f"assay: {exc}")
         code = ERROR
-    if argv is None:  # the program itself, about to exit (not a caller of main, a test say)
+    if argv is None:  # the program itself, about to exit (not a caller such as a test)
         gc.freeze()  # see below
     return code
 
 
-# Why gc.freeze() at the end: a command that ran a flow or built the app has imported Prefect, the MCP SDK, SQLAlchemy
-# and pydantic (~1,800 modules, ~235,000 objects the garbage collector tracks). After the atexit handlers,
-# Python's finalization clears the modules and collects garbage over all of them, more than once: 1-1.5 s on a busy
-# 2-core machine, half the time of a handed-off `assay index`. Frozen objects are left to the process's end (they
-# are freed by reference counting as the modules go; the few cycles among them go with the process), so the exit
-# takes ~0.1 s and is otherwise the ordinary one: non-daemon threads joined, threading's exit hooks (Prefect drains
-# its event and log queues there) and the atexit handlers (our Prefect API child stopped) run, streams flushed.
+# Why gc.freeze() at the end: a command that built the app or ran a flow has imported Prefect, the MCP SDK, SQLAlchemy
+# and pydantic (~1,800 modules, ~235,000 objects the garbage collector tracks). After the atexit handlers, Python's
+# finalization clears the modules and collects garbage over all of those objects more than once: 1-1.5 s on a busy
+# 2-core machine (0.1 s with them frozen; gc.disable() does not help, finalization collects regardless). Frozen
+# objects are still freed by reference counting as the modules go; the cycles among them go with the process. The
+# exit is otherwise the ordinary one: non-daemon threads joined, threading's exit hooks (Prefect drains its event and
+# log queues there) and the atexit handlers (our Prefect API child stopped) run, the streams flushed.

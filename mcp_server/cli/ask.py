@@ -15,7 +15,7 @@ from mcp_server.cli.common import (
     from_cwd,
     open_app,
     out,
-    reading_roots,
+    reading_settings,
     say,
     settings_from,
 )
@@ -59,8 +59,8 @@ def run(args: argparse.Namespace) -> int:
     from flows.documents.paths import DocumentPaths
     from flows.semantic.search import Filters, search
 
-    with open_app(settings_from(args)) as app:
-        paths = DocumentPaths(reading_roots(app))
+    with open_app(reading_settings(settings_from(args))) as app:
+        paths = DocumentPaths(app.roots)
         filters = Filters(sets=args.sets, condition=args.where, paths=_scoped(paths, args.paths))
         result = search(app.engine, args.question, collection=args.collection, mode=args.mode, limit=args.limit,
                         min_score=args.min_score, filters=None if filters.empty() else filters)

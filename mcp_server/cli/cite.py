@@ -9,18 +9,21 @@ import contextlib
 import json
 import os
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcp_server.cli.common import (
     OK,
     document_settings,
     open_app,
     out,
-    reading_roots,
+    reading_settings,
     say,
     settings_from,
 )
 from store.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from flows.citations.service import CitationService
 
 EPILOG = """addresses (ID: a resource id, as `assay map` or the listResources tool shows it):
   doc://ID#pages=3-5   doc://ID#pages=1,3,7     pages, 1-based, inclusive: a new PDF
@@ -58,17 +61,14 @@ def add_parser(sub, common) -> argparse.ArgumentParser:
 
 
 @contextlib.contextmanager
-def citation_service(args: argparse.Namespace) -> Iterator[Any]:
-    """The CitationService the citation tools use, on the app's store, confined to the reading roots (no --root:
-    those the server's documents plan covers, else the home directory), for one command-line call; it reads and
-    writes beside a running server."""
-    from flows.citations.service import CitationService
-
+def citation_service(args: argparse.Namespace) -> Iterator[CitationService]:
+    """The app's CitationService, as the citation tools use it (``AssayApp.citations()``), in the roots of a reading
+    command (no --root: those the server's documents plan covers, else the home directory), for one command-line
+    call; it reads and writes beside a running server."""
     settings = settings_from(args)
-    documents = document_settings()
-    with open_app(settings) as app:
-        yield CitationService(app.engine, reading_roots(app), settings.data_dir,
-                              allow_symlinks=documents.allow_symlinks)
+    document_settings()  # a bad ASSAY_DOCUMENTS_* value is an error here, with its message
+    with open_app(reading_settings(settings)) as app:
+        yield app.citations()
 
 
 def run(args: argparse.Namespace) -> int:

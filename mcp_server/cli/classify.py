@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 from typing import Any
 
 from mcp_server.cli.common import (
     NOTHING,
     OK,
+    confined,
     end_bar,
     open_app,
     out,
@@ -44,10 +44,9 @@ def classify_bar():
 
 def run(args: argparse.Namespace) -> int:
     from flows.classify.service import check_operations, classify_path
-    from flows.roots import Roots
 
     settings = settings_from(args, use_prefect=not args.no_prefect)
-    path = Roots.of(settings.effective_roots).resolve(os.path.abspath(os.path.expanduser(args.path)), field="path")
+    path = confined(settings, args.path)
     operations = check_operations(args.operations)
     result = _via_server(settings, path, list(operations), args) if settings.use_prefect else None
     if result is None:

@@ -17,7 +17,6 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from flows.roots import Roots
     from mcp_server.app import AssayApp
     from mcp_server.config import Settings
 
@@ -64,15 +63,27 @@ def open_app(settings: Settings, *, plans_dir: bool = False) -> Iterator[AssayAp
             app.engine.dispose()
 
 
-def reading_roots(app: AssayApp) -> Roots:
-    """The roots a reading command (search, ask, cite, map) works in: ``--root`` (or ASSAY_ROOTS, the config's)
-    when given, else the folders the server's built-in documents plan covers, else the home directory."""
+def reading_settings(settings: Settings) -> Settings:
+    """The settings of a command that reads what the server built (search, ask, cite, map): its roots are
+    ``--root`` (or ASSAY_ROOTS, the config's) when given, else the folders the server's built-in documents plan
+    covers (read from the store), else the home directory."""
+    if settings.roots:
+        return settings
     from flows.documents.service import plan_roots
+    from mcp_server.config import prepare_environment
+    from store.engine import get_engine
+
+    prepare_environment(settings)  # before the store's engine is made (its statement timeout)
+    roots = plan_roots(get_engine(settings.db_url))
+    return settings.model_copy(update={"roots": roots}) if roots else settings
+
+
+def confined(settings: Settings, path: str) -> str:
+    """PATH (from the current directory, ``~`` expanded) resolved inside the settings' roots, without building the
+    app: `assay index` and `assay classify` check it before they hand their job to a server."""
     from flows.roots import Roots
 
-    if app.settings.roots:
-        return app.roots
-    return Roots.of(plan_roots(app.engine) or app.settings.effective_roots)
+    return Roots.of(settings.effective_roots).resolve(os.path.abspath(os.path.expanduser(path)), field="path")
 
 
 def from_cwd(path: str) -> str:

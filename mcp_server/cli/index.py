@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 from typing import Any
 
 from mcp_server.cli.common import (
     NOTHING,
     OK,
+    confined,
     end_bar,
     open_app,
     out,
@@ -43,10 +43,8 @@ def index_bar():
 
 
 def run(args: argparse.Namespace) -> int:
-    from flows.roots import Roots
-
     settings = settings_from(args, use_prefect=not args.no_prefect)
-    root = Roots.of(settings.effective_roots).resolve(os.path.abspath(os.path.expanduser(args.path)), field="path")
+    root = confined(settings, args.path)
     result = _via_server(settings, root, args) if settings.use_prefect else None
     if result is None:
         from flows.index.service import index_path

@@ -8,6 +8,7 @@ import argparse
 import json
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -111,12 +112,13 @@ def validate(app: Any, specs: list[str]) -> int:
         path = Path(spec).expanduser()
         text = path.read_text() if path.is_file() else None
         fmt = {".plan": "dsl", ".json": "json"}.get(path.suffix, "yaml") if text is not None else "auto"
-        plan, problems = validation_problems(lambda spec=spec: read_plan(spec, app), app.roots, text=text, format=fmt)
+        plan, problems = validation_problems(partial(read_plan, spec, app), app.roots, text=text, format=fmt)
         if problems:
             status = NOTHING
             out(f"{spec}: {len(problems)} problem(s)")
             out("  " + problem.render().replace("\n", "\n  ") for problem in problems)
         else:
+            assert plan is not None  # no problems: it parsed
             out(f"{spec}: ok (plan {plan.name}: {len(plan.sources)} source(s), {len(plan.rules)} rule(s))")
     return status
 

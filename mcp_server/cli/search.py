@@ -15,7 +15,7 @@ from mcp_server.cli.common import (
     from_cwd,
     open_app,
     out,
-    reading_roots,
+    reading_settings,
     say,
     settings_from,
 )
@@ -59,8 +59,8 @@ def run(args: argparse.Namespace) -> int:
                            if args.context < 0 else "--max")
     settings = settings_from(args)
     documents = document_settings()
-    with open_app(settings) as app:
-        paths = DocumentPaths(reading_roots(app), allow_symlinks=documents.allow_symlinks)
+    with open_app(reading_settings(settings)) as app:
+        paths = DocumentPaths(app.roots, allow_symlinks=documents.allow_symlinks)
         under, entry_id = scope_of(app.engine, paths, args.scope)
         outcome = search(app.engine, args.query, under=under, entry_id=entry_id, context_lines=args.context,
                          max_results=args.max_results, fuzzy=args.fuzzy, timeout=documents.search_timeout,

@@ -67,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
 
             prefect.configure(settings.data_dir, publish=True)  # `assay index` here reuses our Prefect API
         app.start_background()
-        app.sources.start_enabled()
+        if app.sources is not None:
+            app.sources.start_enabled()
         for path in args.index:
             from flows.index.service import index_path
 
