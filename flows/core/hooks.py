@@ -50,6 +50,11 @@ def on_progress(job_id: int) -> Callable[[Any], None] | None:
         return _progress.get(job_id)
 
 
+def external_check(job_id: int) -> Callable[[], bool] | None:
+    with _lock:
+        return _external.get(job_id)
+
+
 def report(job_id: int, value: Any) -> None:
     """Hand ``value`` to the job's progress callback, if this process has one; a callback's failure never breaks
     the job."""

@@ -14,14 +14,15 @@ import threading
 import time
 from typing import Any, Callable
 
-from sqlalchemy.engine import Engine
-
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 from prefect.runtime import flow_run as current_flow_run
+from prefect.states import Cancelled as CancelledState
+from sqlalchemy.engine import Engine
 
 from flows.core import hooks
-from flows.core.runner import JobKind, register_job_kind
+from flows.core.prefect import cancel_requested_in_prefect
+from flows.core.runner import JobKind
 from flows.core.settings import run_settings
 from flows.index.indexer import Cancelled, IndexProgress, IndexResult, index_tree
 from store import jobs as store_jobs
@@ -50,7 +51,11 @@ def run_index_job(engine: Engine, *, job_id: int, root: str, follow_symlinks: bo
             store_jobs.update_progress(engine, job_id=job_id, progress=p.percent, files=p.files,
                                        directories=p.directories, total_size=p.total_size, current_path=p.current_path)
 
-    should_cancel = store_jobs.cancel_check(engine, job_id=job_id, event=cancel_event, every=5)  # every few batches
+    asked = store_jobs.cancel_check(engine, job_id=job_id, event=cancel_event, every=5)  # every few batches
+    external = hooks.external_check(job_id)  # a cancel in Prefect's UI, for a run in this process
+
+    def should_cancel() -> bool:
+        return asked() or (external is not None and external())
 
     try:
         result: IndexResult = index_tree(engine, root, scan_id=job_id, follow_symlinks=follow_symlinks,
@@ -99,13 +104,20 @@ def scan(store: str, run_id: int, root: str, follow_symlinks: bool, batch_size: 
 
 @flow(name="index", flow_run_name="index {root}", persist_result=False, log_prints=False, validate_parameters=False)
 def index_flow(root: str, run_id: int | None = None, follow_symlinks: bool = False, batch_size: int = 2000,
-               store: str | None = None) -> dict:
+               store: str | None = None) -> Any:
     """Index a directory tree into the assay store. From the UI give the folder; the rest is found in the store."""
     url = store or run_settings().store_url
     if run_id is None:  # started from Prefect with a folder alone: confined to the roots like any caller's path
         root = run_settings().effective_roots().resolve(root, field="root")
         run_id = store_jobs.create_job(get_engine(url), root=root, params={"trigger": "prefect"})
-    return scan(url, run_id, root, follow_symlinks, batch_size)
+    hooks.register(run_id, external=cancel_requested_in_prefect(str(current_flow_run.get_id() or "") or None))
+    try:
+        out = scan(url, run_id, root, follow_symlinks, batch_size)
+    finally:
+        hooks.drop(run_id, external_only=True)
+    if out["status"] == "cancelled":
+        return CancelledState(message=f"index {root}: cancelled on request; what the walk wrote was kept")
+    return out
 
 
 def _run_plain(store: str, job_id: int) -> dict:
@@ -122,7 +134,7 @@ def _parameters(job: dict, store: str) -> dict:
             "store": store}
 
 
-INDEX_JOBS = register_job_kind(JobKind(name="index", flow=index_flow, parameters=_parameters, run_plain=_run_plain))
+INDEX_JOBS = JobKind(name="index", flow=index_flow, parameters=_parameters, run_plain=_run_plain)
 
 
 def index_deployment() -> tuple[Any, str, dict[str, Any], str, bool]:
