@@ -8,12 +8,29 @@ model (Plan); parse (DSL / YAML / JSON -> Plan) and printer (Plan -> YAML / DSL,
 and schema.
 """
 
-from dsl.errors import PlanError, PlanSyntaxError, PlanValidationError
-from dsl.model import Plan
-from dsl.parse import parse_expression, parse_plan_file, parse_plan_object, parse_plan_text
-from dsl.printer import condition_to_text, plan_to_dsl, plan_to_yaml
-from dsl.schema import plan_json_schema
+from __future__ import annotations
 
-__all__ = ["Plan", "PlanError", "PlanSyntaxError", "PlanValidationError", "condition_to_text", "parse_expression",
-           "parse_plan_file", "parse_plan_object", "parse_plan_text", "plan_json_schema", "plan_to_dsl",
-           "plan_to_yaml"]
+import importlib
+from typing import Any
+
+# name -> the module that defines it; imported on first use (PEP 562), so a caller that needs only dsl.errors (the
+# error root every layer imports) or dsl.regex does not load the grammar, the models and Lark
+_EXPORTS = {
+    "PlanError": "dsl.errors", "PlanSyntaxError": "dsl.errors", "PlanValidationError": "dsl.errors",
+    "Plan": "dsl.model",
+    "parse_expression": "dsl.parse", "parse_plan_file": "dsl.parse", "parse_plan_object": "dsl.parse",
+    "parse_plan_text": "dsl.parse",
+    "condition_to_text": "dsl.printer", "plan_to_dsl": "dsl.printer", "plan_to_yaml": "dsl.printer",
+    "plan_json_schema": "dsl.schema",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'dsl' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
