@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import re
 import sys
 import tempfile
@@ -15,64 +16,30 @@ from typing import Any
 
 import anyio
 from mcp.server.mcpserver import MCPServer
+from pydantic.fields import FieldInfo
+
+from dsl.fields import FIELDS, PREFIXES, PRODUCERS, field_spec, missing_producer
+from dsl.outcomes import OUTCOME_MODELS
+from flows.core.capability import load_capabilities
+from flows.core.outcomes import installed_executors
+from flows.core.settings import AssaySettings
+from flows.env import env_of, leaves
+from mcp_server.app import AssayApp, build_server
+from mcp_server.config import Settings
+from mcp_server.tools import GROUP_MODULES
+from mcp_server.tools.common import ToolSet
 
 SECTIONS = ("tools", "resources", "settings", "fields", "outcomes")
 
-# Every setting: (command-line flag, environment variable, YAML key, default, meaning). tests/test_readme.py checks
-# each flag against the parser, each variable and key against load_settings (the documents capability's variables
-# against flows.documents.settings.DocumentSettings.from_env, which reads them).
-SETTINGS: list[tuple[str, str, str, str, str]] = [
-    ("--transport", "", "server.transport", "stdio", "stdio, or http (Streamable HTTP at /mcp)"),
-    ("--host", "", "server.host", "127.0.0.1", "address the HTTP server binds"),
-    ("--port", "", "server.port", "3000", "port of the HTTP server"),
-    ("", "CORS_ORIGINS", "server.cors_origins", "loopback origins only",
-     "origins browsers may call from, besides http(s)://localhost, 127.0.0.1 and [::1] on any port (comma-separated "
-     "in the env); * allows any, with a warning"),
-    ("--allowed-hosts", "ASSAY_ALLOWED_HOSTS", "server.allowed_hosts", "loopback names only",
-     "Host header values accepted besides localhost, 127.0.0.1 and [::1] (comma-separated); required when --host "
-     "is not a loopback address; * allows any"),
-    ("", "", "server.cors_credentials", "true", "send Access-Control-Allow-Credentials"),
-    ("", "ASSAY_PUBLIC_URL", "server.public_url", "http://HOST:PORT",
-     "the HTTP server's address as clients reach it (behind a proxy); artifact URLs (/api/content) start with it"),
-    ("--root", "ASSAY_ROOTS", "roots", "your home directory",
-     "directories callers may touch (repeat the flag; os.pathsep-separated in the env)"),
-    ("--data-dir", "ASSAY_DATA_DIR", "data_dir", "~/.assay", "store, Prefect home and caches"),
-    ("--database-url", "ASSAY_DATABASE_URL", "database.url", "SQLite in the data dir",
-     "SQLAlchemy URL of the store, e.g. postgresql+psycopg://user@host/assay"),
-    ("", "ASSAY_STATEMENT_TIMEOUT", "database.statement_timeout", "30",
-     "seconds a store statement may run before it is stopped with QUERY_TIMEOUT (0: no limit)"),
-    ("--tool-groups", "ASSAY_TOOL_GROUPS", "tools.groups", "all",
-     "tool groups to list (fewer tools, less of an agent's context)"),
-    ("--plans-dir", "ASSAY_PLANS_DIR", "plans.dir", "none",
-     "directory of plan files (YAML, JSON, DSL .plan): loaded at start, reloaded on change, written back"),
-    # the documents capability's settings (flows/documents/settings.py), read from the environment only
-    ("", "ASSAY_DOCUMENT_MAX_BYTES", "", "52428800",
-     "files larger than this many bytes are not extracted (FILTER_FAILED, with the reason)"),
-    ("", "ASSAY_DOCUMENT_TIMEOUT", "", "120", "seconds one file's text extraction may take before it is stopped"),
-    ("", "ASSAY_OCR", "", "on", "on or off: read pages without a text layer, and images of text, with Tesseract"),
-    ("", "ASSAY_OCR_LANGUAGE", "", "eng", "Tesseract language(s) for OCR, e.g. eng+deu"),
-    ("", "ASSAY_MAX_DOCUMENT_READ_CHARS", "", "100000",
-     "read_document returns at most this many characters (then truncated: true)"),
-    ("", "ASSAY_SEARCH_TIMEOUT", "", "30", "seconds a document search may take before SEARCH_TIMEOUT"),
-    ("", "ASSAY_ALLOW_SYMLINKS", "", "off",
-     "on: the document tools follow symbolic links inside the roots (else SYMLINK_NOT_ALLOWED)"),
-    ("", "ASSAY_DOCUMENTS_PLAN", "", "on",
-     "off: do not install the built-in \"documents\" plan (text of every document under the roots, kept current) "
-     "at server start"),
-    # the semantic index's settings (flows/semantic/settings.py, paths.py), read from the environment only
-    ("", "ASSAY_EMBED_MODEL", "", "all-MiniLM-L6-v2",
-     "the sentence-transformers model: the packaged one by name, or a model directory (never downloaded)"),
-    ("", "ASSAY_EMBED_BACKEND", "", "openvino",
-     "torch, onnx, onnx-int8 or openvino: the fastest within 1% of torch's retrieval quality by default "
-     "(bench/semantic_backends.py); recorded per collection"),
-    ("", "ASSAY_EMBED_BATCH", "", "64", "chunks per encode call"),
-    ("", "ASSAY_EMBED_DEVICE", "", "cpu", "cpu, or cuda / mps (GPU_NOT_AVAILABLE when asked for and absent)"),
-    ("", "ASSAY_EMBED_THREADS", "", "every core", "threads the model runs on (else OMP_NUM_THREADS when set)"),
-    ("", "ASSAY_SEARCH_EF", "", "128", "hnswlib ef at query time (higher: better recall, slower)"),
-    ("", "ASSAY_MODEL_CACHE", "", "data dir/models",
-     "where the ONNX / OpenVINO exports of the model are built once and kept"),
-    ("--config", "", "", "", "YAML file holding the settings above under their YAML keys"),
-]
+# The command-line option of a setting, by its YAML key (the settings table's flag column); each one's destination is
+# the setting's flat name (flows.core.settings.FLAT), which tests/mcp_server/test_settings_docs.py checks.
+FLAGS: dict[str, str] = {
+    "server.transport": "--transport", "server.host": "--host", "server.port": "--port",
+    "server.allowed_hosts": "--allowed-hosts", "roots": "--root", "data_dir": "--data-dir",
+    "database.url": "--database-url", "tools.groups": "--tool-groups", "plans.dir": "--plans-dir",
+    "prefect.enabled": "--no-prefect",
+}
+SEPARATORS = {os.pathsep: "os.pathsep", ",": "comma"}  # how the table names a list's separator in a variable
 
 
 def _schema_type(prop: dict[str, Any]) -> str:
@@ -116,17 +83,11 @@ def _first_sentence(text: str | None) -> str:
 
 
 def _app():
-    from mcp_server.app import AssayApp
-    from mcp_server.config import Settings
-
     data = tempfile.mkdtemp(prefix="assay-docs-")
     return AssayApp.create(Settings(data_dir=data, roots=[data], use_prefect=False))
 
 
 def tools_table() -> str:
-    from mcp_server.app import GROUP_MODULES
-    from mcp_server.tools.common import ToolSet
-
     app = _app()
     try:
         lines = ["| group | tool | parameters (= default) | what it does |", "| --- | --- | --- | --- |"]
@@ -142,8 +103,6 @@ def tools_table() -> str:
 
 
 def resources_table() -> str:
-    from mcp_server.app import build_server
-
     app = _app()
     try:
         mcp = build_server(app)
@@ -157,20 +116,42 @@ def resources_table() -> str:
         app.close()
 
 
+def _default(field: FieldInfo) -> str:
+    value = field.get_default(call_default_factory=True)
+    if value is None or value == []:
+        return "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def setting_rows() -> list[tuple[str, str, str, str, str]]:
+    """(setting, flag, environment variable, default, description) for every setting of the model, in its order."""
+    rows = []
+    for key, field in leaves(AssaySettings):
+        setting, env = ".".join(key), env_of(field)
+        rows.append((setting, FLAGS.get(setting, ""), env.name if env else "", _default(field),
+                     field.description or ""))
+    return rows
+
+
 def settings_table() -> str:
-    lines = ["| flag | environment | YAML key | default | meaning |", "| --- | --- | --- | --- | --- |"]
-    for flag, env, key, default, meaning in SETTINGS:
-        cells = [f"`{flag}`" if flag else "", f"`{env}`" if env else "", f"`{key}`" if key else "",
-                 default, meaning]
+    """Every setting of the one settings model (flows.core.settings): its YAML key, command-line flag, environment
+    variable (a list's separator in it), default and description."""
+    separators = {env.name: SEPARATORS[env.sep] for _, field in leaves(AssaySettings)
+                  if (env := env_of(field)) is not None and env.sep}
+    lines = ["| setting (YAML key) | flag | environment | default | description |", "| --- | --- | --- | --- | --- |"]
+    for setting, flag, variable, default, description in setting_rows():
+        env = f"`{variable}`" + (f" ({separators[variable]}-separated)" if variable in separators else "") \
+            if variable else ""
+        cells = [f"`{setting}`", f"`{flag}`" if flag else "", env, default, description.replace("|", "\\|")]
         lines.append("| " + " | ".join(cells) + " |")
+    lines.append("|  | `--config` |  |  | a YAML file holding the settings above under their YAML keys |")
     return "\n".join(lines)
 
 
 def fields_table() -> str:
     """Every field a plan condition can test, from the field registry (dsl.fields)."""
-    from dsl.fields import FIELDS, PREFIXES, PRODUCERS, field_spec, missing_producer
-    from flows.capabilities import load_capabilities
-
     load_capabilities()  # the installed modules install their fields' producers
 
     def available(spec) -> str:
@@ -188,10 +169,7 @@ def fields_table() -> str:
 
 
 def outcomes_table() -> str:
-    """Every outcome type of the plan language (dsl.outcomes) and whether this version runs it (flows.outcomes)."""
-    from dsl.outcomes import OUTCOME_MODELS
-    from flows.outcomes import installed_executors
-
+    """Every outcome type of the plan language (dsl.outcomes) and whether this version runs it (flows.core.outcomes)."""
     executors = installed_executors()
 
     lines = ["| outcome `type` | parameters (= default) | what it does | runs in this version |",

@@ -8,12 +8,12 @@ of the store URL's hash>/``, so two stores sharing a data dir never share files.
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 
 from sqlalchemy.engine import Engine
 
-from flows.capabilities import data_dir
+from flows.core import settings
+from flows.core.capability import data_dir
 
 
 def vector_dir(engine: Engine) -> Path:
@@ -31,9 +31,9 @@ def vector_dir(engine: Engine) -> Path:
 
 
 def model_cache_dir() -> Path:
-    """Where exported model backends (ONNX, OpenVINO) are cached: ``ASSAY_MODEL_CACHE`` when set (the test suite
-    shares one across its servers' data dirs, so each export is built once per run), else ``<data dir>/models``."""
-    env = os.environ.get("ASSAY_MODEL_CACHE", "").strip()
-    path = Path(env).expanduser() if env else data_dir() / "models"
+    """Where exported model backends (ONNX, OpenVINO) are cached: the setting ``semantic.model_cache``
+    (ASSAY_MODEL_CACHE; the test suite shares one across its servers' data dirs, so each export is built once per
+    run), else ``<data dir>/models``."""
+    path = settings.current().semantic.model_cache or data_dir() / "models"
     path.mkdir(parents=True, exist_ok=True)
     return path
