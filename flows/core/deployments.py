@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 # (flow, deployment name, default parameters, description, paused)
 DeploymentSpec = tuple[Any, str, dict[str, Any], str, bool]
 START_TIMEOUT = 120.0  # seconds for the Runner to create its first deployments on a busy machine
+STOP_TIMEOUT = 5.0  # seconds for it to stop polling and kill the runs it started
 
 
 class Deployments:
@@ -45,6 +46,7 @@ class Deployments:
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
         self._failed: BaseException | None = None
+        self._task: asyncio.Task[None] | None = None
         self._ids: dict[str, UUID] = {}
         self._pending: list[DeploymentSpec] = []  # added before the Runner was up: created when it is
         self._lock = threading.Lock()
@@ -63,6 +65,8 @@ class Deployments:
     def _main(self, initial: list[DeploymentSpec]) -> None:
         try:
             asyncio.run(self._serve(initial))
+        except asyncio.CancelledError:
+            pass  # stopped
         except BaseException as exc:  # noqa: BLE001 (reported to start(), or logged when it happens later)
             if not self._ready.is_set():
                 self._failed = exc
@@ -72,6 +76,7 @@ class Deployments:
 
     async def _serve(self, initial: list[DeploymentSpec]) -> None:
         self._loop = asyncio.get_running_loop()
+        self._task = asyncio.current_task()
         self._runner = Runner(name=self.name, pause_on_shutdown=False, query_seconds=2)
         for spec in initial:
             await self._add(*spec)
@@ -140,11 +145,17 @@ class Deployments:
             return self._ids.get(f"{flow.name}/{name}")
 
     def stop(self) -> None:
-        """Stop polling, cancel the runs the Runner started (their subprocesses end) and end the thread."""
+        """Stop polling, cancel the runs the Runner started (it kills their subprocesses) and end the thread; a
+        Runner that does not finish its own clean-up in time is left to end with the process (its thread is a
+        daemon), so a server never hangs on its way out."""
         if self._loop is not None and self._runner is not None and self._runner.started:
             try:
-                asyncio.run_coroutine_threadsafe(self._runner.astop(), self._loop).result(timeout=30)
+                asyncio.run_coroutine_threadsafe(self._runner.astop(), self._loop).result(timeout=STOP_TIMEOUT)
             except Exception:  # noqa: BLE001 (shutting down: what could not stop is logged)
                 log.warning("stopping Prefect's runner failed", exc_info=True)
+        if self._loop is not None and self._task is not None:  # a stop that came before the Runner's loops began
+            self._loop.call_soon_threadsafe(self._task.cancel)
         if self._thread is not None:
-            self._thread.join(timeout=30)
+            self._thread.join(timeout=STOP_TIMEOUT)
+            if self._thread.is_alive():
+                log.warning("Prefect's runner did not stop within %.0f s; it ends with the process", STOP_TIMEOUT)
