@@ -38,6 +38,7 @@ import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
+from uuid import UUID
 
 log = logging.getLogger(__name__)
 
@@ -183,13 +184,13 @@ def ensure_api() -> str | None:
                 url = _start_child()
             os.environ["PREFECT_API_URL"] = url
             if "prefect.context" in sys.modules:  # imported before us (a test, a bench): make it see the URL
-                from prefect.context import refresh_global_settings_context
+                from prefect.context import refresh_global_settings_context  # already imported (see the test above)
 
                 refresh_global_settings_context()
         try:
             import prefect  # noqa: F401  (once, here: see "Imports" above; while our API server starts)
-            import prefect.flow_engine  # noqa: F401
-            import prefect.settings  # noqa: F401
+            import prefect.flow_engine  # noqa: F401  (as above)
+            import prefect.settings  # noqa: F401  (as above)
 
             if _child is not None:
                 _wait_ready(url)
@@ -221,7 +222,7 @@ def stop_api() -> None:
         return
     if "prefect.logging.handlers" in sys.modules:  # logs of our flow runs still queued: to the API while it is up
         try:
-            from prefect.logging.handlers import APILogHandler
+            from prefect.logging.handlers import APILogHandler  # only when our flows logged (see the test above)
 
             APILogHandler().flush()
         except Exception:  # noqa: BLE001 (best effort at exit)
@@ -244,7 +245,7 @@ def flow_settings() -> Iterator[None]:
     """Settings for a flow run started from this thread: an API that answers, no heartbeat thread."""
     if not _prepared.is_set():
         ensure_api()
-    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings  # after ensure_api ("Imports")
 
     with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
         yield
@@ -256,12 +257,10 @@ def cancel_requested_in_prefect(flow_run_id: str | None, *, every_seconds: float
     kills their process); nobody else watches a run that an agent started in the server's process."""
     if not flow_run_id:
         return None
-    from uuid import UUID
-
     from prefect.client.orchestration import get_client  # noqa: PLC0415 (Prefect is imported by ensure_api)
 
     run_id = UUID(flow_run_id)
-    last = 0.0
+    last = time.monotonic()  # first asked after ``every_seconds``: a short run never pays for the call
 
     def check() -> bool:
         nonlocal last
