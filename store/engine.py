@@ -148,12 +148,16 @@ def make_engine(url: str, *, statement_timeout: float | None | str = "env") -> E
     return engine
 
 
-def get_engine(url: str) -> Engine:
-    """The process-wide engine for ``url`` (flows look engines up by URL, since engines do not serialise)."""
+def get_engine(url: str, *, statement_timeout: float | None | str = "env") -> Engine:
+    """The process-wide engine for ``url`` (flows look engines up by URL, since engines do not serialise).
+
+    ``statement_timeout`` is used when the engine is made (see :func:`make_engine`): a serving process passes its
+    setting (``database.statement_timeout``); flows and runs in subprocesses, which look the engine up by URL alone,
+    get ``ASSAY_STATEMENT_TIMEOUT`` (which the serving process exports when it was set)."""
     with _lock:
         engine = _engines.get(url)
         if engine is None:
-            engine = _engines[url] = make_engine(url)
+            engine = _engines[url] = make_engine(url, statement_timeout=statement_timeout)
         return engine
 
 
