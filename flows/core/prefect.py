@@ -48,6 +48,7 @@ STARTUP_TIMEOUT = float(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT
 
 _lock = threading.RLock()
 _prepared = threading.Event()
+_chosen = threading.Event()  # the API's URL is known (its server may still be starting)
 _data_dir: Path | None = None
 _publish = False
 _ui = False
@@ -187,6 +188,7 @@ def ensure_api() -> str | None:
                 from prefect.context import refresh_global_settings_context  # already imported (see the test above)
 
                 refresh_global_settings_context()
+        _chosen.set()
         try:
             import prefect  # noqa: F401  (once, here: see "Imports" above; while our API server starts)
             import prefect.flow_engine  # noqa: F401  (as above)
@@ -277,6 +279,12 @@ def cancel_requested_in_prefect(flow_run_id: str | None, *, every_seconds: float
         return state is not None and (state.is_cancelling() or state.is_cancelled())
 
     return check
+
+
+def chosen_api_url(timeout: float) -> str | None:
+    """The URL of the API this process reports to, once chosen (its server may still be starting); None if it was
+    not chosen within ``timeout`` seconds."""
+    return os.environ.get("PREFECT_API_URL") if _chosen.wait(timeout) else None
 
 
 def ui_url(api_url: str | None) -> str | None:

@@ -32,6 +32,9 @@ def add_parser(sub, common) -> argparse.ArgumentParser:
                                                           "write plans created over MCP back to it")
     serve.add_argument("--no-prefect", action="store_true",
                        help="run jobs as plain functions instead of Prefect flows (no flow runs recorded)")
+    serve.add_argument("--no-ui", action="store_true",
+                       help="start Prefect's bare API, without its UI and background services (runs are recorded "
+                            "and the deployments served all the same)")
     common(serve)
     return serve
 
@@ -45,15 +48,24 @@ def _stop(signum, _frame) -> None:
     raise KeyboardInterrupt
 
 
+def _stopping(signum, _frame) -> None:
+    """SIGTERM or Ctrl-C while the server stops: it is stopping (logged, not raised into the clean-up)."""
+    log.info("signal %d: assay is stopping already", signum)
+
+
 def run(args: argparse.Namespace) -> int:
     import anyio
 
+    from flows.workers import spawn_only
     from mcp_server.app import AssayApp, build_server
     from mcp_server.http import serve_http
 
+    spawn_only()  # a library's multiprocessing.Process is spawned, not a fork of this threaded server (issue 21)
+
     settings = settings_from(args, transport=args.transport, host=args.host, port=args.port,
                              tool_groups=_split(args.tool_groups), allowed_hosts=_split(args.allowed_hosts),
-                             use_prefect=False if args.no_prefect else None, plans_dir=args.plans_dir)
+                             use_prefect=False if args.no_prefect else None, plans_dir=args.plans_dir,
+                             prefect_ui=False if args.no_ui else None)
     if settings.transport == "http":
         from mcp_server.http import transport_security
 
@@ -75,9 +87,16 @@ def run(args: argparse.Namespace) -> int:
             result = index_path(app.runner, root=app.roots.resolve(os.path.abspath(path), field="--index"),
                                 async_=True, max_age=0)
             log.info("indexing %s in the background (job %s)", path, result.get("jobId"))
-        log.info("assay serving over %s%s; store %s; roots %s", settings.transport,
+        prefect_url = ""
+        if settings.use_prefect:
+            from flows.core.prefect import chosen_api_url, ui_url
+
+            api = chosen_api_url(timeout=5.0)
+            prefect_url = f"; Prefect {'UI' if settings.prefect_ui else 'API'} at " \
+                          f"{ui_url(api) if settings.prefect_ui else api} (runs, deployments)" if api else ""
+        log.info("assay serving over %s%s; store %s; roots %s%s", settings.transport,
                  f" at http://{settings.host}:{settings.port}/mcp" if settings.transport == "http" else "",
-                 settings.db_url, app.roots.describe())
+                 settings.db_url, app.roots.describe(), prefect_url)
         if settings.transport == "http":
             anyio.run(serve_http, mcp, settings)
         else:
@@ -85,5 +104,7 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):  # stopping already: a second signal (a client's kill of the
+            signal.signal(sig, _stopping)  # process group) must not cut app.close() short; SIGKILL still ends us
         app.close()
     return OK
