@@ -130,7 +130,7 @@ def fresh_store(data: Path, folder: Path):
     """A fresh SQLite store in ``data`` with ``folder`` indexed (not timed), and a CitationService on it."""
     from flows.citations.service import CitationService
     from flows.index.flow import run_index_job
-    from flows.roots import Roots
+    from flows.core.roots import Roots
     from store import jobs as store_jobs
     from store.engine import make_engine
 

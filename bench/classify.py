@@ -244,17 +244,17 @@ class Stores:
 
     def fresh(self, label: str):
         """(engine, service, data dir) for a new store holding the indexed corpus and an empty cache."""
-        import flows.capabilities
+        import flows.core.capability
         from flows.index.flow import run_index_job
         from flows.plans.service import PlanService
-        from flows.roots import Roots
+        from flows.core.roots import Roots
         from store import jobs as store_jobs
         from store.engine import make_engine
 
         self.made += 1
         data = self.scratch / f"{self.made:02d}-{label}"
         data.mkdir(parents=True)
-        flows.capabilities.configure(data)
+        flows.core.capability.configure(data)
         engine = make_engine(f"sqlite:///{data / 'assay.db'}")
         roots = [self.corpus.root] + ([self.corpus.long_video.parent] if self.corpus.long_video else [])
         for root in roots:

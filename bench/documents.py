@@ -133,7 +133,7 @@ class Stores:
     def fresh(self, label: str, folders: list[Path], *, use_prefect: bool):
         from flows.index.flow import run_index_job
         from flows.plans.service import PlanService
-        from flows.roots import Roots
+        from flows.core.roots import Roots
         from store import jobs as store_jobs
         from store.engine import make_engine
 

@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         from flows.index.flow import run_index_job
         from flows.plans.service import PlanService
         from flows.plans.watch import PlanWatchers
-        from flows.roots import Roots
+        from flows.core.roots import Roots
         from store import jobs as store_jobs
         from store.engine import make_engine
 

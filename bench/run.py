@@ -265,7 +265,7 @@ def prepare_set(db_url: str) -> int:
 
 def in_process_latency(db_url: str, root: Path, nav: list[dict], search: list[dict]) -> dict[str, list[float]]:
     from flows.index.navigation import navigate_dir
-    from flows.roots import Roots
+    from flows.core.roots import Roots
     from store import set_queries
     from store.engine import get_engine
     from store.filters import EntryFilter

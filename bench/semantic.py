@@ -120,7 +120,7 @@ def fresh_store(scratch: Path, label: str, folders: list[Path], roots: list[Path
     """A fresh SQLite store under ``scratch`` with ``folders`` indexed (not timed), and a PlanService on it."""
     from flows.index.flow import run_index_job
     from flows.plans.service import PlanService
-    from flows.roots import Roots
+    from flows.core.roots import Roots
     from store import jobs as store_jobs
     from store.engine import make_engine
 

@@ -8,7 +8,7 @@ with :func:`install_producer` when it is imported.
 Where a field's value lives: an entries ``column``, a ``metadata_values`` row (``metadata_key``), or neither: a
 ``computed`` field (``duplicates``) is worked out from the store when it is tested. ``dsl`` does not know how: the
 SQL context gives the expression (``SqlContext.computed``), the evaluation context the value of one entry
-(``EvalContext.computed``); the store side keeps a registry that capabilities fill (``flows.plans.conditions``).
+(``EvalContext.computed``); the store side keeps a registry that capabilities fill (``flows.core.conditions``).
 A ``registered`` field (``label``, ``similarity``) is tested whole by its capability's registration: the SQL context
 gives a clause for a leaf (``SqlContext.field_clause``: exact for ``label``, a superset for ``similarity``), the
 evaluation context the verdict and what was seen (``EvalContext.field``).
@@ -53,7 +53,7 @@ class FieldSpec:
     choices: tuple[str, ...] = ()
     needs_arg: bool = False  # similarity("a phrase")
     computed: bool = False  # worked out from the store when tested (no column, no metadata row)
-    # tested by what its capability registers (flows.plans.conditions.register_field): "exact", SQL decides it (an
+    # tested by what its capability registers (flows.core.conditions.register_field): "exact", SQL decides it (an
     # EXISTS over the capability's rows, e.g. label over entry_labels); "superset", SQL only narrows, Python decides
     # (similarity, from the entry's chunk vectors); None: not such a field
     registered: Literal["exact", "superset"] | None = None

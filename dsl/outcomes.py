@@ -1,8 +1,8 @@
 """Outcome types of the plan language: what a rule does with the entries it matched.
 
-Each type is one model here, registered by name; ``selection_set`` and ``chained`` are executed by this version
-(their executors live in ``flows.outcomes``), ``classifier``, ``extract_text``, ``embed``, ``label`` and ``map`` parse now and are
-refused at validation until their modules are installed (see ``flows.plans.engine.check_plan``). The reference's JSON form
+Each type is one model here, registered by name; each is run by the executor a capability declares (the outcome
+registry is ``flows.core.outcomes``); a plan with a type no installed capability runs is refused at validation (see
+``flows.plans.checks.check_plan``). The reference's JSON form
 (``{type: selection_set, selectionSetName, operation}``, ``{type: classifier, classifierOperation, maxWidth, ...}``,
 ``{type: chained, outcomes, stopOnError}``) is accepted exactly.
 """

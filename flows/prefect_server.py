@@ -54,7 +54,7 @@ def main(argv: list[str]) -> int:
         os.environ.update(PREFECT_UI_ENABLED="1", PREFECT__SERVER_FINAL="1")
     else:  # a command-line call: the API alone, as Prefect's ephemeral mode serves it
         os.environ.update(PREFECT_UI_ENABLED="0", PREFECT__SERVER_EPHEMERAL="1", PREFECT__SERVER_FINAL="1")
-    import uvicorn
+    import uvicorn  # here, in the child: a process that never starts Prefect's server never loads it
 
     sock = socket.socket(fileno=fd)
     config = uvicorn.Config("prefect.server.api.server:create_app", factory=True, log_level="error",

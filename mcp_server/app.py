@@ -16,7 +16,7 @@ from mcp_types import InputRequiredResult
 from pydantic import ValidationError
 from sqlalchemy.engine import Engine
 
-from flows.capabilities import load_capabilities
+from flows.core.capability import load_capabilities
 from flows.classify.service import classify_deployment
 from flows.core import prefect
 from flows.core.deployments import Deployments
@@ -24,7 +24,7 @@ from flows.core.prefect import ui_url
 from flows.core.settings import export_for_runs
 from flows.index.flow import index_deployment
 from flows.plans.deployments import PlanDeployments
-from flows.roots import Roots
+from flows.core.roots import Roots
 from flows.core.runner import JobRunner
 from flows.index.sources import SourceManager
 from mcp_server.config import TOOL_GROUPS, Settings, prepare_environment
@@ -115,7 +115,7 @@ class AssayApp:
         continuous plans, listening for command-line calls (mcp_server/control.py)."""
         if self.settings.use_prefect:
             self._start_prefect()
-        from flows import capabilities
+        from flows.core import capability as capabilities
         from mcp_server.control import ControlSocket
 
         capabilities.start_background(self.engine)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 from urllib.parse import parse_qs
 
+import anyio.to_thread
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -246,8 +247,6 @@ class ContentRoute:
         if scope["method"] == "HEAD" or end < start:
             await send({"type": "http.response.body", "body": b""})
             return
-        import anyio.to_thread
-
         with open(file, "rb") as fh:  # read in a worker thread, chunk by chunk: the event loop never waits on disk
             fh.seek(start)
             left = end - start + 1
@@ -306,7 +305,7 @@ def http_app(mcp, settings) -> ASGIApp:
 
 
 async def serve_http(mcp, settings) -> None:
-    import uvicorn
+    import uvicorn  # only a server over HTTP needs it
 
     config = uvicorn.Config(http_app(mcp, settings), host=settings.host, port=settings.port, log_level="warning",
                             lifespan="on")

@@ -17,8 +17,8 @@ from sqlalchemy.engine import Connection, Engine
 from sqlmodel import SQLModel
 
 from store.engine import database_file, is_sqlite
-from store.entries import T
-from store.models import Plan, ResourceSet, SavedQuery, Source
+from store.entries import T, subtree_clause
+from store.models import Job, Plan, ResourceSet, SavedQuery, Source
 
 log = logging.getLogger(__name__)
 
@@ -140,9 +140,6 @@ def stale_entries(engine: Engine, *, older_than: float = STALE_AFTER_SECONDS, no
 
     A re-scan does not rewrite an unchanged entry, so its ``indexed_at`` stays old: an entry counts as seen when an
     index job of it or of a folder above it completed within the window."""
-    from store.entries import subtree_clause
-    from store.models import Job
-
     cutoff = (time.time() if now is None else now) - older_than
     jobs = Job.__table__
     with engine.connect() as conn:

@@ -6,7 +6,7 @@ Writes are short transactions with the documents row written last, so a search (
 sees a half-written document. Reads stream segments in order and never hold a whole document.
 
 The store does not import ``flows``: callers pass what the documents capability decides (which extensions are
-documents, the extraction result objects, which are read by attribute).
+documents, the extraction result objects, which are read by attribute: :class:`ExtractedText`, :class:`PageText`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import json
 import logging
 import time
 from dataclasses import asdict, dataclass, is_dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Protocol, Sequence
 
 from sqlalchemy import and_, delete, false, func, insert, or_, select
 from sqlalchemy import text as sql_text
@@ -24,9 +24,6 @@ from sqlalchemy.engine import Connection, Engine
 from store.entries import existing_ids, subtree_clause
 from store.fold import fold
 from store.models import Document, DocumentSegment, Entry
-
-if TYPE_CHECKING:  # the store never imports flows at run time
-    from flows.documents.model import Extracted
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +38,46 @@ _CHUNK = 500  # ids per IN (...) list
 _READ_BATCH = 128  # segments fetched per read of a stream
 
 
+class PageText(Protocol):
+    """One page of an extraction result, as the store reads it (``flows.documents.model.Page`` is one): its
+    ``number`` (1-based), ``text`` (its lines joined by "\\n"), whether the text came from OCR, whether it had none."""
+
+    @property
+    def number(self) -> int: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def ocr(self) -> bool: ...
+    @property
+    def no_text(self) -> bool: ...
+
+
+class ExtractedText(Protocol):
+    """An extraction result, as the store reads it (``flows.documents.model.Extracted`` is one); ``toc`` holds
+    dataclasses or dicts, one table-of-contents entry each."""
+
+    @property
+    def format(self) -> str: ...
+    @property
+    def pages(self) -> Sequence[PageText]: ...
+    @property
+    def total_pages(self) -> int: ...
+    @property
+    def toc(self) -> Sequence[Any]: ...
+    @property
+    def meta(self) -> dict[str, Any]: ...
+    @property
+    def encoding(self) -> str | None: ...
+    @property
+    def error_code(self) -> str | None: ...
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def meta_error(self) -> str | None: ...
+    @property
+    def elapsed(self) -> float: ...
+
+
 @dataclass
 class DocumentWrite:
     """One extraction result to store for an entry, with the file's identity when it was extracted (a later
@@ -50,7 +87,7 @@ class DocumentWrite:
     source_size: int
     source_mtime: float
     work_key: str
-    extracted: "Extracted"
+    extracted: ExtractedText
 
 
 @dataclass
@@ -409,6 +446,6 @@ def candidate_segments(engine: Engine, *, match: str | None = None, like: Any = 
                                     bool(k.ocr), text)
 
 
-__all__ = ["Candidate", "DocumentWrite", "SEGMENT_CHARS", "SegmentRow", "candidate_segments", "current_work_keys",
-           "delete_documents", "document_row", "entry_lines", "like_clause", "pending_count", "read_pages",
-           "scope_clause", "segment_pages", "write_extracted_many"]
+__all__ = ["Candidate", "DocumentWrite", "ExtractedText", "PageText", "SEGMENT_CHARS", "SegmentRow",
+           "candidate_segments", "current_work_keys", "delete_documents", "document_row", "entry_lines", "like_clause",
+           "pending_count", "read_pages", "scope_clause", "segment_pages", "write_extracted_many"]

@@ -10,6 +10,7 @@ from typing import Any, Callable, Iterable
 from sqlalchemy import and_, func, insert, or_, select, update
 from sqlalchemy.engine import Engine
 
+from store.entries import T as E
 from store.entries import iso
 from store.errors import InvalidInput, NotFound
 from store.models import Job, JobIssue
@@ -190,8 +191,6 @@ def fresh_scan_of(engine: Engine, *, path: str, max_age: float, now: float | Non
     of a folder above it finished within ``max_age``, and no index job of it, above it or inside it started since
     without completing (cancelled, failed or still running). A folder created after its parent's scan is not in the
     store, so it is never skipped."""
-    from store.entries import T as E
-
     now = time.time() if now is None else now
     above = _ancestors(path)
     with engine.connect() as conn:

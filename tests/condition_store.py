@@ -11,7 +11,7 @@ from typing import Callable, Iterable, Iterator
 from sqlalchemy import select
 
 from dsl.sql import split
-from flows.plans.conditions import EvalStore, SqlStore
+from flows.core.conditions import EvalStore, SqlStore
 from store.engine import make_engine
 from store.entries import T
 from tests.conftest import fresh_pg_database

@@ -22,7 +22,7 @@ import pytest  # noqa: E402
 from hypothesis import settings as hypothesis_settings  # noqa: E402
 from mcp import Client  # noqa: E402
 
-from flows.roots import Roots  # noqa: E402
+from flows.core.roots import Roots  # noqa: E402
 from mcp_server.app import AssayApp, build_server  # noqa: E402
 from mcp_server.config import Settings  # noqa: E402
 from store.engine import make_engine  # noqa: E402

@@ -12,7 +12,7 @@ import pytest
 
 from dsl import parse_plan_file, parse_plan_text, plan_to_dsl, plan_to_yaml
 from flows.plans.service import PlanService
-from flows.roots import Roots
+from flows.core.roots import Roots
 from store import sets as store_sets
 from store.engine import make_engine
 

@@ -1,8 +1,8 @@
 """Citations (reference 003): resource maps built locally or supplied by agents, addresses, and resolution of an
 address into a page range, clip, crop or line range.
 
-A capability on the registries (``flows.capabilities``), shaped like ``flows.documents`` and ``flows.semantic``:
-importing it registers the ``map`` outcome executor. Modules:
+A capability declared in ``flows.citations.capability``, shaped like ``flows.documents`` and ``flows.semantic``: the
+``map`` outcome executor, the citations tool group and the maps resources. Modules:
 
 - ``model``: the shapes of maps (ResourceMap, Node, Location, SourceFacts) and constants. An address itself
   (``Address``, ``doc://book#pages=3``) and the resource ids files are cited under are flows' shared address model
@@ -18,15 +18,3 @@ importing it registers the ``map`` outcome executor. Modules:
   ``service``: the tools' logic.
 - ``executor``: the ``map`` outcome.
 """
-
-from __future__ import annotations
-
-from flows.workers import in_worker_process
-
-
-def _register() -> None:
-    import flows.citations.executor  # noqa: F401  (registers the map outcome executor)
-
-
-if not in_worker_process():
-    _register()

@@ -31,8 +31,7 @@ from dsl.outcomes import OutcomeBase
 from flows.addresses.ids import reserve_ids
 from flows.citations.maps import BUILT, build_source, hash_of, save_built, window_of
 from flows.citations.model import modality_of
-from flows.outcomes import EXECUTORS, BatchResult, Cancelled, OutsideTransactionExecutor, RunContext, \
-    register_executor
+from flows.core.outcomes import BatchResult, Cancelled, OutsideTransactionExecutor, RunContext
 from store import citations as store
 from store import plans as store_plans
 from store.entries import existing_ids
@@ -150,6 +149,3 @@ class MapExecutor(OutsideTransactionExecutor):
                         window=getattr(outcome, "window", None), rule=ctx.rule or OUTCOME_TYPE,
                         execution_id=ctx.execution_id, should_cancel=ctx.should_cancel, on_item=ctx.on_item)
 
-
-if OUTCOME_TYPE not in EXECUTORS:
-    register_executor(MapExecutor())

@@ -32,7 +32,7 @@ from flows.citations.staleness import Source, build, look, refuse_stale
 from flows.citations.validate import validate_nodes
 from flows.documents.formats import format_of
 from flows.documents.paths import TOP, DocumentPaths
-from flows.roots import Roots
+from flows.core.roots import Roots
 from store import citations as store
 from store.entries import T as E
 from store.errors import CitationError

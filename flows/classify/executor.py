@@ -23,10 +23,11 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from dsl.outcomes import OutcomeBase
-from flows.classify import data_dir
 from flows.classify.model import OPERATIONS, FileResult, FileTask, Params, parse_operations
 from flows.classify.pool import ClassifyFn, get_pool
-from flows.outcomes import BatchResult, OutsideTransactionExecutor, RunContext
+from flows.classify.sweep import sweep_after
+from flows.core.capability import data_dir
+from flows.core.outcomes import BatchResult, OutsideTransactionExecutor, RunContext
 from store import artifacts as store_artifacts
 from store import plans as store_plans
 from store.entries import T as E
@@ -241,8 +242,6 @@ class ClassifierExecutor(OutsideTransactionExecutor):
 
     def after_run(self, engine: Engine) -> None:
         """After a plan execution with a classifier: sweep the artifact cache (replaced artifacts leave orphans)."""
-        from flows.classify.service import sweep_after
-
         sweep_after(engine)
 
     def work(self, engine: Engine, outcome: OutcomeBase, rows: Sequence[Any], ctx: RunContext) -> BatchResult:

@@ -1,8 +1,9 @@
-"""Condition fields the classifier fills, registered with the field registries when ``flows.classify`` is imported.
+"""Condition fields the classifier fills, declared by its capability (``flows.classify.capability``).
 
 - ``width``, ``height``, ``duration`` (seconds), ``pages``, ``title``, ``author``, ``exif.<tag>`` and
   ``metadata.<key>`` are rows of ``metadata_values`` that the metadata operation writes; ``dsl.fields`` already
-  knows them (producer ``metadata``), and installing the producer makes plans that test them valid.
+  knows them (producer ``metadata``), and installing the producer (the capability declares it) makes plans that
+  test them valid.
 - ``hash`` is the ``entries.hash`` column ("xxh128:<32 hex>"), set by the same operation.
 - ``duplicates`` is computed: how many OTHER entries have the same content hash. An entry without a hash has no
   value (so ``duplicates > 0`` and ``duplicates = 0`` are false for it and ``duplicates != 0`` true, as for any
@@ -17,8 +18,8 @@ from typing import Any, Mapping
 from sqlalchemy import and_, func, select
 from sqlalchemy.engine import Connection
 
-from dsl.fields import install_producer
-from flows.plans.conditions import ComputedField, register_computed, register_filler
+from flows.classify.model import parse_operations
+from flows.core.conditions import ComputedField, Filler
 from store.entries import T
 
 PRODUCER = "metadata"
@@ -54,17 +55,8 @@ DUPLICATES = ComputedField(name="duplicates", sql=duplicates_sql, value=duplicat
 def classifier_fills(outcome, spec) -> bool:
     """Whether a classifier outcome fills the field ``spec``: the metadata operation (``extract_metadata`` or
     ``all``) writes the metadata fields, the hash and so the duplicates."""
-    from flows.classify.model import parse_operations
-
     return "metadata" in parse_operations(outcome.classifierOperation) and \
         (spec.producer == PRODUCER or spec.name == "hash")
 
 
-def install() -> None:
-    """Register the classifier's fields; importing this module calls it once."""
-    install_producer(PRODUCER)
-    register_computed(DUPLICATES)
-    register_filler("classifier", classifier_fills)
-
-
-install()
+FILLS = Filler("classifier", classifier_fills)

@@ -21,21 +21,19 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 from prefect.runtime import flow_run as current_flow_run
 from prefect.states import Cancelled as CancelledState
-
 from sqlalchemy import and_, func, or_, select
 from sqlalchemy.engine import Engine
 
-from flows.classify import data_dir
 from flows.classify.executor import ClassifyRun, classify_rows, params_from
 from flows.classify.model import FileResult, parse_operations
+from flows.classify.sweep import sweep_after
 from flows.core import hooks
 from flows.core.prefect import cancel_requested_in_prefect
-from flows.core.runner import JobKind, JobRunner, register_job_kind
+from flows.core.runner import JobKind, JobRunner
 from flows.core.settings import run_settings
-from flows.classify.sweep import sweep_cache
 from store import jobs as store_jobs
 from store.engine import get_engine
-from store.entries import T
+from store.entries import T, iso
 from store.errors import Cancelled, InvalidInput, NotFound
 from store.preferences import load_preferences
 
@@ -253,14 +251,6 @@ def _finish(engine: Engine, job_id: int, state: JobState | None, status: str, me
     sweep_after(engine)
 
 
-def sweep_after(engine: Engine) -> None:
-    """Sweep the cache after a job or a plan execution with a classifier (errors are logged, never raised)."""
-    try:
-        sweep_cache(engine, data_dir())
-    except Exception:
-        log.warning("cache sweep after classification failed", exc_info=True)
-
-
 # --- the Prefect flow ---------------------------------------------------------------------------------------------
 
 
@@ -303,8 +293,8 @@ def classify_deployment() -> tuple[Any, str, dict[str, Any], str, bool]:
     return (classify_flow, KIND, {}, "Regenerate thumbnails, timelines and metadata of indexed files at a path", False)
 
 
-CLASSIFY_JOBS = register_job_kind(JobKind(name=KIND, flow=classify_flow, parameters=_parameters,
-                                          run_plain=lambda store, job_id: run_classify_job(store, job_id)))
+CLASSIFY_JOBS = JobKind(name=KIND, flow=classify_flow, parameters=_parameters,
+                        run_plain=lambda store, job_id: run_classify_job(store, job_id))
 
 
 # --- what tools and the command line call ------------------------------------------------------------------------
@@ -312,8 +302,6 @@ CLASSIFY_JOBS = register_job_kind(JobKind(name=KIND, flow=classify_flow, paramet
 
 def job_public(job: dict[str, Any], engine: Engine, *, issues: bool = False) -> dict[str, Any]:
     """A classify job as the classifier tools return it: reference 000's snake_case fields plus the index jobs'."""
-    from store.entries import iso
-
     params = json.loads(job.get("params_json") or "{}")
     out = {
         "id": job["id"], "jobId": str(job["id"]), "source_path": job["root"], "sourcePath": job["root"],

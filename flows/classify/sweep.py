@@ -25,6 +25,7 @@ from typing import Iterator
 from sqlalchemy import or_, select
 from sqlalchemy.engine import Engine
 
+from flows.core.capability import data_dir
 from store import artifacts as store_artifacts
 from store import cache
 from store.models import Job, PlanExecution
@@ -170,3 +171,17 @@ def sweep_in_background(engine: Engine, data_dir: str | Path) -> threading.Threa
     thread = threading.Thread(target=work, name="assay-cache-sweep", daemon=True)
     thread.start()
     return thread
+
+
+def sweep_after(engine: Engine) -> None:
+    """Sweep the cache after a job or a plan execution with a classifier (errors are logged, never raised)."""
+    try:
+        sweep_cache(engine, data_dir())
+    except Exception:
+        log.warning("cache sweep after classification failed", exc_info=True)
+
+
+def sweep_at_start(engine: Engine) -> None:
+    """At server start (the capability's ``start_background``): sweep the artifact cache in a background thread
+    (orphans of entries deleted while no server ran)."""
+    sweep_in_background(engine, data_dir())

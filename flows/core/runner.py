@@ -23,6 +23,7 @@ from prefect.flow_engine import run_flow
 from sqlalchemy.engine import Engine
 
 from flows.core import hooks
+from flows.core.capability import Registry
 from flows.core.deployments import Deployments
 from flows.core.prefect import flow_settings
 from store import jobs as store_jobs
@@ -51,22 +52,21 @@ class JobKind:
         return self.deployment(job) if self.deployment is not None else self.name
 
 
-KINDS: dict[str, JobKind] = {}
+_KINDS: Registry[JobKind] = Registry("job kind", lambda capability: ((k.name, k) for k in capability.job_kinds))
+KINDS = _KINDS.entries  # name -> kind, as registered so far
 
 
 def register_job_kind(kind: JobKind) -> JobKind:
-    """Register a kind of job (a capability does, once); a second registration of a name is an error."""
-    if kind.name in KINDS:
-        raise ValueError(f"a job kind named {kind.name!r} is already registered")
-    KINDS[kind.name] = kind
-    return kind
+    """Register one more kind of job (a capability declares its own instead); a second registration of a name is an
+    error."""
+    return _KINDS.add(kind.name, kind)
 
 
 def job_kind(name: str) -> JobKind:
-    try:
-        return KINDS[name]
-    except KeyError:
-        raise LookupError(f"no job kind {name!r}; registered: {', '.join(sorted(KINDS)) or 'none'}") from None
+    kind = _KINDS.get(name)
+    if kind is None:
+        raise LookupError(f"no job kind {name!r}; registered: {', '.join(sorted(KINDS)) or 'none'}")
+    return kind
 
 
 class JobRunner:

@@ -1,33 +1,8 @@
 """Documents: text extraction, a full-text index over it, and reference 001's document tools.
 
-A capability on the registries (``flows.capabilities``), shaped like ``flows.classify``: importing it registers the
-``extract_text`` outcome executor (``flows.documents.executor``). ``start_plans`` installs the plan that ships with
-it, "documents" (``flows.documents.service``): every document under the roots extracted and indexed in the
-background and kept current, listed by plan-list like any other plan so a user can see, pause or change it. In the
-extraction pool's worker processes nothing is registered: they only run ``flows.documents.extract``.
+A capability declared in ``flows.documents.capability``, shaped like ``flows.classify``: the ``extract_text``
+outcome executor (``executor``), the ``text`` condition field (``conditions``), and the plan that ships with it,
+"documents" (``service.ensure_builtin_plan``, its ``start_plans`` hook): every document under the roots extracted and
+indexed in the background and kept current, listed by plan-list like any other plan so a user can see, pause or
+change it. The extraction pool's worker processes import this package to run ``extract`` and register nothing.
 """
-
-from __future__ import annotations
-
-from flows.workers import in_worker_process
-
-
-def start_plans(plans, roots, settings) -> None:
-    """At server start (``flows.capabilities.start_plans``): install, update or leave alone the built-in
-    "documents" plan, and run it when it has never run (see ``flows.documents.service.ensure_builtin_plan``)."""
-    from flows.documents.service import ensure_builtin_plan
-
-    ensure_builtin_plan(plans, roots, settings)
-
-
-def _register() -> None:
-    import flows.documents.conditions  # noqa: F401  (the text condition field: producer, content check, filler)
-    from flows.documents.executor import TextExtractor
-    from flows.outcomes import EXECUTORS, register_executor
-
-    if "extract_text" not in EXECUTORS:
-        register_executor(TextExtractor())
-
-
-if not in_worker_process():
-    _register()

@@ -1,5 +1,5 @@
-"""The ``text`` condition field of plans: ``text contains "invoice"``, ``text matches "INV-\\d{6}"``, registered with
-the plan engine's registries when ``flows.documents`` is imported.
+"""The ``text`` condition field of plans: ``text contains "invoice"``, ``text matches "INV-\\d{6}"``, declared by
+the documents capability (``flows.documents.capability``) for the core's field registries.
 
 Semantics (``dsl.evaluate`` states them for every content field):
 
@@ -36,11 +36,10 @@ from typing import Any, Callable, Mapping
 from sqlalchemy import and_, column, exists, select, table
 from sqlalchemy.engine import Connection
 
-from dsl.fields import install_producer
 from dsl.regex import compile_regex, regex_search
 from dsl.sql import content_literals
+from flows.core.conditions import ContentField, Filler
 from flows.documents.model import PAGED_FORMATS
-from flows.plans.conditions import ContentField, register_content, register_filler
 from store.entries import T
 from store.fold import fold
 from store.models import Document, DocumentSegment
@@ -182,11 +181,4 @@ def extract_text_fills(outcome, spec) -> bool:
     return spec.producer == PRODUCER
 
 
-def install() -> None:
-    """Register the text field; importing this module calls it once."""
-    install_producer(PRODUCER)
-    register_content(TEXT)
-    register_filler("extract_text", extract_text_fills)
-
-
-install()
+FILLS = Filler("extract_text", extract_text_fills)

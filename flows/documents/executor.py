@@ -30,12 +30,14 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from dsl.outcomes import OutcomeBase
+from flows.core.outcomes import BatchResult, OutsideTransactionExecutor, RunContext
 from flows.documents import settings as doc_settings
 from flows.documents.formats import format_of
-from flows.documents.model import METADATA_EXTRACTION_FAILED, ExtractOptions, Extracted
-from flows.outcomes import BatchResult, OutsideTransactionExecutor, RunContext
+from flows.documents.model import METADATA_EXTRACTION_FAILED, Extracted, ExtractOptions
+from flows.documents.worker import run_extractions
 from flows.workers import WriterThread
 from store import plans as store_plans
+from store.documents import D, DocumentWrite, current_work_keys, write_extracted_many
 from store.entries import existing_ids
 
 log = logging.getLogger(__name__)
@@ -75,8 +77,6 @@ def applicable(row: Any, options: ExtractOptions) -> bool:
 
 def _default_extract(tasks: Iterable[tuple[int, str]], options: ExtractOptions, *,
                      should_cancel: Callable[[], bool]) -> Iterator[tuple[int, Extracted]]:
-    from flows.documents.worker import run_extractions
-
     return run_extractions(tasks, options, should_cancel=should_cancel)
 
 
@@ -121,8 +121,6 @@ def write_chunk(engine: Engine, chunk: list[tuple[_Task, Extracted]], *, rule: s
     """Write one chunk of finished documents (``store.documents.write_extracted_many``: short transactions, the
     document row last), then their outcome records. Entries deleted while they were being extracted are dropped.
     Returns the number written."""
-    from store.documents import DocumentWrite, write_extracted_many
-
     with engine.connect() as conn:
         ids = [t.entry_id for t, _ in chunk]
         alive = existing_ids(conn, ids)
@@ -146,8 +144,6 @@ def extract_rows(engine: Engine, rows: Sequence[Any], *, options: ExtractOptions
                  on_item: Callable[[str], None] | None = None, run: ExtractRun | None = None) -> BatchResult:
     """Extract the documents among ``rows`` (entry rows) whose text is not current, and write them: see the module
     docstring. Never raises for a bad document; what finished is written even when the batch stops early."""
-    from store.documents import current_work_keys
-
     run = run or DEFAULT_RUN
     result = BatchResult()
     wanted: list[_Task] = []
@@ -206,8 +202,6 @@ def ensure_extracted(engine: Engine, rows: Sequence[Any], *, options: ExtractOpt
     (``extract_rows`` skips the current ones), then return the ids whose stored extraction is of their present
     state (size, mtime, options) and, among those, id -> "CODE: reason" for the ones whose text could not be read
     (now or before, for the same bytes). An id missing from both was not extracted (the batch stopped early)."""
-    from store.documents import D
-
     current: set[int] = set()
     failed: dict[int, str] = {}
     if not rows:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import posixpath
 
-from flows.roots import Roots
+from flows.core.roots import Roots
 from store.errors import DocumentError
 
 TOP = ""  # with several roots: the virtual top that holds them (resolve("") returns it)

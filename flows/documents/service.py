@@ -6,7 +6,7 @@ extracted or not): one ``filesystem.watch`` source per root, mode continuous, an
 lists the extensions it reads (``flows.documents.formats.EXTENSIONS``, so a user sees what is extracted and can
 edit the list), with the outcome ``extract_text``.
 
-At server start (``ensure_builtin_plan``, through ``flows.capabilities.start_plans``), unless ASSAY_DOCUMENTS_PLAN
+At server start (``ensure_builtin_plan``, through ``flows.core.capability.start_plans``), unless ASSAY_DOCUMENTS_PLAN
 is off:
 
 - missing: it is created, active when the roots were configured (``--root``, ASSAY_ROOTS, the config file), paused
@@ -32,7 +32,7 @@ from typing import Any, Iterable
 from dsl.model import Plan
 from flows.documents.formats import EXTENSIONS
 from flows.documents.settings import DocumentSettings
-from flows.roots import Roots
+from flows.core.roots import Roots
 from store import plans as store_plans
 
 log = logging.getLogger(__name__)

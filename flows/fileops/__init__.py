@@ -1,1 +1,2 @@
-"""File operations: rename, move and delete on disk (``disk``) with the store kept in step (``operations``)."""
+"""File operations: rename, move and delete on disk (``disk``) with the store kept in step (``operations``).
+Declared in ``capability`` (the tool group file-operations)."""

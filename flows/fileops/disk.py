@@ -3,6 +3,8 @@ before the copy is complete, and removals that carry on past what cannot be remo
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import errno
 import os
 import posixpath
@@ -11,6 +13,7 @@ import sys
 import uuid
 
 from store.errors import Conflict, FileOperationError
+
 
 def reason(exc: OSError) -> str:
     return exc.strerror or str(exc)
@@ -31,9 +34,6 @@ _AT_FDCWD = -100
 
 def _load_renameat2():
     try:
-        import ctypes
-        import ctypes.util
-
         libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
         fn = libc.renameat2
     except (OSError, AttributeError):
@@ -49,8 +49,6 @@ def rename_noreplace(src: str, dst: str) -> None:
     """Rename that fails with FileExistsError instead of replacing ``dst``: atomic through Linux's renameat2 where the
     filesystem supports it, otherwise a check just before ``os.rename`` (a narrow race remains there)."""
     if _renameat2 is not None:
-        import ctypes
-
         if _renameat2(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), _RENAME_NOREPLACE) == 0:
             return
         err = ctypes.get_errno()

@@ -24,7 +24,7 @@ from sqlalchemy import delete, exists, func, select, update
 from sqlalchemy.engine import Connection, Engine
 
 from flows.fileops import disk as diskops
-from flows.roots import Roots
+from flows.core.roots import Roots
 from store.entries import (T, delete_subtree, make_row, move_subtree, refresh_ancestor_sizes, subtree_clause,
                            upsert_entries)
 from store.errors import AssayError, Conflict, FileOperationError, InvalidInput, NotFound

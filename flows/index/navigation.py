@@ -8,7 +8,7 @@ from urllib.parse import quote
 
 from sqlalchemy.engine import Engine
 
-from flows.roots import Roots
+from flows.core.roots import Roots
 from store import cache
 from store import entries as store_entries
 from store import metadata as store_metadata

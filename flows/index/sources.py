@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from flows.roots import Roots
+from flows.core.roots import Roots
 from flows.core.runner import JobRunner
 from flows.index.service import start_index_job
 from flows.index.watch import ChangeSet, TreeWatcher, count_under

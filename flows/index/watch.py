@@ -34,12 +34,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+import watchfiles
 from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 
 from flows.index import watch_apply
 from flows.index.flow import run_index_job
 from store import jobs as store_jobs
+from store.entries import T, subtree_clause
 
 log = logging.getLogger(__name__)
 
@@ -149,8 +151,6 @@ class TreeWatcher:
         return True
 
     def _run(self) -> None:
-        import watchfiles
-
         self.last_catch_up = None
         changes_iter = None
         try:
@@ -239,12 +239,10 @@ class TreeWatcher:
         return not any(fnmatch.fnmatchcase(p, g) for g in self.patterns for p in (*parts, relative))
 
     def _record(self, changes) -> None:
-        from watchfiles import Change
-
         now = time.monotonic()
         for change, path in changes:
             self.counters.events_seen += 1
-            if change == Change.deleted:
+            if change == watchfiles.Change.deleted:
                 self._deleted[path] = now
             elif self.wanted(path):
                 self._pending[path] = _Pending(since=now)
@@ -309,8 +307,6 @@ class Unreadable(Exception):
 
 def count_under(engine: Engine, paths: list[str]) -> int:
     """Entries at or under any of ``paths`` now."""
-    from store.entries import T, subtree_clause
-
     with engine.connect() as conn:
         return sum(conn.execute(select(func.count()).select_from(T).where(subtree_clause(p))).scalar_one()
                    for p in paths)

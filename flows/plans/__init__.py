@@ -1,5 +1,5 @@
-"""Plans: checking and running them (``engine``, as a Prefect flow in ``flow``), preview and explain (``preview``),
-the plan service (``service``), continuous plans (``watch``), plan files in git (``files``), the store's side of
-condition evaluation (``conditions``) and the outcomes ``selection_set`` and ``chained`` (``outcomes``)."""
-
-from flows.plans import outcomes as _outcomes  # noqa: F401  (registers the executors)
+"""Plans: checking them (``checks``), running them as a Prefect flow (``flow``: ``selection``, ``stages``,
+``execution``), preview and explain (``preview``), the plan service (``service``), continuous plans (``watch``),
+plan files in git (``files``, ``file_edits``, ``dsl_edits``) and the outcomes ``selection_set`` and ``chained``
+(``outcomes``). Declared in ``capability``; conditions are evaluated through the core's store side
+(``flows.core.conditions``)."""

@@ -10,8 +10,8 @@ from dsl.errors import PlanValidationError, Problem
 from dsl.fields import field_spec, missing_producer
 from dsl.model import Plan, Source
 from dsl.outcomes import iter_outcomes
-from flows.outcomes import installed_executors
-from flows.roots import Roots
+from flows.core.outcomes import installed_executors
+from flows.core.roots import Roots
 from store.errors import AssayError, InvalidInput
 
 

@@ -22,11 +22,11 @@ from sqlalchemy.engine import Engine
 from dsl.model import Plan
 from dsl.outcomes import iter_outcomes
 from flows.core import hooks
-from flows.outcomes import Cancelled, installed_executors
+from flows.core.outcomes import Cancelled, installed_executors
 from flows.plans import stages
 from flows.plans.checks import validated
 from flows.plans.stages import DEFAULT_BATCH, PlanContext
-from flows.roots import Roots
+from flows.core.roots import Roots
 from store import jobs as store_jobs
 from store import plans as store_plans
 from store.engine import get_engine

@@ -17,6 +17,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from watchfiles import Change, watch
+
 from dsl.errors import PlanError
 from dsl.model import Plan
 from dsl.parse import parse_plan_text
@@ -148,8 +150,6 @@ class PlansDirectory:
         self._thread.start()
 
     def _watch(self) -> None:
-        from watchfiles import Change, watch
-
         try:
             for changes in watch(self.path, stop_event=self._stop, debounce=300, step=50, recursive=False):
                 for change, raw in sorted(changes, key=lambda c: c[1]):

@@ -24,7 +24,7 @@ from prefect.states import State
 
 from flows.core import hooks
 from flows.core.prefect import cancel_requested_in_prefect
-from flows.core.runner import JobKind, register_job_kind
+from flows.core.runner import JobKind
 from flows.core.settings import run_settings
 from flows.plans import execution, stages
 from flows.plans.stages import PlanContext
@@ -124,9 +124,9 @@ def plan_flow(plan_name: str, run_id: int | None = None, store: str | None = Non
     return row
 
 
-PLAN_JOBS = register_job_kind(JobKind(
+PLAN_JOBS = JobKind(
     name=execution.KIND, flow=plan_flow,
     parameters=lambda job, store: {"plan_name": job["root"], "run_id": job["id"], "store": store},
     run_plain=lambda store, job_id: execution.run_plan_job(store, job_id),
     finish_failed=lambda engine, job_id, message: execution.finish_failed(engine, job_id, message),
-    deployment=lambda job: str(job["root"])))
+    deployment=lambda job: str(job["root"]))

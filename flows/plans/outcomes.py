@@ -1,5 +1,5 @@
 """The outcomes of the plans capability: ``selection_set`` (add matches to a set, or remove them) and ``chained``
-(several outcomes in order), registered with the outcome registry (``flows.outcomes``)."""
+(several outcomes in order), executors of the outcome registry (``flows.core.outcomes``) the capability declares."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Sequence
 from sqlalchemy.engine import Connection, Engine
 
 from dsl.outcomes import ChainedOutcome, SelectionSetOutcome
-from flows.outcomes import BatchResult, OutcomeExecutor, executor_for, register_executor
+from flows.core.outcomes import BatchResult, OutcomeExecutor, executor_for
 from store import sets as store_sets
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,3 @@ class ChainedExecutor(OutcomeExecutor):
 
     def apply_rows(self, conn: Connection, outcome: ChainedOutcome, rows, ctx) -> BatchResult:
         raise TypeError("chained outcomes run through run_batch (each step writes in its own transactions)")
-
-
-register_executor(SelectionSetExecutor())
-register_executor(ChainedExecutor())

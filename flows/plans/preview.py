@@ -15,9 +15,9 @@ from dsl.conditions import iter_leaves
 from dsl.fields import field_spec
 from dsl.model import Plan
 from dsl.outcomes import ChainedOutcome, OutcomeBase, SelectionSetOutcome, iter_outcomes
-from flows.plans import conditions as cond_sql
+from flows.core import conditions as cond_sql
 from flows.plans.selection import candidates_clause, is_watched, source_clause
-from flows.roots import Roots
+from flows.core.roots import Roots
 from store import sets as store_sets
 from store.entries import T, entry_public, require_entry
 from store.sets import M

@@ -15,7 +15,7 @@ from sqlalchemy.engine import Connection
 from dsl.model import PARTIAL_NAMES, Plan, Source
 from dsl.outcomes import OutcomeBase
 from flows.plans.checks import resolved_paths
-from flows.roots import Roots
+from flows.core.roots import Roots
 from store import sets as store_sets
 from store.entries import T, path_depth, subtree_clause
 from store.errors import NotFound

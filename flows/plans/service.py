@@ -9,17 +9,18 @@ from typing import Any, Callable
 
 from sqlalchemy.engine import Engine
 
-from dsl.errors import PlanValidationError, Problem
+from dsl.errors import PlanError, PlanValidationError, Problem
 from dsl.model import Plan
-from dsl.parse import parse_plan_text
+from dsl.parse import locate_problems, parse_plan_text
+from flows.core.roots import Roots
 from flows.core.runner import JobRunner
 from flows.plans.checks import check_plan, validated
 from flows.plans.execution import open_execution, stored_plan
 from flows.plans.flow import PLAN_JOBS
+from flows.plans.preview import explain_path, preview_plan
 from flows.plans.stages import DEFAULT_BATCH
-from flows.roots import Roots
-from store.engine import store_url
 from store import plans as store_plans
+from store.engine import store_url
 from store.errors import Conflict, InvalidInput, NotFound
 
 log = logging.getLogger(__name__)
@@ -138,14 +139,10 @@ class PlanService:
     # -- previews --
 
     def preview(self, plan: Plan, *, samples: int = 5) -> dict[str, Any]:
-        from flows.plans.preview import preview_plan
-
         self.check(plan)
         return preview_plan(self.engine, plan, roots=self.roots, samples=samples)
 
     def explain(self, plan: Plan, path: str) -> dict[str, Any]:
-        from flows.plans.preview import explain_path
-
         self.check(plan)
         return explain_path(self.engine, plan, roots=self.roots, path=path)
 
@@ -166,9 +163,6 @@ def validation_problems(make: Callable[[], Plan], roots: Roots, *, text: str | N
                         format: str = "auto") -> tuple[Plan | None, list[Problem]]:
     """Parse, then check what this installation can run; problems found after parsing get their line and column
     from ``text`` when the plan came as text."""
-    from dsl.errors import PlanError
-    from dsl.parse import locate_problems
-
     try:
         plan = make()
     except PlanError as exc:

@@ -25,11 +25,11 @@ from dsl.model import Plan, Rule
 from dsl.outcomes import OutcomeBase
 from flows.core import hooks
 from flows.index.flow import run_index_job
-from flows.outcomes import BatchResult, Cancelled, RunContext, batch_size_for, executor_for, installed_executors
-from flows.plans import conditions as cond_sql
+from flows.core.outcomes import BatchResult, Cancelled, RunContext, batch_size_for, executor_for, installed_executors
+from flows.core import conditions as cond_sql
 from flows.plans.checks import resolved_paths
 from flows.plans.selection import candidates_clause, is_watched, source_clause, work_key
-from flows.roots import Roots
+from flows.core.roots import Roots
 from store import jobs as store_jobs
 from store import plans as store_plans
 from store import sets as store_sets

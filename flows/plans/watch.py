@@ -13,14 +13,15 @@ import logging
 import threading
 
 from dsl.model import Plan
+from flows.index.watch import TreeWatcher
+from flows.plans.checks import resolved_paths
+from flows.plans.selection import is_watched
 from store import plans as store_plans
 
 log = logging.getLogger(__name__)
 
 
 def watched_sources(plan: Plan):
-    from flows.plans.selection import is_watched
-
     for source in plan.sources:
         if is_watched(plan, source):
             yield source
@@ -53,9 +54,6 @@ class PlanWatchers:
         self.ensure(plan)
 
     def _start(self, plan: Plan) -> None:
-        from flows.plans.checks import resolved_paths
-        from flows.index.watch import TreeWatcher
-
         watchers = []
         for source in watched_sources(plan):
             cfg = source.config

@@ -1,8 +1,8 @@
 """Semantic index: chunks, embeddings and hnswlib collections, hybrid search, zero-shot labels (reference 002).
 
-A capability on the registries (``flows.capabilities``), shaped like ``flows.documents``: importing it registers the
-``embed`` and ``label`` outcome executors and the ``similarity`` and ``label`` condition fields. Text comes from the
-documents capability (an entry not extracted yet is extracted first). Modules:
+A capability declared in ``flows.semantic.capability``, shaped like ``flows.documents``: the ``embed`` and ``label``
+outcome executors and the ``similarity`` and ``label`` condition fields. Text comes from the documents capability
+(an entry not extracted yet is extracted first). Modules:
 
 - ``chunking``: sentence/word-boundary chunks with offsets, pages and line ranges.
 - ``encoder``: the sentence-transformers model, loaded once per process (backends torch / ONNX / OpenVINO).
@@ -12,18 +12,3 @@ documents capability (an entry not extracted yet is extracted first). Modules:
 - ``search``: semantic, keyword (BM25 over chunks) and hybrid (reciprocal-rank fusion) search with filters.
 - ``labels`` and ``conditions``: the ``label`` outcome and the ``label`` / ``similarity`` condition fields.
 """
-
-from __future__ import annotations
-
-from flows.workers import in_worker_process
-
-
-def _register() -> None:
-    # each module registers what it provides when imported (an executor, condition fields, fillers)
-    import flows.semantic.conditions  # noqa: F401
-    import flows.semantic.executor  # noqa: F401
-    import flows.semantic.labels  # noqa: F401
-
-
-if not in_worker_process():
-    _register()

@@ -1,5 +1,5 @@
-"""The ``label`` and ``similarity`` condition fields of plans, registered with the plan engine's registries
-(``flows.plans.conditions.register_field``) when ``flows.semantic`` is imported.
+"""The ``label`` and ``similarity`` condition fields of plans, declared by the semantic capability
+(``flows.semantic.capability``) for the core's field registries (``flows.core.conditions.RegisteredField``).
 
 ``label`` (``label = invoice``, ``label != invoice``, ``label in [invoice, receipt]``):
 
@@ -22,7 +22,7 @@
 - plan-explain shows the best chunk: its place (page / lines), collection, score and a short excerpt.
 
 Plan-preview's dependency notes: an ``embed`` outcome fills ``similarity`` and a ``label`` outcome fills ``label``,
-and both fill ``text`` (they extract documents not extracted yet) (``register_filler``).
+and both fill ``text`` (they extract documents not extracted yet) (``FILLS``).
 """
 
 from __future__ import annotations
@@ -36,9 +36,10 @@ from sqlalchemy import exists, select, true
 from sqlalchemy.engine import Connection
 
 from dsl.evaluate import value_match
-from dsl.fields import install_producer
-from flows.plans.conditions import REGISTERED, RegisteredField, register_field, register_filler
+from flows.core.conditions import Filler, RegisteredField
+from flows.semantic import encoder as enc
 from flows.semantic import settings as sem_settings
+from flows.semantic.labels import labels_of
 from store.entries import T
 from store.models import Chunk, Collection, Embedding, EntryLabel
 
@@ -81,8 +82,6 @@ def label_note(labels: list[dict[str, Any]]) -> str:
 def label_match(conn: Connection, entry: Mapping[str, Any], op: str, value: Any,
                 arg: str | None) -> tuple[bool, Any]:
     """(whether the entry has one of the labels assigned, {assigned: [...], scores: {name: score}, note})."""
-    from flows.semantic.labels import labels_of
-
     labels = labels_of(conn, entry["id"])
     assigned = [row["name"] for row in labels if row["assigned"]]
     wanted = set(_names(op, value))
@@ -110,8 +109,6 @@ _phrase_lock = threading.Lock()
 
 def phrase_vector(phrase: str) -> np.ndarray:
     """The phrase's vector by the configured model's encoder, encoded once (kept for the process, per encoder)."""
-    from flows.semantic import encoder as enc
-
     encoder = enc.get_encoder(sem_settings.current().model)
     key = (id(encoder), phrase)
     with _phrase_lock:
@@ -201,7 +198,7 @@ def similarity_match(conn: Connection, entry: Mapping[str, Any], op: str, value:
     return passed, seen
 
 
-# --- registration -----------------------------------------------------------------------------------------------
+# --- declared by the capability (flows.semantic.capability) ----------------------------------------------------
 
 LABEL = RegisteredField(name="label", clause=label_clause, match=label_match)
 SIMILARITY = RegisteredField(name="similarity", clause=similarity_clause, match=similarity_match)
@@ -214,16 +211,5 @@ def _fills(*producers: str):
     return fills
 
 
-def install() -> None:
-    """Register the label and similarity fields and their fillers; importing this module calls it once."""
-    install_producer("labels")
-    install_producer("embeddings")
-    for field in (LABEL, SIMILARITY):
-        if field.name not in REGISTERED:
-            register_field(field)
-    # both extract the text of documents not extracted yet, so they fill ``text`` too
-    register_filler("embed", _fills("embeddings", "text"))
-    register_filler("label", _fills("labels", "text"))
-
-
-install()
+# both extract the text of documents not extracted yet, so they fill ``text`` too
+FILLS = (Filler("embed", _fills("embeddings", "text")), Filler("label", _fills("labels", "text")))

@@ -41,14 +41,19 @@ import numpy as np
 from sqlalchemy.engine import Engine
 
 from dsl.outcomes import OutcomeBase
+from flows.core.outcomes import BatchResult, OutsideTransactionExecutor, RunContext
 from flows.documents import executor as doc_exec
 from flows.documents.formats import format_of
 from flows.documents.model import PAGED_FORMATS
-from flows.outcomes import EXECUTORS, BatchResult, OutsideTransactionExecutor, RunContext, register_executor
+from flows.semantic import encoder as enc
 from flows.semantic import settings as sem_settings
-from flows.workers import WriterThread
+from flows.semantic import vectors
+from flows.semantic.chunking import chunk_pages
 from flows.semantic.model import DEFAULT_COLLECTION, ChunkSpan, EmbedParams, entry_work_key
+from flows.workers import WriterThread
 from store import plans as store_plans
+from store import semantic as store_sem
+from store.documents import read_pages
 from store.entries import existing_ids
 from store.errors import AssayError
 
@@ -67,9 +72,6 @@ def model_and_backend(engine: Engine | None, collection: str, model: str | None,
     mixes models). The backend: the one asked for; else the collection's, when it exists (the backends' vectors
     agree, so a new default never refuses a collection built with the old one); else the measured default
     (``encoder.check_backend``: torch where the default cannot run)."""
-    from flows.semantic import encoder as enc
-    from store import semantic as store_sem
-
     model = model or sem_settings.current().model
     existing = store_sem.get_collection(engine, collection) if engine is not None and not backend else None
     return model, existing["backend"] if existing is not None else enc.check_backend(backend)
@@ -131,9 +133,6 @@ def embed_rows(engine: Engine, rows: Sequence[Any], *, params: EmbedParams, rule
     the module docstring. Never raises for a bad document; what finished is written even when the batch stops
     early. ``touched(collection)`` is called once the collection was written to (the executor saves its index
     after the run)."""
-    from flows.semantic import encoder as enc
-    from store import semantic as store_sem
-
     run = run or DEFAULT_RUN
     result = BatchResult()
     options = doc_exec.options_for(None)
@@ -200,9 +199,6 @@ _END = object()
 def _pipeline(engine: Engine, encoder, tasks: list[_Task], *, params: EmbedParams, writer: "_Writer",
               should_cancel: Callable[[], bool], read_ahead: int) -> None:
     """Reader thread -> encoder (this thread) -> writer thread; see the module docstring (step 5)."""
-    from flows.semantic.chunking import chunk_pages
-    from store.documents import read_pages
-
     batch_size = max(1, sem_settings.current().batch_size)
     chunks: queue.Queue = queue.Queue(maxsize=max(1, read_ahead))
     stop = threading.Event()
@@ -338,9 +334,6 @@ class _Writer:
             self._thread.close()
 
     def _write(self, group: list[_Task]) -> None:
-        from flows.semantic import vectors
-        from store import semantic as store_sem
-
         engine, collection = self._engine, self._collection
         with engine.connect() as conn:
             alive = existing_ids(conn, [t.entry_id for t in group])
@@ -412,15 +405,9 @@ class EmbedExecutor(OutsideTransactionExecutor):
 
 def save_touched(engine: Engine, collections: Sequence[dict]) -> None:
     """Save the vector index of each collection (one that was dropped meanwhile is skipped)."""
-    from flows.semantic import vectors
-    from store import semantic as store_sem
-
     for collection in collections:
         current = store_sem.get_collection(engine, collection["name"])
         if current is None or current["id"] != collection["id"]:
             continue
         vectors.index_for(engine, current).save()
 
-
-if OUTCOME_TYPE not in EXECUTORS:
-    register_executor(EmbedExecutor())

@@ -49,14 +49,17 @@ import numpy as np
 from sqlalchemy import delete, insert, select
 from sqlalchemy.engine import Connection, Engine
 
-from dsl.fields import install_producer
 from dsl.outcomes import LabelOutcome
+from flows.core.outcomes import BatchResult, OutsideTransactionExecutor, RunContext
 from flows.documents import executor as doc_exec
 from flows.documents.formats import format_of
 from flows.documents.model import PAGED_FORMATS
-from flows.outcomes import EXECUTORS, BatchResult, OutsideTransactionExecutor, RunContext, register_executor
+from flows.semantic import encoder as enc
 from flows.semantic import settings as sem_settings
+from flows.semantic.chunking import chunk_pages
+from store import semantic as store_sem
 from store import sets as store_sets
+from store.documents import read_pages
 from store.entries import existing_ids
 from store.errors import AssayError
 from store.models import EntryLabel, MetadataValue, now
@@ -121,17 +124,12 @@ def stored_vector(engine: Engine, collection: dict | None, entry_id: int) -> np.
     """The document vector from the collection's stored chunk vectors of the entry, or None when it has none."""
     if collection is None:
         return None
-    from store import semantic as store_sem
-
     return mean_vector(store_sem.entry_vectors(engine, collection["id"], entry_id))
 
 
 def text_vector(engine: Engine, encoder: Any, entry_id: int, *, paged: bool) -> np.ndarray | None:
     """The document vector from its first :data:`MAX_CHUNKS` chunks of extracted text, encoded now; None when the
     entry has no text."""
-    from flows.semantic.chunking import chunk_pages
-    from store.documents import read_pages
-
     pages = read_pages(engine, entry_id)
     with contextlib.closing(pages):
         spans = chunk_pages(((page if paged else None, text) for page, text, _ocr in pages))
@@ -239,9 +237,6 @@ def label_rows(engine: Engine, outcome: LabelOutcome, rows: Sequence[Any], *, ru
                on_item: Callable[[str], None] | None = None) -> BatchResult:
     """Label the documents among ``rows`` (entry rows) whose labels are not current: see the module docstring.
     Never raises for a bad document."""
-    from flows.semantic import encoder as enc
-    from store import semantic as store_sem
-
     result = BatchResult()
     options = doc_exec.options_for(None)
     model = model_for(outcome)
@@ -329,7 +324,3 @@ class LabelExecutor(OutsideTransactionExecutor):
         return label_rows(engine, outcome, rows, rule=ctx.rule or OUTCOME_TYPE, execution_id=ctx.execution_id,
                           should_cancel=ctx.should_cancel, on_item=ctx.on_item)
 
-
-install_producer(PRODUCER)
-if OUTCOME_TYPE not in EXECUTORS:
-    register_executor(LabelExecutor())

@@ -34,7 +34,7 @@ from sqlalchemy.engine import Engine
 import flows.semantic.encoder as encoder_module
 from dsl.conditions import Condition
 from flows.documents.citing import document_modality, hit_ids
-from flows.plans import conditions as cond_sql
+from flows.core import conditions as cond_sql
 from flows.semantic import vectors
 from flows.semantic.model import DEFAULT_COLLECTION, RRF_K, Hit
 from store import semantic as store_semantic
@@ -329,7 +329,7 @@ def search(engine: Engine, query: str, *, collection: str | None = None, mode: s
     """The best ``limit`` chunks of the collection for ``query`` by ``mode``, among the entries that pass
     ``filters``. Returns {query, mode, collection, hits (Hit, best first), elapsed_ms, candidates (chunks the filters
     allowed; None without filters), note (when present: why there may be few or no hits)}. ``roots`` (a
-    flows.roots.Roots), when given, confines the path filters."""
+    flows.core.roots.Roots), when given, confines the path filters."""
     started = time.perf_counter()
     query, note = check_query(query)
     check_params(mode, limit, min_score)

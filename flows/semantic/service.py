@@ -28,12 +28,23 @@ from typing import Any, Callable, Iterable
 from sqlalchemy import and_, func, select
 
 from dsl.model import Plan
+from flows.core import conditions as cond_sql
+from flows.core.roots import Roots
 from flows.documents.formats import EXTENSIONS
-from flows.roots import Roots
+from flows.index import watch_apply
+from flows.index.flow import run_index_job
+from flows.index.indexer import kind_of
+from flows.plans.selection import candidates_clause
+from flows.semantic import encoder as enc
+from flows.semantic.executor import model_and_backend
 from flows.semantic.model import DEFAULT_COLLECTION
+from store import jobs as store_jobs
+from store import plans as store_plans
+from store import semantic as store_sem
 from store.entries import T
 from store.errors import DocumentError, FileOperationError, InvalidInput, PathNotAllowed
 from store.models import Chunk, Collection, CollectionEntry
+from store.plans import R
 
 log = logging.getLogger(__name__)
 
@@ -181,8 +192,6 @@ def index_plan(collection: str, folder: str, extensions: list[str], *, chunk_siz
 
 def _stored_extensions(plans, collection: str) -> list[str] | None:
     """The extensions of the collection's stored index-files plan (what update_index embeds), None without one."""
-    from store import plans as store_plans
-
     if store_plans.find_plan(plans.engine, name=plan_name(collection)) is None:
         return None
     try:
@@ -195,8 +204,6 @@ def _stored_extensions(plans, collection: str) -> list[str] | None:
 
 def _check_model(engine, collection: str, model: str, backend: str) -> None:
     """MODEL_MISMATCH before anything runs when the collection holds vectors of another model or backend."""
-    from store import semantic as store_sem
-
     existing = store_sem.get_collection(engine, collection)
     if existing is not None and (existing["model"] != model or existing["backend"] != backend):
         # the store's own refusal, with its message naming both models
@@ -208,9 +215,6 @@ def _ensure_collection(engine, collection: str, *, model: str, backend: str, chu
                        overlap: int) -> dict:
     """The collection, made if new (the encoder is loaded for its dimension: once per process); MODEL_MISMATCH,
     an unknown model or GPU_NOT_AVAILABLE surface here, to the caller, before any run."""
-    from flows.semantic import encoder as enc
-    from store import semantic as store_sem
-
     _check_model(engine, collection, model, backend)
     existing = store_sem.get_collection(engine, collection)
     if existing is not None:
@@ -223,9 +227,6 @@ def _ensure_collection(engine, collection: str, *, model: str, backend: str, chu
 def _scan(engine, folder: str, plan: Plan, on_progress: Callable[[dict], None] | None = None) -> None:
     """Index ``folder`` into the entries store (incrementally, as the plan's scan stage would); progress goes to
     ``on_progress`` as stage ``index <folder>``."""
-    from flows.index.flow import run_index_job
-    from store import jobs as store_jobs
-
     def progress(p) -> None:
         try:
             on_progress({"stage": f"index {folder}", "percent": 0.0, "files": p.files,  # type: ignore[misc]
@@ -242,9 +243,6 @@ def _scan(engine, folder: str, plan: Plan, on_progress: Callable[[dict], None] |
 
 def _matching(engine, plan: Plan, roots: Roots):
     """The SQL condition of the entries the plan's rule matches among its candidates."""
-    from flows.plans import conditions as cond_sql
-    from flows.plans.selection import candidates_clause
-
     push, residual = cond_sql.split(plan.rules[0].when)
     assert residual is None  # extension in [...] runs in SQL
     with engine.connect() as conn:
@@ -262,16 +260,12 @@ def index_files(plans, folder_path: str, *, chunk_size: int = 1000, overlap: int
     (an incremental walk, needed to apply maxFiles) with ``status: running`` and the execution id, while the
     extraction and embedding run in the background (plan-get follows it, ``plans.cancel(execution_id)`` stops
     it). ``on_progress(dict)`` gets the walk's and then the execution's progress."""
-    from store import semantic as store_sem
-
     started = time.perf_counter()
     engine = plans.engine
     chunk_size, overlap, max_files = check_options(chunk_size=chunk_size, overlap=overlap, max_files=max_files)
     collection = check_collection_name(collection)
     extensions = file_extensions(file_types)
     folder = resolve_folder(plans.roots, folder_path)
-    from flows.semantic.executor import model_and_backend
-
     model, backend = model_and_backend(engine, collection, None, None)
     coll = _ensure_collection(engine, collection, model=model, backend=backend, chunk_size=chunk_size,
                               overlap=overlap)
@@ -310,8 +304,6 @@ def index_files(plans, folder_path: str, *, chunk_size: int = 1000, overlap: int
 def execution_stats(engine, row: dict, collection_id: int, *, to_do: int) -> dict[str, Any]:
     """What an ended index execution did to its collection: files embedded now, unchanged, failed (with the first
     errors), chunks added, totals, speed."""
-    from store.plans import R
-
     with engine.connect() as conn:
         recs = conn.execute(
             select(R.c.entry_id, R.c.status, R.c.detail, T.c.path, CE.c.chunk_count)
@@ -364,10 +356,6 @@ def update_index(plans, folder_path: str, changes: list[str], *, collection: str
     ``collection``, which must exist (INDEX_NOT_FOUND otherwise): files that exist are (re)indexed and embedded if
     they changed, files that no longer exist leave the collection, paths outside the folder are reported in
     ``errors`` (the rest is still done)."""
-    from flows.index import watch_apply
-    from flows.index.indexer import kind_of
-    from store import semantic as store_sem
-
     started = time.perf_counter()
     engine = plans.engine
     collection = check_collection_name(collection)
@@ -425,8 +413,6 @@ def update_index(plans, folder_path: str, changes: list[str], *, collection: str
         store_sem.add_folder(engine, coll["id"], folder)
         row = plans.execute(plan, wait=True, trigger="manual", restrict_ids=sorted(ids.values()), scan=False)
         execution_id, status = row["execution_id"], execution_status(row)
-        from store.plans import R
-
         with engine.connect() as conn:
             recs = dict(conn.execute(select(R.c.entry_id, R.c.status).where(
                 R.c.execution_id == execution_id, R.c.outcome_type == "embed")).all())
@@ -472,8 +458,6 @@ def _change_path(roots: Roots, folder: str, change: Any) -> tuple[str, str | Non
 
 def collection_stats(engine, name: str) -> dict[str, Any]:
     """A collection's model, chunking, folders and counts (INDEX_NOT_FOUND naming the collections that exist)."""
-    from store import semantic as store_sem
-
     coll = store_sem.require_collection(engine, name)
     totals = collection_totals(engine, coll["id"])
     with engine.connect() as conn:

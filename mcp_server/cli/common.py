@@ -81,7 +81,7 @@ def reading_settings(settings: Settings) -> Settings:
 def confined(settings: Settings, path: str) -> str:
     """PATH (from the current directory, ``~`` expanded) resolved inside the settings' roots, without building the
     app: `assay index` and `assay classify` check it before they hand their job to a server."""
-    from flows.roots import Roots
+    from flows.core.roots import Roots
 
     return Roots.of(settings.effective_roots).resolve(os.path.abspath(os.path.expanduser(path)), field="path")
 

@@ -19,7 +19,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp_types import Completion, CompletionArgument, CompletionContext, ResourceTemplateReference
 from sqlalchemy.engine import Engine
 
-from flows.roots import Roots
+from flows.core.roots import Roots
 from store import set_queries
 from store.completions import Named, names_starting
 from store.errors import AssayError

@@ -25,7 +25,7 @@ from mcp.server.mcpserver.resources.templates import ResourceSecurity
 from sqlalchemy.engine import Engine
 
 from flows.index.navigation import entry_image, inspect_entry, node_uri
-from flows.roots import Roots
+from flows.core.roots import Roots
 from mcp_server.http import content_base
 from mcp_server.resources.common import JSON, Content, int_param, json_content, json_resource, mixed_resource
 from store import entries as store_entries

@@ -57,7 +57,7 @@ def register(tools: ToolSet, app: AssayApp) -> None:
 
 def cache_report(engine) -> dict:
     """Orphan files in the classifier's cache and artifact rows whose file is missing (nothing is removed)."""
-    from flows.classify import data_dir
+    from flows.core.capability import data_dir
     from flows.classify.sweep import find_orphans, missing_files
 
     root = data_dir()

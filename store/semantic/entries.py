@@ -5,7 +5,8 @@ Writes are short set-based transactions: :func:`replace_entries` swaps the chunk
 ``collections.version`` (chunk deletions bump it too, by trigger, so an entry deleted by cascade marks its collections
 changed). Each returns what changed (:class:`Replaced`) for the in-memory vector index.
 
-The store does not import ``flows`` at run time; ``ChunkSpan`` is only read by attribute.
+The store does not import ``flows``: a chunk to store is read by attribute (:class:`ChunkText`;
+``flows.semantic.model.ChunkSpan`` is one).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import Any, Iterable, Protocol, Sequence
 
 import numpy as np
 from sqlalchemy import delete, insert, select, update
@@ -24,9 +25,6 @@ from store.entries import existing_ids
 from store.errors import DocumentError
 from store.models import Chunk, Collection, CollectionEntry, Embedding
 from store.semantic.vectors import id_array, vector_bytes
-
-if TYPE_CHECKING:  # the store never imports flows at run time
-    from flows.semantic.model import ChunkSpan
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +37,29 @@ _CHUNK = 500  # ids per IN (...) list
 _RETRIES = 3  # a write that lost a race with an entry's deletion (foreign key) is retried without that entry
 
 
+class ChunkText(Protocol):
+    """One chunk of a document's text to store, as the store reads it: ``index`` (0, 1, ... within the document),
+    character offsets ``start`` / ``end`` into the document's text, ``line_start`` / ``line_end`` (1-based,
+    inclusive), ``page`` / ``page_end`` (paged formats, else None) and its ``text``."""
+
+    @property
+    def index(self) -> int: ...
+    @property
+    def start(self) -> int: ...
+    @property
+    def end(self) -> int: ...
+    @property
+    def line_start(self) -> int: ...
+    @property
+    def line_end(self) -> int: ...
+    @property
+    def page(self) -> int | None: ...
+    @property
+    def page_end(self) -> int | None: ...
+    @property
+    def text(self) -> str: ...
+
+
 @dataclass
 class EntryChunks:
     """What to store for one entry in a collection: its work key, status (ok | empty | error), the error text, its
@@ -48,7 +69,7 @@ class EntryChunks:
     work_key: str
     status: str = "ok"
     error: str | None = None
-    chunks: list["ChunkSpan"] = field(default_factory=list)
+    chunks: Sequence[ChunkText] = field(default_factory=list)
     vectors: np.ndarray | None = None
 
 

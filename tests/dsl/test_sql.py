@@ -3,7 +3,7 @@ every random condition tree (NULL columns, missing metadata, computed fields, no
 Trees with content leaves (``text contains``), which SQL only narrows, select through ``split`` (the SQL part, then
 the residual in Python) what Python alone selects.
 
-Computed fields (``duplicates``) are worked out by the store's registry (flows.plans.conditions, filled by
+Computed fields (``duplicates``) are worked out by the store's registry (flows.core.conditions, filled by
 flows.classify.fields): the contexts here hand them over to it, so the agreement covers the real code."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from dsl.sql import Superset, can_push, content_literals, regex_literals, split,
 import flows.classify.fields  # noqa: F401  (installs the classifier's fields: metadata producer, duplicates)
 import flows.documents.conditions  # noqa: F401  (installs the text field)
 from flows.documents.model import FILTER_FAILED, Extracted, Page
-from flows.plans.conditions import computed_field, content_field
+from flows.core.conditions import computed_field, content_field
 from store.documents import DocumentWrite, write_extracted_many
 from store.models import Entry, MetadataValue, ResourceSet, SetMember
 from tests.conftest import BACKENDS, backend_engine

@@ -16,7 +16,7 @@ def photos(tree, data_dir, monkeypatch):
     """Real media in the tree, classified in threads (the process pool is tested in tests/flows/classify)."""
     monkeypatch.setattr(cx.DEFAULT_RUN, "pool_mode", "thread")
     monkeypatch.setattr(cx.DEFAULT_RUN, "classify", None)
-    monkeypatch.setattr("flows.capabilities._data_dir", data_dir)
+    monkeypatch.setattr("flows.core.capability._data_dir", data_dir)
     folder = tree / "Camera"
     folder.mkdir()
     media.jpeg(folder / "one.jpg", (320, 240))

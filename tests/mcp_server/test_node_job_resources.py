@@ -54,7 +54,7 @@ def test_list_nodes_only_shows_entries_inside_the_roots(app, indexed, tree, tmp_
     outside = tmp_path / "elsewhere"
     outside.mkdir()
     (outside / "x.txt").write_text("x")
-    from flows.roots import Roots
+    from flows.core.roots import Roots
 
     assert list_nodes(app.engine, Roots.of([str(outside)]))["total"] == 0
     assert list_nodes(app.engine, Roots.of([str(tree / "Videos")]))["total"] == 3

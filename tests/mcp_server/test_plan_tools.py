@@ -98,7 +98,7 @@ async def test_create_refuses_an_unknown_condition_key_naming_it_and_its_place(c
 def without_map(monkeypatch):
     """An installation without the citations capability: the language knows the map outcome, no executor runs
     it."""
-    from flows import outcomes as flow_outcomes
+    from flows.core import outcomes as flow_outcomes
 
     flow_outcomes.installed_executors()
     monkeypatch.delitem(flow_outcomes.EXECUTORS, "map")

@@ -147,7 +147,7 @@ def test_artifact_cache_orphans_and_missing_files_are_reported_with_warnings(eng
     from store import cache
     from store.models import Artifact
 
-    monkeypatch.setattr("flows.capabilities._data_dir", data_dir)
+    monkeypatch.setattr("flows.core.capability._data_dir", data_dir)
     kept = cache.put(data_dir, b"thumbnail")
     orphan = cache.put(data_dir, b"left behind")
     with engine.begin() as conn:

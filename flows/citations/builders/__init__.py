@@ -18,7 +18,7 @@ Pillow said. Maps larger than ``model.MAX_NODES`` are coarsened (windows doubled
 outline level dropped), never refused.
 
 ffmpeg and ffprobe run as argument lists on ``file:`` + the absolute path (a name like ``-x.mp4`` is never an option),
-with a timeout, and are killed when ``should_cancel()`` turns true (``flows.outcomes.Cancelled`` is raised). Their
+with a timeout, and are killed when ``should_cancel()`` turns true (``flows.core.outcomes.Cancelled`` is raised). Their
 stderr is parsed line by line as it comes, never held whole.
 
 Modules: ``sources`` (probing: pages, lines, duration, size), ``scan`` (ffmpeg scene cuts and silences), ``tree``

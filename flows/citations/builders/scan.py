@@ -2,8 +2,8 @@
 silences (silencedetect), and the spans they make.
 
 ffmpeg runs as an argument list on ``file:`` + the absolute path (a name like ``-x.mp4`` is never an option), with a
-timeout that grows with the duration, and is killed when ``should_cancel()`` turns true (``flows.outcomes.Cancelled``
-is raised). Its stderr is parsed line by line as it comes, never held whole."""
+timeout that grows with the duration, and is killed when ``should_cancel()`` turns true
+(``flows.core.outcomes.Cancelled`` is raised). Its stderr is parsed line by line as it comes, never held whole."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typing import Callable, Iterator
 from flows.citations.builders.sources import failed
 from flows.citations.model import MAX_NODES
 from flows.media.common import MediaError, input_path, tool
-from flows.outcomes import Cancelled
+from flows.core.outcomes import Cancelled
 
 # seconds a scan may take: a base plus a share of the source's duration (a scan decodes all of it)
 SCAN_TIMEOUT_BASE = 120.0

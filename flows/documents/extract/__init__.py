@@ -10,6 +10,9 @@ content where a wrong guess would index garbage: a ``.pdf`` must start with ``%P
 - ``html``: HTML, text only (no script / style);
 - ``docx``: Word documents through python-docx.
 
+Each module imports its heavy library (PyMuPDF, python-docx) when it first reads such a file; ``errors`` holds
+``ExtractionFailed``, which they raise.
+
 ``extract_file`` never raises: every failure is an ``Extracted`` with ``error_code`` (UNSUPPORTED_FORMAT,
 FILTER_FAILED) and a reason a person can act on, so one bad document never stops a library.
 """
@@ -21,18 +24,18 @@ import os
 import stat
 import time
 
+from flows.documents.extract import docx as docx_format
+from flows.documents.extract import html as html_format
+from flows.documents.extract import pymupdf as paged_format
+from flows.documents.extract import text as text_format
+from flows.documents.extract.errors import ExtractionFailed
 from flows.documents.formats import format_of
-from flows.documents.model import FILTER_FAILED, UNSUPPORTED_FORMAT, ExtractOptions, Extracted
+from flows.documents.model import FILTER_FAILED, UNSUPPORTED_FORMAT, Extracted, ExtractOptions
 
 log = logging.getLogger(__name__)
 
 SUPPORTED = ("PDF, EPUB, XPS, FB2, MOBI, CBZ, Markdown, plain text, source code, HTML, DOCX and images of text "
              "(OCR)")
-
-
-class ExtractionFailed(Exception):
-    """Raised inside the extractors for a document that cannot be read; ``extract_file`` turns it into FILTER_FAILED
-    with this message."""
 
 
 def _extension(path: str) -> str:
@@ -86,22 +89,14 @@ def _extract(path: str, fmt: str, options: ExtractOptions) -> Extracted:
         raise ExtractionFailed(f"too large: {st.st_size} bytes, the limit is {options.max_bytes} "
                                f"(ASSAY_DOCUMENT_MAX_BYTES)")
     if fmt in ("markdown", "text", "code"):
-        from flows.documents.extract.text import extract_text_file
-
-        return extract_text_file(path, fmt, options)
+        return text_format.extract_text_file(path, fmt, options)
     if fmt == "html":
-        from flows.documents.extract.html import extract_html
-
-        return extract_html(path, options)
+        return html_format.extract_html(path, options)
     if fmt == "docx":
-        from flows.documents.extract.docx import extract_docx
-
-        return extract_docx(path, options)
-    from flows.documents.extract.pymupdf import extract_paged
-
+        return docx_format.extract_docx(path, options)
     if fmt == "pdf":
         _confirm_pdf(path, st.st_size)
-    return extract_paged(path, fmt, options)
+    return paged_format.extract_paged(path, fmt, options)
 
 
 def _confirm_pdf(path: str, size: int) -> None:

@@ -12,9 +12,9 @@ import re
 import zipfile
 from typing import Any, Iterator
 
-from flows.documents.extract import ExtractionFailed
+from flows.documents.extract.errors import ExtractionFailed
 from flows.documents.extract.text import split_keywords_text
-from flows.documents.model import ExtractOptions, Extracted, Page, TocItem
+from flows.documents.model import Extracted, ExtractOptions, Page, TocItem
 
 log = logging.getLogger(__name__)
 
@@ -22,8 +22,8 @@ _HEADING = re.compile(r"^heading\s*([1-9])$", re.IGNORECASE)
 
 
 def extract_docx(path: str, options: ExtractOptions) -> Extracted:
-    import docx
-    from docx.opc.exceptions import PackageNotFoundError
+    import docx  # python-docx (and lxml): loaded by the first Word document
+    from docx.opc.exceptions import PackageNotFoundError  # python-docx, as above
 
     try:
         document = docx.Document(path)
@@ -46,8 +46,8 @@ def extract_docx(path: str, options: ExtractOptions) -> Extracted:
 
 def _blocks(document) -> Iterator[tuple[str, int | None]]:
     """(text, heading level or None) of each non-empty paragraph and table row, in body order."""
-    from docx.table import Table
-    from docx.text.paragraph import Paragraph
+    from docx.table import Table  # python-docx: loaded by the first Word document
+    from docx.text.paragraph import Paragraph  # python-docx, as above
 
     body = document.element.body
     for child in body.iterchildren():

@@ -17,9 +17,9 @@ import shutil
 import subprocess
 from typing import Any
 
-from flows.documents.extract import ExtractionFailed
+from flows.documents.extract.errors import ExtractionFailed
 from flows.documents.extract.text import split_keywords_text
-from flows.documents.model import ExtractOptions, Extracted, Page, TocItem
+from flows.documents.model import Extracted, ExtractOptions, Page, TocItem
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ def ocr_unavailable(options: ExtractOptions) -> str | None:
 
 def extract_paged(path: str, fmt: str, options: ExtractOptions) -> Extracted:
     """Extract a document PyMuPDF opens (``fmt`` a PAGED_FORMATS name, or "image"), one page at a time."""
-    import pymupdf
+    import pymupdf  # heavy: loaded by the first document that needs it
 
     pymupdf.TOOLS.mupdf_display_errors(False)
     pymupdf.TOOLS.mupdf_display_warnings(False)
@@ -97,7 +97,7 @@ def extract_paged(path: str, fmt: str, options: ExtractOptions) -> Extracted:
 
 def _image_as_pdf(doc):
     """An image opened by PyMuPDF, as a one-page PDF showing it (so OCR sees a page with an image)."""
-    import pymupdf
+    import pymupdf  # heavy: loaded by the first document that needs it
 
     try:
         data = doc.convert_to_pdf()
@@ -143,7 +143,7 @@ def _read_pages(doc, fmt: str, options: ExtractOptions, result: Extracted) -> No
 def _has_images(page) -> bool:
     if page.parent.is_pdf:
         return bool(page.get_images())
-    import pymupdf
+    import pymupdf  # heavy: loaded by the first document that needs it
 
     return any(block[6] == 1 for block in page.get_text("blocks", flags=pymupdf.TEXT_PRESERVE_IMAGES))
 

@@ -13,8 +13,10 @@ import logging
 import re
 from typing import Any
 
-from flows.documents.extract import ExtractionFailed
-from flows.documents.model import ExtractOptions, Extracted, Page, TocItem
+import yaml
+
+from flows.documents.extract.errors import ExtractionFailed
+from flows.documents.model import Extracted, ExtractOptions, Page, TocItem
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +61,7 @@ def decode(data: bytes, declared: str | None = None) -> tuple[str, str]:
         return data.decode("utf-8"), "utf-8"
     except UnicodeDecodeError:
         pass
-    from charset_normalizer import from_bytes
+    from charset_normalizer import from_bytes  # only a file that is not UTF-8 needs the detector
 
     best = from_bytes(data).best()
     if best is None:
@@ -142,8 +144,6 @@ def split_keywords_text(value: str) -> list[str]:
 def front_matter(lines: list[str]) -> dict[str, Any]:
     """title, author, created (from ``date``) and keywords (a list) of a YAML front matter block; other keys are
     ignored, a block that is not YAML gives what simple ``key: value`` lines say."""
-    import yaml
-
     try:
         data = yaml.safe_load("\n".join(lines))
     except yaml.YAMLError:

@@ -12,7 +12,7 @@ from examples.mediagen import citations as cm
 from examples.mediagen import documents as documents_media
 from flows.citations.builders import scan, tree
 from flows.citations.builders import build, probe
-from flows.outcomes import Cancelled
+from flows.core.outcomes import Cancelled
 from store.errors import CitationError, InvalidInput
 
 pytestmark = pytest.mark.skipif(not media.HAVE_FFMPEG, reason="ffmpeg is not installed")

@@ -14,9 +14,9 @@ from examples.mediagen.documents import pdf_with_outline, truncated_pdf
 from flows.citations import builders
 from flows.citations.executor import MapExecutor
 from flows.citations.service import CitationService
-from flows.outcomes import installed_executors
+from flows.core.outcomes import installed_executors
 from flows.plans.service import PlanService
-from flows.roots import Roots
+from flows.core.roots import Roots
 from store.engine import make_engine
 
 

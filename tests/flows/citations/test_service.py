@@ -16,7 +16,7 @@ from examples.mediagen.documents import pdf_lines, pdf_with_outline
 from flows.citations import builders
 from flows.citations.service import CitationService
 from flows.media.hashing import hash_file
-from flows.roots import Roots
+from flows.core.roots import Roots
 from store import citations as store_citations
 from store.engine import make_engine
 from store.entries import T as E

@@ -53,5 +53,5 @@ def fake(monkeypatch, data_dir):
     classifier = FakeClassifier()
     monkeypatch.setattr(cx.DEFAULT_RUN, "classify", classifier)
     monkeypatch.setattr(cx.DEFAULT_RUN, "pool_mode", "thread")
-    monkeypatch.setattr("flows.capabilities._data_dir", data_dir)
+    monkeypatch.setattr("flows.core.capability._data_dir", data_dir)
     return classifier

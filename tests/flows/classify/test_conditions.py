@@ -20,7 +20,7 @@ from dsl import parse_plan_text
 from dsl.conditions import Compare, Group, Not
 from dsl.model import Plan
 from flows.plans.preview import explain_path, preview_plan
-from flows.roots import Roots
+from flows.core.roots import Roots
 from store.engine import make_engine
 from store.entries import T, make_row, upsert_entries
 from store.models import MetadataValue
@@ -288,7 +288,7 @@ def test_a_plan_classifies_photos_and_a_later_rule_selects_the_wide_ones_in_one_
     data_dir.mkdir()
     monkeypatch.setattr(cx.DEFAULT_RUN, "classify", None)  # the real worker (flows.classify.worker)
     monkeypatch.setattr(cx.DEFAULT_RUN, "pool_mode", "thread")
-    monkeypatch.setattr("flows.capabilities._data_dir", data_dir)
+    monkeypatch.setattr("flows.core.capability._data_dir", data_dir)
     root = tmp_path / "photos"
     for name, size in {"narrow.jpg": (320, 240), "wide.jpg": (640, 480), "wider.jpg": (1024, 512)}.items():
         media.jpeg(root / name, size)
@@ -312,7 +312,7 @@ def test_a_plan_classifies_photos_and_a_later_rule_selects_the_wide_ones_in_one_
 def test_without_the_classifier_duplicates_is_refused_with_the_usual_message(store, monkeypatch):
     from dsl import fields as dsl_fields
     from dsl.evaluate import FieldNotAvailable
-    from flows.plans import conditions as cond_sql
+    from flows.core import conditions as cond_sql
     from flows.plans.checks import check_plan
 
     monkeypatch.setattr(dsl_fields, "INSTALLED_PRODUCERS", dsl_fields.INSTALLED_PRODUCERS - {"metadata"})

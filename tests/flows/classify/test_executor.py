@@ -17,7 +17,7 @@ from examples import mediagen as media
 from flows.classify import executor as cx
 from flows.classify.sweep import sweep_cache
 from flows.plans.service import PlanService
-from flows.roots import Roots
+from flows.core.roots import Roots
 from store import metadata as store_metadata
 from store.models import Artifact, Entry, MetadataValue
 from store.engine import make_engine
@@ -258,7 +258,7 @@ needs_worker = pytest.mark.skipif(not Path(cx.__file__).with_name("worker.py").e
 def real(monkeypatch, data_dir):
     monkeypatch.setattr(cx.DEFAULT_RUN, "classify", None)
     monkeypatch.setattr(cx.DEFAULT_RUN, "pool_mode", "thread")
-    monkeypatch.setattr("flows.capabilities._data_dir", data_dir)
+    monkeypatch.setattr("flows.core.capability._data_dir", data_dir)
 
 
 @needs_worker

@@ -25,7 +25,7 @@ from dsl.model import Plan
 from dsl.sql import Superset, split
 from flows.documents.model import FILTER_FAILED, Extracted, Page
 from flows.plans.preview import explain_path, preview_plan
-from flows.roots import Roots
+from flows.core.roots import Roots
 from store.documents import DocumentWrite, write_extracted_many
 from store.engine import make_engine
 from store.entries import T, make_row, upsert_entries

@@ -14,9 +14,9 @@ import pytest
 from dsl.model import Plan
 from flows.documents import executor as ex
 from flows.documents.model import FILTER_FAILED
-from flows.outcomes import EXECUTORS, RunContext
+from flows.core.outcomes import EXECUTORS, RunContext
 from flows.plans.service import PlanService
-from flows.roots import Roots
+from flows.core.roots import Roots
 from store import documents as store_docs
 from store.entries import T as E
 from tests.flows.documents.conftest import FakeExtraction
@@ -165,7 +165,7 @@ def test_results_are_written_in_chunks_as_they_arrive(engine, library, fake, mon
 def test_a_cancelled_batch_keeps_what_finished_and_stops(engine, library, fake, monkeypatch):
     monkeypatch.setenv("ASSAY_OCR", "off")
     from flows.index.flow import run_index_job
-    from flows.outcomes import Cancelled
+    from flows.core.outcomes import Cancelled
     from store import jobs as store_jobs
 
     run_index_job(engine, job_id=store_jobs.create_job(engine, root=str(library)), root=str(library))
@@ -204,7 +204,7 @@ def test_an_entry_deleted_while_it_was_extracted_is_dropped(engine, library, mon
 
 
 def test_the_executor_is_registered_and_refuses_nothing_but_documents():
-    from flows.capabilities import load_capabilities
+    from flows.core.capability import load_capabilities
 
     load_capabilities()
     assert isinstance(EXECUTORS["extract_text"], ex.TextExtractor)

@@ -176,7 +176,7 @@ def test_a_markdown_file_ignores_pages_and_has_no_separators(two_roots):
 def test_list_collections_follows_symlinks_inside_the_roots_only_when_allowed(tmp_path):
     import os
 
-    from flows.roots import Roots
+    from flows.core.roots import Roots
 
     root = tmp_path / "lib"
     (root / "real").mkdir(parents=True)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from flows.documents.paths import TOP, DocumentPaths
-from flows.roots import Roots
+from flows.core.roots import Roots
 from store.errors import DocumentError
 
 

@@ -17,7 +17,7 @@ from flows.documents.formats import EXTENSIONS
 from flows.plans.checks import check_plan
 from flows.plans.service import PlanService, merge_update
 from flows.plans.watch import PlanWatchers
-from flows.roots import Roots
+from flows.core.roots import Roots
 from mcp_server.config import Settings
 from store import documents as store_docs
 from store import plans as store_plans

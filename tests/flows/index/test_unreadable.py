@@ -11,7 +11,7 @@ import pytest
 
 from flows.index.navigation import inspect_entry, navigate_dir
 from flows.index.indexer import index_tree
-from flows.roots import Roots
+from flows.core.roots import Roots
 from store import jobs
 from tests.flows.index.checks import WITHOUT_READ_CAPS, assert_store_consistent, unreadable_for_children
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from dsl.model import Plan
-from flows import outcomes as flow_outcomes
+from flows.core import outcomes as flow_outcomes
 from flows.plans.service import PlanService
 from flows.plans.checks import check_plan
-from flows.roots import Roots
+from flows.core.roots import Roots
 from store import plans as store_plans
 from store import queries as store_queries
 from store import sets as store_sets
@@ -272,7 +272,7 @@ def test_async_execution_returns_running_then_finishes(service, tree):
 @pytest.mark.parametrize("when", ["extension = .jpg", "media_type = video and size > 10KB",
                                   "not path contains \"/Photos/\" and size < 1KB"])
 def test_conditions_evaluated_in_python_select_what_sql_selects(service, engine, tree, monkeypatch, when):
-    from flows.plans import conditions
+    from flows.core import conditions
     sql_plan = plan(tree, name="in-sql", rules=[{"name": "r", "when": when, "outcomes": [
         {"type": "selection_set", "selectionSetName": "by-sql"}]}])
     run(service, sql_plan)

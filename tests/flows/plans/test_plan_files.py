@@ -14,7 +14,7 @@ from dsl.parse import parse_plan_text
 from dsl.printer import plan_to_dsl, plan_to_yaml
 from flows.plans.files import PlansDirectory
 from flows.plans.service import PlanService, merge_update
-from flows.roots import Roots
+from flows.core.roots import Roots
 from tests.conftest import call
 
 YAML = """\

@@ -10,7 +10,7 @@ import pytest
 from dsl.model import Plan
 from flows.plans.service import PlanService
 from flows.plans.watch import PlanWatchers
-from flows.roots import Roots
+from flows.core.roots import Roots
 from store import sets as store_sets
 from tests.conftest import wait_for
 

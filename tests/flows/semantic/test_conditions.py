@@ -17,9 +17,9 @@ from sqlalchemy import insert, select
 from dsl.conditions import Compare, Group, Not
 from dsl.model import Plan
 from dsl.sql import Superset, split
-from flows.plans.conditions import EvalStore, SqlStore, both
+from flows.core.conditions import EvalStore, SqlStore, both
 from flows.plans.service import PlanService
-from flows.roots import Roots
+from flows.core.roots import Roots
 import flows.semantic.conditions  # noqa: F401  (registers the fields)
 from flows.semantic.model import ChunkSpan
 from store import semantic as store_sem
@@ -207,7 +207,7 @@ def test_explain_shows_the_best_chunk_its_place_score_and_excerpt(store, queries
 def test_embed_fills_similarity_and_text_and_label_fills_label_and_text():
     from dsl.fields import field_spec
     from dsl.outcomes import EmbedOutcome, LabelOutcome
-    from flows.plans.conditions import fills
+    from flows.core.conditions import fills
 
     embed, label = EmbedOutcome(), LabelOutcome(classes=["a"])
     assert fills(embed, field_spec("similarity")) and fills(embed, field_spec("text"))

@@ -113,7 +113,7 @@ def test_the_default_backend_comes_from_the_settings_else_the_measured_default(m
 
 def test_a_failed_export_leaves_no_cache_and_a_built_one_is_reused(monkeypatch, tmp_path):
     monkeypatch.delenv("ASSAY_MODEL_CACHE", raising=False)
-    monkeypatch.setattr("flows.capabilities._data_dir", tmp_path)
+    monkeypatch.setattr("flows.core.capability._data_dir", tmp_path)
     target = enc.cache_dir_for(DEFAULT_MODEL, "onnx")
     assert target.parent == tmp_path / "models"
 

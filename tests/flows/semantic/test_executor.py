@@ -13,9 +13,9 @@ import pytest
 from sqlalchemy import func, select
 
 from dsl.model import Plan
-from flows.outcomes import EXECUTORS
+from flows.core.outcomes import installed_executors
 from flows.plans.service import PlanService
-from flows.roots import Roots
+from flows.core.roots import Roots
 from flows.semantic import executor as ex
 from flows.semantic.model import EmbedParams
 from store import plans as store_plans
@@ -90,7 +90,7 @@ def _count(engine, table) -> int:
 
 
 def test_the_executor_is_registered_with_a_small_batch():
-    assert isinstance(EXECUTORS["embed"], ex.EmbedExecutor)
+    assert isinstance(installed_executors()["embed"], ex.EmbedExecutor)
     assert ex.EmbedExecutor.batch_size and ex.EmbedExecutor.batch_size <= 256
 
 

@@ -13,9 +13,9 @@ from sqlalchemy import insert, select
 
 from dsl.model import Plan
 from dsl.outcomes import LabelOutcome
-from flows.outcomes import EXECUTORS
+from flows.core.outcomes import installed_executors
 from flows.plans.service import PlanService
-from flows.roots import Roots
+from flows.core.roots import Roots
 from flows.semantic import labels
 from store.entries import T
 from store.models import EntryLabel, MetadataValue, ResourceSet, SetMember
@@ -96,7 +96,7 @@ def _members(engine, name: str) -> set[str]:
 
 
 def test_the_executor_is_registered():
-    assert isinstance(EXECUTORS["label"], labels.LabelExecutor)
+    assert isinstance(installed_executors()["label"], labels.LabelExecutor)
 
 
 def test_classes_are_assigned_by_threshold_and_every_score_is_kept_in_metadata(plans, folder, engine,
@@ -120,7 +120,7 @@ def test_classes_are_assigned_by_threshold_and_every_score_is_kept_in_metadata(p
     assert "payment received purchase" in fake_encoder.encoded
 
     from dsl.expressions import parse_expression
-    from flows.plans.conditions import SqlStore
+    from flows.core.conditions import SqlStore
 
     for text, expected in (("metadata.label = invoice", {"invoice.txt"}),
                            ("metadata.label.receipt > 0.5", {"receipt.txt"}),

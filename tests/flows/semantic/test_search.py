@@ -197,7 +197,7 @@ def test_a_path_filter_keeps_files_at_or_under_the_paths(library, fake_encoder):
 
 
 def test_paths_are_confined_to_the_roots_when_given(library, fake_encoder):
-    from flows.roots import Roots
+    from flows.core.roots import Roots
 
     engine, root = library
     roots = Roots.of([str(root / "garden")])

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import select
 
 from flows.plans.service import PlanService
-from flows.roots import Roots
+from flows.core.roots import Roots
 from flows.semantic import service
 from store import plans as store_plans
 from store import semantic as store_sem

@@ -1,6 +1,6 @@
 """The outcome registry: what a rule does to the entries it matched, one small class per outcome type, registered by
-name by the capability that provides it (``flows.capabilities``); a plan naming a type with no executor is refused at
-validation (``flows.plans.engine.check_plan``).
+type from the capability that declares it (``Capability.executors``, ``flows.core.capability``); a plan naming a type
+with no executor is refused at validation (``flows.plans.checks.check_plan``).
 
 An executor may apply an outcome set-based (``apply_ids``: a few statements over a batch of entry ids, for outcomes
 that are idempotent by nature, such as set membership) and must be able to apply it to a list of entry rows
@@ -23,7 +23,8 @@ from typing import Any, Callable, ClassVar, Sequence
 
 from sqlalchemy.engine import Connection, Engine
 
-from dsl.outcomes import OutcomeBase
+from dsl.outcomes import OutcomeBase, iter_outcomes
+from flows.core.capability import Registry
 from store.errors import Cancelled  # noqa: F401  (re-exported: executors raise it)
 
 log = logging.getLogger(__name__)
@@ -95,37 +96,30 @@ class RunContext:
     on_item: Callable[[str], None] | None = None  # called with an entry's path as each one is done
 
 
-EXECUTORS: dict[str, OutcomeExecutor] = {}
+_EXECUTORS: Registry[OutcomeExecutor] = Registry("outcome executor",
+                                                 lambda capability: ((e.type, e) for e in capability.executors))
+EXECUTORS = _EXECUTORS.entries  # outcome type -> its executor, as registered so far
 
 
 def register_executor(executor: OutcomeExecutor) -> OutcomeExecutor:
-    if executor.type in EXECUTORS:
-        raise ValueError(f"an executor for outcome type {executor.type!r} is already registered")
-    EXECUTORS[executor.type] = executor
-    return executor
+    """Register one more executor (a capability declares its own instead); a type registered twice is an error."""
+    return _EXECUTORS.add(executor.type, executor)
 
 
 def installed_executors() -> dict[str, OutcomeExecutor]:
     """Every registered executor, once the installed capabilities have registered theirs."""
-    from flows.capabilities import load_capabilities
-
-    load_capabilities()
-    return EXECUTORS
+    return _EXECUTORS.all()
 
 
 def executor_for(outcome: OutcomeBase) -> OutcomeExecutor:
-    installed_executors()
-    try:
-        return EXECUTORS[outcome.type]
-    except KeyError:
-        raise LookupError(f"outcome type {outcome.type!r} is not installed; installed: {', '.join(EXECUTORS)}") \
-            from None
+    executor = _EXECUTORS.get(outcome.type)
+    if executor is None:
+        raise LookupError(f"outcome type {outcome.type!r} is not installed; installed: {', '.join(EXECUTORS)}")
+    return executor
 
 
 def batch_size_for(outcome: OutcomeBase, default: int) -> int:
     """Entries per batch for ``outcome``: the smallest its executors ask for (a chained outcome with a classifier step
     goes at the classifier's pace), at most ``default``."""
-    from dsl.outcomes import iter_outcomes
-
     sizes = [executor_for(o).batch_size for o in iter_outcomes([outcome])]
     return min([default, *(s for s in sizes if s)])

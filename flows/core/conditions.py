@@ -1,36 +1,60 @@
 """The store's side of condition evaluation: the contexts ``dsl.sql`` and ``dsl.evaluate`` need (entry columns,
-set membership, metadata values, computed fields), bound to the store's tables.
+set membership, metadata values, computed fields), bound to the store's tables, and the registries of how the fields
+capabilities fill are worked out (plans, previews and searches evaluate conditions through them).
 
 Computed fields (``dsl.fields.FieldSpec.computed``, such as ``duplicates``) have no column: the capability that
-fills them registers how to work them out with :func:`register_computed` (``flows.classify.fields`` registers
-``duplicates``): an SQL expression correlated with the entries table for pushdown, and the same value for one entry
-in Python, so the two agree.
+fills one declares how to work it out as a :class:`ComputedField` (``Capability.fields``; ``flows.classify.fields``
+has ``duplicates``): an SQL expression correlated with the entries table for pushdown, and the same value for one
+entry in Python, so the two agree.
 
-Content fields (``text``, type ``content``) are read line by line in Python; the capability that fills them registers
-with :func:`register_content` how to test one entry (the verdict and the first matching line) and, for pushdown, a
+Content fields (``text``, type ``content``) are read line by line in Python; the capability that fills them declares
+as a :class:`ContentField` how to test one entry (the verdict and the first matching line) and, for pushdown, a
 superset clause from its full-text index (``dsl.sql.Superset``): SQL narrows, Python decides.
 
 Registered fields (``label``, ``similarity``: ``FieldSpec.registered``) are tested whole by what their capability
-registers with :func:`register_field` (``flows.semantic.conditions``): a clause for a leaf (exact for ``label``, an
+declares as a :class:`RegisteredField` (``flows.semantic.conditions``): a clause for a leaf (exact for ``label``, an
 EXISTS over the entry's assigned labels; a superset for ``similarity``) and the verdict for one entry with what was
 seen (the scores, the best chunk), which plan-explain shows.
+
+Which outcome types fill which fields (:class:`Filler`, ``Capability.fillers``) lets a preview say that a rule's
+condition depends on an outcome that runs earlier in the same plan.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Generic, Mapping, TypeVar
+from typing import Any, Callable, Mapping, Union
 
 from sqlalchemy import and_, exists, select, true
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.sql.elements import ColumnElement
 
+from dsl import evaluate as dsl_eval
+from dsl import sql as dsl_sql
 from dsl.conditions import Group
+from dsl.fields import FieldSpec, field_spec
+from flows.core.capability import Registry
 from store.entries import T
 from store.models import MetadataValue
 from store.sets import M, S
 
 MV = MetadataValue.__table__
+
+
+def _kind_check(kind: str, is_kind: Callable[[FieldSpec], bool]) -> Callable[[str, Any], None]:
+    def check(name: str, _field: Any) -> None:
+        if not is_kind(field_spec(name)):
+            raise ValueError(f"field {name!r} is not a {kind} field of dsl.fields")
+    return check
+
+
+def _lookup(registry: Registry[Any], name: str) -> Any:
+    """The registration of ``name``, once the installed capabilities have registered theirs; FieldNotAvailable
+    (naming the module that would fill it) when none has."""
+    found = registry.get(name)
+    if found is None:
+        raise dsl_eval.not_available(field_spec(name))
+    return found
 
 
 @dataclass(frozen=True)
@@ -46,47 +70,18 @@ class ComputedField:
     value: Callable[[Connection, Mapping[str, Any]], Any]
 
 
-F = TypeVar("F")
-
-
-class _Registry(Generic[F]):
-    """The registrations of one kind of field (computed, content) the installed capabilities make, by name."""
-
-    def __init__(self, kind: str, is_kind: Callable[[Any], bool]) -> None:
-        self.kind, self._is_kind = kind, is_kind
-        self.entries: dict[str, F] = {}
-
-    def register(self, field: F) -> F:
-        """Register how ``field.name`` (a field of this kind in dsl.fields) is worked out; once per name."""
-        from dsl.fields import field_spec
-
-        if not self._is_kind(field_spec(field.name)):
-            raise ValueError(f"field {field.name!r} is not a {self.kind} field of dsl.fields")
-        if field.name in self.entries:
-            raise ValueError(f"{self.kind} field {field.name!r} is registered twice")
-        self.entries[field.name] = field
-        return field
-
-    def get(self, name: str) -> F:
-        """The registration of ``name``, once the installed capabilities have registered theirs; FieldNotAvailable
-        (naming the module that would fill it) when none has."""
-        if name not in self.entries:
-            from flows.capabilities import load_capabilities
-
-            load_capabilities()
-        try:
-            return self.entries[name]
-        except KeyError:
-            from dsl.evaluate import not_available
-            from dsl.fields import field_spec
-
-            raise not_available(field_spec(name)) from None
-
-
-_COMPUTED: _Registry[ComputedField] = _Registry("computed", lambda spec: spec.computed)
+_COMPUTED: Registry[ComputedField] = Registry(
+    "computed field", lambda capability: ((f.name, f) for f in capability.fields if isinstance(f, ComputedField)),
+    check=_kind_check("computed", lambda spec: spec.computed))
 COMPUTED = _COMPUTED.entries
-register_computed = _COMPUTED.register
-computed_field = _COMPUTED.get
+
+
+def register_computed(field: ComputedField) -> ComputedField:
+    return _COMPUTED.add(field.name, field)
+
+
+def computed_field(name: str) -> ComputedField:
+    return _lookup(_COMPUTED, name)
 
 
 @dataclass(frozen=True)
@@ -103,10 +98,18 @@ class ContentField:
     match: Callable[[Connection, Mapping[str, Any], str, Any], tuple[bool, Any]]
 
 
-_CONTENT: _Registry[ContentField] = _Registry("content", lambda spec: spec.type == "content")
+_CONTENT: Registry[ContentField] = Registry(
+    "content field", lambda capability: ((f.name, f) for f in capability.fields if isinstance(f, ContentField)),
+    check=_kind_check("content", lambda spec: spec.type == "content"))
 CONTENT = _CONTENT.entries
-register_content = _CONTENT.register
-content_field = _CONTENT.get
+
+
+def register_content(field: ContentField) -> ContentField:
+    return _CONTENT.add(field.name, field)
+
+
+def content_field(name: str) -> ContentField:
+    return _lookup(_CONTENT, name)
 
 
 @dataclass(frozen=True)
@@ -123,18 +126,28 @@ class RegisteredField:
     match: Callable[[Connection, Mapping[str, Any], str, Any, str | None], tuple[bool, Any]]
 
 
-_REGISTERED: _Registry[RegisteredField] = _Registry("registered", lambda spec: spec.registered is not None)
+_REGISTERED: Registry[RegisteredField] = Registry(
+    "registered field",
+    lambda capability: ((f.name, f) for f in capability.fields if isinstance(f, RegisteredField)),
+    check=_kind_check("registered", lambda spec: spec.registered is not None))
 REGISTERED = _REGISTERED.entries
-register_field = _REGISTERED.register
-registered_field = _REGISTERED.get
+
+
+def register_field(field: RegisteredField) -> RegisteredField:
+    return _REGISTERED.add(field.name, field)
+
+
+def registered_field(name: str) -> RegisteredField:
+    return _lookup(_REGISTERED, name)
+
+
+FieldRegistration = Union[ComputedField, ContentField, RegisteredField]  # what Capability.fields holds
 
 
 def split(cond) -> tuple[Any, Any]:
     """(the part of ``cond`` SQL can evaluate, the rest for Python); None for an empty side."""
     if cond is None:
         return None, None
-    from dsl import sql as dsl_sql
-
     return dsl_sql.split(cond)
 
 
@@ -149,24 +162,30 @@ def both(a, b):
 
 # --- which outcomes fill which fields (for plan-preview's notes) ------------------------------------------------
 
-# outcome type -> (outcome, field spec) -> whether running that outcome fills the field
-FILLERS: dict[str, Callable[[Any, Any], bool]] = {}
+
+@dataclass(frozen=True)
+class Filler:
+    """Outcomes of type ``outcome_type`` fill the condition fields for which ``fills(outcome, spec)`` is true."""
+
+    outcome_type: str
+    fills: Callable[[Any, FieldSpec], bool]
 
 
-def register_filler(outcome_type: str, fills: Callable[[Any, Any], bool]) -> None:
-    """Say which condition fields an outcome type fills (``fills(outcome, spec)``), so a preview can tell that a
-    rule's condition depends on an outcome that runs earlier in the same plan."""
-    FILLERS[outcome_type] = fills
+_FILLERS: Registry[Filler] = Registry("filler of condition fields",
+                                      lambda capability: ((f.outcome_type, f) for f in capability.fillers))
+FILLERS = _FILLERS.entries  # outcome type -> its Filler
+
+
+def register_filler(filler: Filler) -> Filler:
+    """Say which condition fields an outcome type fills, so a preview can tell that a rule's condition depends on an
+    outcome that runs earlier in the same plan (a capability declares its fillers instead)."""
+    return _FILLERS.add(filler.outcome_type, filler)
 
 
 def fills(outcome, spec) -> bool:
     """Whether running ``outcome`` (not its chained steps) fills the field ``spec``."""
-    if not FILLERS:
-        from flows.capabilities import load_capabilities
-
-        load_capabilities()
-    test = FILLERS.get(outcome.type)
-    return bool(test and test(outcome, spec))
+    filler = _FILLERS.get(outcome.type)
+    return bool(filler and filler.fills(outcome, spec))
 
 
 class SqlStore:
@@ -195,8 +214,6 @@ class SqlStore:
         return registered_field(name).clause(op, value, arg, self.dialect)
 
     def clause(self, cond):
-        from dsl import sql as dsl_sql
-
         return true() if cond is None else dsl_sql.to_sql(cond, self)
 
 
@@ -242,11 +259,7 @@ class EvalStore:
             return registration.match(conn, entry, op, value, arg)
 
     def evaluate(self, cond, entry) -> bool:
-        from dsl import evaluate as dsl_eval
-
         return True if cond is None else dsl_eval.evaluate(cond, entry, self)
 
     def explain(self, cond, entry) -> dict:
-        from dsl import evaluate as dsl_eval
-
         return dsl_eval.explain(cond, entry, self)
