@@ -22,6 +22,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Callable, Iterable, Iterator
 
 from flows.classify.model import FileResult, FileTask
+from flows.core import settings
 from flows.workers import PoolsByMode
 
 log = logging.getLogger(__name__)
@@ -31,17 +32,13 @@ ClassifyFn = Callable[[FileTask], FileResult]
 
 
 def default_mode() -> str:
-    mode = os.environ.get("ASSAY_CLASSIFY_POOL", "process").strip().lower() or "process"
-    if mode not in MODES:
-        raise ValueError(f"ASSAY_CLASSIFY_POOL={mode!r} is not a pool mode; use one of: {', '.join(MODES)}")
-    return mode
+    """The classify pool's mode: the setting classify.pool (ASSAY_CLASSIFY_POOL)."""
+    return settings.current().classify.pool
 
 
 def default_workers() -> int:
-    value = os.environ.get("ASSAY_CLASSIFY_WORKERS", "").strip()
-    if value.isdigit() and int(value) > 0:
-        return int(value)
-    return os.cpu_count() or 1
+    """The classify pool's size: the setting classify.workers (ASSAY_CLASSIFY_WORKERS), else one per core."""
+    return settings.current().classify.workers or os.cpu_count() or 1
 
 
 def _real_classify(task: FileTask) -> FileResult:

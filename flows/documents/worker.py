@@ -36,6 +36,7 @@ from multiprocessing.connection import wait as wait_connections
 from typing import Any, Callable, Generic, Iterable, Iterator, TypeVar
 
 from flows.documents.model import FILTER_FAILED, ExtractOptions, Extracted
+from flows.core import settings
 from flows.workers import PoolsByMode
 
 log = logging.getLogger(__name__)
@@ -50,19 +51,13 @@ STARTUP_GRACE = 60.0  # seconds a worker may take to start a file it was sent (s
 
 
 def default_mode() -> str:
-    mode = os.environ.get("ASSAY_DOCUMENT_POOL", "process").strip().lower() or "process"
-    if mode not in MODES:
-        raise ValueError(f"ASSAY_DOCUMENT_POOL={mode!r} is not a pool mode; use one of: {', '.join(MODES)}")
-    return mode
+    """The extraction pool's mode: the setting documents.pool (ASSAY_DOCUMENT_POOL)."""
+    return settings.current().documents.pool
 
 
 def default_workers() -> int:
-    value = os.environ.get("ASSAY_DOCUMENT_WORKERS", "").strip()
-    if value:
-        if not value.isdigit() or int(value) < 1:
-            raise ValueError(f"ASSAY_DOCUMENT_WORKERS={value!r} is not a whole number of at least 1")
-        return int(value)
-    return os.cpu_count() or 1
+    """The extraction pool's size: the setting documents.workers (ASSAY_DOCUMENT_WORKERS), else one per core."""
+    return settings.current().documents.workers or os.cpu_count() or 1
 
 
 def _real_extract(path: str, options: ExtractOptions) -> Extracted:

