@@ -622,7 +622,7 @@ def table_rows(fig: dict, corpus: Corpus) -> list[tuple]:
     mode = fig["mode"]
     t, tb = fig["thumbs"], fig["thumbs_base"]
     rows = [
-        (f"cores this run could get (a busy loop per core, CPU / wall), at the start / end",
+        ("cores this run could get (a busy loop per core, CPU / wall), at the start / end",
          f"{fig['cores_available_start']:.2f} / {fig['cores_available_end']:.2f}", f"{os.cpu_count()} cores", "—",
          "—", "—"),
         ("Prefect start, one-time (first flow run; excluded below)", secs(fig["prefect_start"]), "—", "—", "—", "—"),

@@ -451,7 +451,7 @@ def size_rows(fig: dict) -> list[tuple]:
     size, text_bytes = fig["index_size"], fig["stored"]["chars"]
     st = fig["stored"]
     return [
-        (f"index size: FTS5 trigram tables (document_fts*)", mb(size["fts"]), f"text: {mb(text_bytes)}",
+        ("index size: FTS5 trigram tables (document_fts*)", mb(size["fts"]), f"text: {mb(text_bytes)}",
          f"{size['fts'] / text_bytes:.2f}× the text", "—", "—"),
         (f"  document_segments ({st['segments']:,} segments, the text itself + folded copy on PostgreSQL) "
          "with its indexes", mb(size["segments"]), f"text: {mb(text_bytes)}",

@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from typing import Any
 
 from sqlalchemy import and_, false, func, not_, or_, select, true
 from sqlalchemy.engine import Connection

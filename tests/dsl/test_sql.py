@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
-from sqlalchemy import exists, insert, select, text, true
+from sqlalchemy import exists, insert, select, true
 from sqlalchemy.dialects import postgresql, sqlite
 
 from dsl.conditions import Compare, Group, Not

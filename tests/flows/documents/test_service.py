@@ -10,8 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from dsl.model import Plan
-from flows.documents import executor as ex
 from flows.documents import service
 from flows.documents.formats import EXTENSIONS
 from flows.plans.checks import check_plan
@@ -23,7 +21,6 @@ from store import documents as store_docs
 from store import plans as store_plans
 from store.entries import get_entry
 from tests.conftest import wait_for
-from tests.flows.documents.conftest import FakeExtraction
 
 
 @pytest.fixture

@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-import flows.index.indexer as indexer_mod
 from flows.index.flow import run_index_job
-from flows.index.indexer import Cancelled, index_tree
+from flows.index.indexer import index_tree
 from flows.index.service import index_path
 from flows.core.runner import JobRunner
 from store import entries, jobs

@@ -10,14 +10,13 @@ import os
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 from sqlalchemy import insert, select
 
 from dsl.conditions import Compare, Group, Not
 from dsl.model import Plan
 from dsl.sql import Superset, split
-from flows.core.conditions import EvalStore, SqlStore, both
+from flows.core.conditions import EvalStore, SqlStore
 from flows.plans.service import PlanService
 from flows.core.roots import Roots
 import flows.semantic.conditions  # noqa: F401  (registers the fields)
