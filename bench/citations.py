@@ -231,14 +231,14 @@ async def _mcp_session(params, fig: dict, media: Media, scratch: Path, calls: in
         for _ in range(calls):
             node_id = rng.choice(node_ids)
             got = payload(await _timed(nodes, lambda: client.call_tool(
-                "getNode", {"resource_id": pdf_id, "node_id": node_id})))
+                "getNode", {"resource_id": pdf_id, "node_id": node_id})))  # noqa: B023 (awaited at once)
             assert got["id"] == node_id, got
         out["getNode"] = nodes
         virtual: list[float] = []
         for _ in range(calls):
             node_id = rng.choice(node_ids)
             got = payload(await _timed(virtual, lambda: client.call_tool(
-                "resolve", {"resource_id": pdf_id, "node_id": node_id, "virtual": True})))
+                "resolve", {"resource_id": pdf_id, "node_id": node_id, "virtual": True})))  # noqa: B023
             assert got["output_path"] is None and got["node"]["id"] == node_id, got
         out["virtual"] = virtual
         log.info("MCP: ping p50 %.2f ms, listResources %.2f ms, getStructure %.2f ms, getNode %.2f ms, virtual "
@@ -258,7 +258,7 @@ async def _mcp_session(params, fig: dict, media: Media, scratch: Path, calls: in
         for k, ((a, b), address) in enumerate(zip(ranges, addresses)):
             out["pdf"]["raw"].append(raw_excerpt(media.pdf, a, b, raw_dir / f"excerpt-{k}.pdf"))
             got = payload(await _timed(out["pdf"]["ours"], lambda: client.call_tool("resolve",
-                                                                                      {"address": address})))
+                                                                                      {"address": address})))  # noqa: B023
             out["pdf"]["flags"].append(bool(got.get("cached")))
             out["pdf"]["pages"].append(pdf_pages(got["output_path"]))
         log.info("PDF excerpts: ours p50 %.1f ms, raw %.1f ms", percentile(out["pdf"]["ours"], 50) * 1000,
@@ -272,7 +272,7 @@ async def _mcp_session(params, fig: dict, media: Media, scratch: Path, calls: in
             raw_out = raw_dir / f"clip-{k}.mp4"
             out["video"]["raw"].append(raw_clip(media.video, start, span_t, raw_out))
             got = payload(await _timed(out["video"]["ours"], lambda: client.call_tool("resolve",
-                                                                                        {"address": address})))
+                                                                                        {"address": address})))  # noqa: B023
             out["video"]["flags"].append(bool(got.get("cached")))
             out["video"]["durations"].append(media_duration(got["output_path"]))
             out["video"]["raw_durations"].append(media_duration(raw_out))
@@ -282,7 +282,7 @@ async def _mcp_session(params, fig: dict, media: Media, scratch: Path, calls: in
             again = []
             for address in addrs:
                 got = payload(await _timed(out[kind]["cached"], lambda: client.call_tool("resolve",
-                                                                                           {"address": address})))
+                                                                                           {"address": address})))  # noqa: B023
                 again.append(bool(got.get("cached")))
             out[kind]["cached_flags"] = again
         out["server_kb"] = hwm_kb(server_pid())

@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
                      f"{median_time(lambda: regex_search('^(a+)+$', evil), args.repeat) * 1e6:.1f} µs"))
         for k in (16, 18, 20, 22):
             rows.append((f"^(a+)+$ over {k} a's and '!', Python re",
-                         f"{median_time(lambda: re.search('^(a+)+$', 'a' * k + '!'), 1):.3f} s"))
+                         f"{median_time(lambda k=k: re.search('^(a+)+$', 'a' * k + '!'), 1):.3f} s"))
         scan = text("SELECT count(*) FROM entries WHERE size % 3 = 1 AND name LIKE '%9%'")
         for label, engine in (("on (30 s)", limited), ("off", unlimited)):
             def run(engine=engine):

@@ -16,7 +16,7 @@ from store.errors import InvalidInput, NotFound
 from store.models import Job, JobIssue
 
 J = Job.__table__
-I = JobIssue.__table__
+JI = JobIssue.__table__
 STATUSES = ("pending", "running", "completed", "failed", "cancelled")
 ACTIVE = ("pending", "running")
 
@@ -128,21 +128,22 @@ def record_issues(engine: Engine, *, job_id: int, issues: Iterable[tuple[str, st
     rows = [{"job_id": job_id, "path": p, "reason": r, "created_at": time.time()} for p, r in issues]
     if rows:
         with engine.begin() as conn:
-            conn.execute(insert(I), rows)
+            conn.execute(insert(JI), rows)
     return len(rows)
 
 
 def job_issues(engine: Engine, *, job_id: int, limit: int = 20) -> list[dict[str, str]]:
     with engine.connect() as conn:
-        rows = conn.execute(select(I.c.path, I.c.reason).where(I.c.job_id == job_id).order_by(I.c.id).limit(limit))
+        rows = conn.execute(select(JI.c.path, JI.c.reason).where(JI.c.job_id == job_id).order_by(JI.c.id).limit(limit))
         return [{"path": p, "reason": r} for p, r in rows]
 
 
 def unreadable_paths(engine: Engine, *, job_id: int, limit: int = 100) -> list[tuple[str, str]]:
     """(path, reason) of the folders job ``job_id`` could not read."""
     with engine.connect() as conn:
-        rows = conn.execute(select(I.c.path, I.c.reason).where(I.c.job_id == job_id, I.c.reason.startswith("unreadable"))
-                            .order_by(I.c.id).limit(limit))
+        rows = conn.execute(select(JI.c.path, JI.c.reason)
+                            .where(JI.c.job_id == job_id, JI.c.reason.startswith("unreadable"))
+                            .order_by(JI.c.id).limit(limit))
         return [(p, r) for p, r in rows]
 
 

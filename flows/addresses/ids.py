@@ -159,7 +159,7 @@ def _choose(conn: Connection, pending: list[tuple[int, str, str]]) -> dict[int, 
     for start in range(0, len(names), _LOOKUP_BATCH):
         taken |= _taken(conn, names[start:start + _LOOKUP_BATCH])
     numbered: dict[str, tuple[set[int], int]] = {}  # stem -> (numbers taken in the store, the next one to try)
-    for entry_id, path, _ in pending:
+    for entry_id, _path, _ in pending:
         free = next((n for n in probes[entry_id] if n not in taken and n not in claimed), None)
         if free is None:  # the first candidates are all taken: the smallest number the stem has free
             stem = probes[entry_id][0]

@@ -72,7 +72,7 @@ def absolute_path(path: str, base_dir: str | None, *, field: str) -> str:
 
 def resolved_paths(source: Source, roots: Roots | None, base_dir: str | None = None) -> list[str]:
     out = []
-    for j, path in enumerate(source.config.paths):
+    for path in source.config.paths:
         absolute = absolute_path(path, base_dir, field=f"source {source.name} path")
         out.append(roots.resolve(absolute, field=f"source {source.name} path") if roots else absolute)
     return out

@@ -161,10 +161,10 @@ def _break(b: str, s: int, floor: int, chunk_size: int) -> int:
     space = max(b.rfind(c, floor, limit + 1) for c in " \n\t\r\f\v")
     if space >= floor:
         return space
-    m = None
-    for m in _SPACE.finditer(b, floor, limit + 1):  # other (unicode) whitespace
-        pass
-    return m.start() if m else limit
+    last = None
+    for match in _SPACE.finditer(b, floor, limit + 1):  # other (unicode) whitespace: the last one
+        last = match
+    return last.start() if last else limit
 
 
 def _next_start(t: _Text, start: int, end: int, overlap: int,

@@ -380,7 +380,7 @@ def register(tools: ToolSet, app: AssayApp) -> None:
     async def read_document(
         path: Annotated[str, Field(description="Path to document")],
         pages: Annotated[list[Annotated[int, Field(ge=1)]], BeforeValidator(_one_page), Field(
-            description="Specific pages to read (1-indexed). Empty = all. Ignored for formats without pages")] = [],
+            description="Specific pages to read (1-indexed). Empty = all. Ignored for formats without pages")] = [],  # noqa: B006 (never mutated)
     ) -> DocumentContent:
         """Read a document's text, whole or some pages (PDF, EPUB, ...: 1-based, with "--- Page N ---"
         separators). Long documents are cut at max_document_read_chars (truncated: true; read further by pages).

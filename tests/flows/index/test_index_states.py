@@ -123,7 +123,7 @@ def test_progress_never_goes_down_and_ends_at_100_on_a_first_scan_and_a_rescan(e
     root = make_wide_tree(tmp_path / "wide", dirs=4)
     for scan in (1, 2):
         seen: list[float] = []
-        index_tree(engine, str(root), scan_id=scan, batch_size=50, progress=lambda p: seen.append(p.percent))
+        index_tree(engine, str(root), scan_id=scan, batch_size=50, progress=lambda p: seen.append(p.percent))  # noqa: B023
         assert len(seen) > 5 and seen == sorted(seen) and seen[-1] == 100.0
         assert max(seen[:-1]) <= 99.0
 

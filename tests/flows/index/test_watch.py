@@ -213,7 +213,7 @@ def test_errors_in_on_change_do_not_kill_the_watcher(engine, folder):
     try:
         for name in ("one.txt", "two.txt"):
             (folder / name).write_text(name)
-            wait_for(lambda: entry(engine, folder / name), what=name)
+            wait_for(lambda: entry(engine, folder / name), what=name)  # noqa: B023 (waited for here)
         assert w.running and w.last_error is None and len(calls) >= 2
     finally:
         w.stop()
