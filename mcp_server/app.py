@@ -35,6 +35,7 @@ from flows.plans.service import PlanService
 from flows.plans.watch import PlanWatchers
 from store import jobs as store_jobs
 from store import plans as store_plans
+from store import sources as store_sources
 from store.engine import get_engine
 
 if TYPE_CHECKING:
@@ -79,10 +80,13 @@ class AssayApp:
         """``reap=False`` for a command-line call, which may run beside a server whose jobs are alive."""
         prepare_environment(settings)
         load_capabilities()
-        engine = get_engine(settings.db_url)
+        engine = get_engine(settings.db_url, statement_timeout=settings.database.statement_timeout)
         reaped = store_jobs.reap_orphans(engine) if reap else 0
         if reaped:
             log.warning("marked %d job(s) left running by a previous server as failed", reaped)
+        reset = store_sources.reset_running(engine) if reap else 0  # a command beside a server leaves its sources
+        if reset:
+            log.info("%d source(s) left running by a previous server are stopped", reset)
         roots = Roots.of(settings.effective_roots)
         runner = JobRunner(engine, settings.db_url, use_prefect=settings.use_prefect, max_workers=4)
         reaped = store_plans.reap_running(engine) if reap else 0

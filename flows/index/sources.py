@@ -40,9 +40,6 @@ class SourceManager:
         self._jobs: dict[str, int] = {}  # manual source -> its index job while one runs
         self._threads: dict[str, threading.Thread] = {}  # manual source -> the thread recording its job
         self._lock = threading.Lock()
-        reset = store_sources.reset_running(engine)
-        if reset:
-            log.info("%d source(s) left running by a previous server are stopped", reset)
 
     # --- definitions ------------------------------------------------------------------------------------------------
 
