@@ -1,6 +1,8 @@
 """The one job runner: every kind of long work — index jobs, classifier jobs, plan executions (text extraction,
 embedding and map building run inside those) — is a row of the runs table (``store.jobs``, with its ``kind``) and a
-Prefect flow run of that kind's flow, called with small serialisable parameters (``JobKind.parameters``).
+Prefect flow run of that kind's flow, called with small serialisable parameters (``JobKind.parameters``). The kinds
+are declared by the capabilities (``Capability.job_kinds``: index, plans, classify) and found by name in ``KINDS``,
+a registry the core fills from the declarations (``flows.core.capability``).
 
 The runner starts a job in a worker thread of its own (``submit``) or in the caller's thread (``run``), hands it the
 in-process extras a flow's parameters cannot carry (a cancel event, a progress callback: :mod:`flows.core.hooks`),
