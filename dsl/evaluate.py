@@ -14,7 +14,8 @@ Semantics (the SQL compiler follows every one of them):
   text (``metadata.year contains 19`` looks for the text "19").
 - Text comparisons are case-sensitive; ordering of text (metadata only) is by code point. ``matches`` is a regular
   expression in RE2 syntax (:mod:`dsl.regex`) searched anywhere; ``glob`` matches the whole value, ``*`` any run
-  of characters including ``/``, ``?`` one character, ``[abc]`` / ``[a-z]`` a class, ``[!abc]`` or ``[^abc]`` its complement.
+  of characters including ``/``, ``?`` one character, ``[abc]`` / ``[a-z]`` a class, ``[!abc]`` or ``[^abc]`` its
+  complement.
 - Times resolve against ``now``. A date-only value (``2024-01-01``, midnight UTC) means the whole UTC day for ``=``
   and ``!=`` and as the upper bound of ``between``; ``<``, ``<=``, ``>``, ``>=`` compare with its first instant.
 - ``set = photos`` is membership of photos, ``set in [a, b]`` of any of them, ``set != photos`` not of photos.

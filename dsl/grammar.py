@@ -100,8 +100,8 @@ def unescape(quoted: str) -> str:
 def quote(text: str) -> str:
     """``text`` in double quotes; a backslash is doubled only where it would read as an escape (before n t r \\ " '
     and before a newline, tab or carriage return, which are written as escapes themselves)."""
-    body = re.sub(r'\\(?=[ntr\\"\'\n\r\t]|$)', r"\\\\", text).replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
-    return '"' + body.replace("\t", "\\t") + '"'
+    body = re.sub(r'\\(?=[ntr\\"\'\n\r\t]|$)', r"\\\\", text).replace('"', '\\"')
+    return '"' + body.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t") + '"'
 
 
 def number(word: str) -> int | float | None:

@@ -195,7 +195,8 @@ def register_outcome_model(cls: type[OutcomeBase]) -> type[OutcomeBase]:
     return cls
 
 
-for _cls in (SelectionSetOutcome, ChainedOutcome, ClassifierOutcome, ExtractTextOutcome, EmbedOutcome, LabelOutcome, MapOutcome):
+for _cls in (SelectionSetOutcome, ChainedOutcome, ClassifierOutcome, ExtractTextOutcome, EmbedOutcome, LabelOutcome,
+             MapOutcome):
     register_outcome_model(_cls)
 
 

@@ -9,8 +9,8 @@ field registry, never from the plan text. Tables come from a :class:`SqlContext`
 Backends: SQLite (``regexp_match`` is the store's REGEXP function, RE2's search, so ``matches`` is exactly
 :mod:`dsl.evaluate`'s) and PostgreSQL (``~``: an ARE regular expression, which agrees with RE2 for ordinary patterns;
 patterns are checked with RE2 when the condition is built, and PostgreSQL runs them under its statement time limit;
-globs are translated to the subset both read alike). ``contains`` / ``startswith`` / ``endswith`` are LIKE with ``%`` and ``_`` escaped; they are
-case-sensitive on SQLite because the store's engine sets ``PRAGMA case_sensitive_like``.
+globs are translated to the subset both read alike). ``contains`` / ``startswith`` / ``endswith`` are LIKE with ``%``
+and ``_`` escaped; they are case-sensitive on SQLite because the store's engine sets ``PRAGMA case_sensitive_like``.
 
 Registered fields (``dsl.fields.FieldSpec.registered``) compile through the context's :meth:`SqlContext.field_clause`:
 ``label = invoice`` exactly (an EXISTS over the entry's assigned labels), ``similarity("a phrase") > 0.4`` only as a

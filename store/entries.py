@@ -24,7 +24,8 @@ _MEDIA = {
     "video": ".mp4 .m4v .mov .mkv .avi .webm .wmv .flv .mpg .mpeg .3gp .ts .mts",
     "audio": ".mp3 .wav .flac .aac .m4a .ogg .oga .opus .wma .aiff .aif",
     "document": ".pdf .doc .docx .odt .rtf .epub .ppt .pptx .odp .xls .xlsx .ods",
-    "text": ".txt .md .markdown .rst .csv .tsv .json .yaml .yml .toml .xml .html .htm .log .py .js .ts .c .h .go .rs .java",
+    "text": ".txt .md .markdown .rst .csv .tsv .json .yaml .yml .toml .xml .html .htm .log "
+            ".py .js .ts .c .h .go .rs .java",
 }
 MEDIA_TYPES: dict[str, str] = {ext: kind for kind, exts in _MEDIA.items() for ext in exts.split()}
 ENTRY_COLUMNS = ("path", "parent", "name", "extension", "kind", "size", "mtime", "ctime", "depth", "inode",

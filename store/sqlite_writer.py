@@ -7,9 +7,9 @@ Protocol on stdin, each frame a 4-byte big-endian length and a pickle: first ``{
 "delete_below": ..., "pragmas": [...]}``, then batches ``(rows, gone)``: ``gone`` lists ``(path, with_path)`` to
 delete (the subtree under ``path``, and ``path`` itself when ``with_path``), ``rows`` are full rows to upsert (the
 parent expands its compact rows with :func:`expand_rows` before sending: inserting is the slower side, so the derived
-columns are computed on the walker's core); each batch is applied in that order and committed in one transaction. A zero length ends the stream; the child then
-prints ``written removed`` (row counts) on stdout. On a database error the child writes the error to stderr and
-exits 1; the parent sees the broken pipe and raises it.
+columns are computed on the walker's core); each batch is applied in that order and committed in one transaction. A
+zero length ends the stream; the child then prints ``written removed`` (row counts) on stdout. On a database error
+the child writes the error to stderr and exits 1; the parent sees the broken pipe and raises it.
 This module imports nothing but the standard library, so the child starts in a few tens of milliseconds.
 """
 
@@ -69,7 +69,8 @@ def serve(database: str, stream) -> tuple[int, int]:
     (length,) = HEADER.unpack(_read_exact(stream, HEADER.size))
     setup = pickle.loads(_read_exact(stream, length))
     conn = sqlite3.connect(database, isolation_level=None, timeout=30)
-    conn.create_function("assay_fold", 1, fold, deterministic=True)  # removing entries fires the documents' FTS triggers
+    # removing entries fires the documents' FTS triggers, which call assay_fold
+    conn.create_function("assay_fold", 1, fold, deterministic=True)
     for pragma in setup.get("pragmas", []):
         conn.execute(f"PRAGMA {pragma}")
     sql, delete, delete_below = setup["sql"], setup.get("delete"), setup.get("delete_below")

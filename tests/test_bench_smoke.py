@@ -37,7 +37,8 @@ def bench_run(tmp_path_factory) -> tuple[str, str, Path]:
     work = tmp_path_factory.mktemp("bench")
     out = work / "results.md"
     proc = subprocess.run([sys.executable, str(REPO / "bench" / "run.py"), "--quick", "--sizes", "2000",
-                           "--calls", "20", "--repeat", "1", "--no-whole-command", "--work", str(work), "--out", str(out)],
+                           "--calls", "20", "--repeat", "1", "--no-whole-command",
+                           "--work", str(work), "--out", str(out)],
                           cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout, proc.stderr, out

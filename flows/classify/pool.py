@@ -88,9 +88,9 @@ class Pool:
     def run_tasks(self, tasks: Iterable[FileTask], fn: ClassifyFn | None = None, *, window: int | None = None,
                   should_cancel: Callable[[], bool] = lambda: False) -> Iterator[FileResult]:
         """Run ``fn`` (default: the worker's ``classify_file``) on each task; yield results as they complete. At most
-        ``window`` tasks (default 4 per worker: workers keep going while the caller writes results) are in flight; no new task is submitted once ``should_cancel()`` is
-        true (those in flight finish). A task whose worker died yields a result with an error for each of its
-        operations, and the pool is replaced."""
+        ``window`` tasks (default 4 per worker: workers keep going while the caller writes results) are in flight; no
+        new task is submitted once ``should_cancel()`` is true (those in flight finish). A task whose worker died
+        yields a result with an error for each of its operations, and the pool is replaced."""
         fn = fn or _real_classify
         window = window or max(4, self.workers * 4)
         it = iter(tasks)

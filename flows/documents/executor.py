@@ -11,7 +11,8 @@ The flow of one batch (``extract_rows``, shared by plan runs and anything else t
 3. The rest go to the extraction pool (``flows.documents.worker.run_extractions``) with no transaction open; results
    come back as files finish and are written in chunks (``store.documents.write_extracted_many``), bounded by a
    number of documents and of characters, so neither the batch nor many large documents are held at once. The
-   writes run on a thread of their own (``flows.workers.WriterThread``), so the pool keeps extracting while SQLite indexes.
+   writes run on a thread of their own (``flows.workers.WriterThread``), so the pool keeps extracting while SQLite
+   indexes.
 4. A document that could not be read (encrypted, truncated, binary with a text extension, too large, timed out) is
    written too (``documents.status = error`` with its reason, searches count it as failed) and reported as an
    outcome error of its entry ("FILTER_FAILED: encrypted PDF"), so the execution ends ``partial`` and plan-get

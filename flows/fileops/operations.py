@@ -46,7 +46,8 @@ def _under(path: str, top: str) -> bool:
 class _Overlay:
     """What earlier items of a dry run would have changed; with no ops recorded it is simply the disk."""
 
-    ops: list[tuple[str, str, str]] = field(default_factory=list)  # ("move", old, new) | ("delete", p, "") | ("mkdir", p, "")
+    # ("move", old, new) | ("delete", path, "") | ("mkdir", path, "")
+    ops: list[tuple[str, str, str]] = field(default_factory=list)
 
     def origin(self, path: str) -> Any:
         """Where ``path`` would be found on disk now; None if an earlier item removed it, _MADE if one created it."""

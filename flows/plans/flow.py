@@ -81,7 +81,8 @@ def summary_markdown(row: dict[str, Any]) -> str:
             lines.append(f"| {name} | {s.get('type')} | {s.get('entries')} | {s.get('added_to_target_set', '')} |")
         lines.append("")
     if summary.get("rules"):
-        lines += ["| rule | matched | outcome | applied | unchanged | errors |", "| --- | --- | --- | --- | --- | --- |"]
+        lines += ["| rule | matched | outcome | applied | unchanged | errors |",
+                  "| --- | --- | --- | --- | --- | --- |"]
         for name, r in summary["rules"].items():
             for o in r.get("outcomes") or [{}]:
                 lines.append(f"| {name} | {r.get('matched', '')} | {o.get('type', '—')} | {o.get('applied', '')} | "

@@ -28,7 +28,8 @@ EPILOG = """examples:
   assay map games/rules.pdf                     # a file's citation map: its tree of nodes and their addresses
 
 environment: ASSAY_DATA_DIR, ASSAY_DATABASE_URL, ASSAY_ROOTS (os.pathsep-separated), CORS_ORIGINS (comma-separated),
-ASSAY_ALLOWED_HOSTS (comma-separated), ASSAY_TOOL_GROUPS (comma-separated). Command-line options override the environment, which overrides --config."""
+ASSAY_ALLOWED_HOSTS (comma-separated), ASSAY_TOOL_GROUPS (comma-separated). Command-line options override the
+environment, which overrides --config."""
 
 COMMANDS = (serve, index, classify, search, ask, cite, map_command, plan)  # in the order `assay --help` lists them
 

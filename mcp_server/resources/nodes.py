@@ -12,8 +12,9 @@ order) and all three go through one dispatcher (:func:`read_node_content`): a pa
 "metadata" is the sub-resource only when no entry has that exact path, so a real file named "thumbnail" still
 reads as a node (as JSON: mcp_server.resources.common.mixed_resource gives each answer its own MIME type).
 Every path goes through the roots: the SDK's own absolute-path / ``..`` rejection is turned off for this parameter
-because ours confines the resolved path instead (NUL bytes are still refused by the SDK). A path outside the roots is refused as such; "not in the index" is said only of a path inside them that exists on disk
-(indexing would bring it in), anything else "does not exist".
+because ours confines the resolved path instead (NUL bytes are still refused by the SDK). A path outside the roots is
+refused as such; "not in the index" is said only of a path inside them that exists on disk (indexing would bring it
+in), anything else "does not exist".
 """
 
 from __future__ import annotations

@@ -83,9 +83,11 @@ def register(tools: ToolSet, app: AssayApp) -> None:
     async def index(
         root: Annotated[str, Field(description="File or directory path to index")],
         ctx: Context,
-        async_: Annotated[bool, Field(validation_alias="async", description="Run asynchronously (return job ID immediately)")] = True,
+        async_: Annotated[bool, Field(validation_alias="async",
+                                      description="Run asynchronously (return job ID immediately)")] = True,
         force: Annotated[bool, Field(description="Force re-indexing even if path was recently scanned")] = False,
-        maxAge: Annotated[float, Field(ge=0, description="Maximum age in seconds before a scan is considered stale (0 = always re-index)")] = 3600,
+        maxAge: Annotated[float, Field(ge=0, description="Maximum age in seconds before a scan is considered stale "
+                                                         "(0 = always re-index)")] = 3600,
     ) -> IndexResponse:
         """Index a filesystem path and store metadata in the database. Skips indexing if the path was recently
         scanned (within maxAge seconds) unless force=true. Async by default: returns a jobId and statusUrl at once;

@@ -101,8 +101,8 @@ def register(tools: ToolSet, app: AssayApp) -> None:
         video timeline frames (thumbnailUri, timelineUri, metadata list), the content hash and how many other
         entries share it (duplicates). includeImage attaches the thumbnail or the timeline's contact sheet as an
         image (imageNote says whether it is attached); an entry without one gets imageNote saying how to make it
-        (rerun-classifier or a classifier outcome). For a directory, complete and scanError say whether its listing is whole (not unreadable, not
-        left incomplete by a stopped index job)."""
+        (rerun-classifier or a classifier outcome). For a directory, complete and scanError say whether its listing is
+        whole (not unreadable, not left incomplete by a stopped index job)."""
         result = inspect_entry(app.engine, app.roots, path=path, content_base=content_base(app.settings))
         if includeImage == "none":
             return InspectResponse(**result)

@@ -119,8 +119,8 @@ def register(tools: ToolSet, app: AssayApp) -> None:
     def plan_create(
         name: Annotated[str | None, Field(description="Unique plan name (required unless text holds the plan)")] = None,
         description: Annotated[str | None, Field(description="Optional description")] = None,
-        mode: Annotated[Literal["oneshot", "continuous"] | None, Field(description="oneshot (default) or continuous "
-                                                                                    "(keeps watching its sources)")] = None,
+        mode: Annotated[Literal["oneshot", "continuous"] | None, Field(
+            description="oneshot (default) or continuous (keeps watching its sources)")] = None,
         sources: Sources = None,
         conditions: Conditions = None,
         outcomes: Outcomes = None,

@@ -28,7 +28,8 @@ class MetadataValue(SQLModel, table=True):
     """One extracted field per row (``width``, ``duration``, ``exif.Model``), so conditions can push down to SQL."""
 
     __tablename__ = "metadata_values"
-    __table_args__ = (Index("ix_metadata_key_num", "key", "num_value"), Index("ix_metadata_key_text", "key", "text_value"))
+    __table_args__ = (Index("ix_metadata_key_num", "key", "num_value"),
+                      Index("ix_metadata_key_text", "key", "text_value"))
 
     entry_id: int = Field(sa_column=Column(Integer, ForeignKey("entries.id", ondelete="CASCADE"), primary_key=True))
     key: str = Field(primary_key=True)

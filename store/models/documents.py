@@ -45,8 +45,8 @@ class DocumentSegment(SQLModel, table=True):
     The document's lines are its pages' lines in page order, numbered from 1; ``line_start`` is the number of the
     segment's first line, so a match's line number is ``line_start`` + its index in ``text.split("\n")``. On SQLite
     the contentless FTS5 table ``document_fts`` (trigram tokenizer over ``fold(text)``, rowid = ``id``) gets each
-    segment from store.documents as it is written and loses it through a DELETE trigger; on PostgreSQL ``folded`` holds ``fold(text)`` under a pg_trgm GIN index (see
-    :func:`_document_index`)."""
+    segment from store.documents as it is written and loses it through a DELETE trigger; on PostgreSQL ``folded``
+    holds ``fold(text)`` under a pg_trgm GIN index (see :func:`_document_index`)."""
 
     __tablename__ = "document_segments"
     __table_args__ = (Index("ix_document_segments_entry_seq", "entry_id", "seq", unique=True),)

@@ -23,7 +23,8 @@ class SetEdge(SQLModel, table=True):
 
     __tablename__ = "set_edges"
 
-    parent_id: int = Field(sa_column=Column(Integer, ForeignKey("resource_sets.id", ondelete="CASCADE"), primary_key=True))
+    parent_id: int = Field(
+        sa_column=Column(Integer, ForeignKey("resource_sets.id", ondelete="CASCADE"), primary_key=True))
     child_id: int = Field(
         sa_column=Column(Integer, ForeignKey("resource_sets.id", ondelete="CASCADE"), primary_key=True, index=True)
     )

@@ -2,11 +2,12 @@
 stdio and over Streamable HTTP, on a small generated tree (two JPEGs with EXIF, a video with chapters, a PDF, a
 truncated JPEG).
 
-One session per transport (one server each; the HTTP one runs plans as Prefect flows, the stdio one without): a plan written in the DSL classifies everything and a
-later rule selects on what the classifier wrote (width > 500 -> set "wide"); the run ends partial with the bad JPEG
-as its one error; inspect shows the thumbnail, the timeline and the metadata; the artifacts are served (HTTP
-/api/content, or synthesis://content under stdio) and as the node's thumbnail blob; synthesis://metadata/{hash} and
-the duplicates resource work; rerun-classifier, classifier-job-progress and list-classifier-jobs work."""
+One session per transport (one server each; the HTTP one runs plans as Prefect flows, the stdio one without): a plan
+written in the DSL classifies everything and a later rule selects on what the classifier wrote (width > 500 -> set
+"wide"); the run ends partial with the bad JPEG as its one error; inspect shows the thumbnail, the timeline and the
+metadata; the artifacts are served (HTTP /api/content, or synthesis://content under stdio) and as the node's
+thumbnail blob; synthesis://metadata/{hash} and the duplicates resource work; rerun-classifier,
+classifier-job-progress and list-classifier-jobs work."""
 
 from __future__ import annotations
 

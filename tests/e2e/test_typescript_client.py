@@ -88,7 +88,8 @@ def good_calls(t: Path) -> list[dict]:
         ("query-create", {"name": "big", "query": {"kind": "file", "min_size": 1000}}),
         ("query-execute", {"name": "big"}), ("query-list", {}), ("query-get", {"name": "big"}),
         ("query-update", {"name": "big", "description": "files of 1 kB or more"}),
-        ("resource-set-create", {"name": "photos", "description": "photos"}), ("resource-set-create", {"name": "media"}),
+        ("resource-set-create", {"name": "photos", "description": "photos"}),
+        ("resource-set-create", {"name": "media"}),
         ("resource-set-add-child", {"parent": "media", "child": "photos"}),
         ("resource-set-modify", {"name": "photos", "operation": "add",
                                  "paths": [p("Photos", "photo.jpg"), p("Photos", "vacation", "beach.jpg")]}),
@@ -307,7 +308,8 @@ def report(tmp_path_factory) -> dict:
     port = free_port()
     http_log = base / "http.log"
     with open(http_log, "wb") as out:
-        server = subprocess.Popen(serve_args(http_tree, prefect=False, extra=["--transport", "http", "--port", str(port)]),
+        server = subprocess.Popen(serve_args(http_tree, prefect=False,
+                                             extra=["--transport", "http", "--port", str(port)]),
                                   stdout=out, stderr=subprocess.STDOUT, env=server_env(base / "http", prefect=False),
                                   cwd=REPO, start_new_session=True)
     try:

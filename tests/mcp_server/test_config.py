@@ -170,7 +170,8 @@ def test_the_statement_time_limit_setting_is_given_to_the_engine_a_server_makes(
     config.write_text("database: {statement_timeout: 0.3}\n")
     settings = load_settings(config_file=config, env={"ASSAY_DATA_DIR": str(tmp_path / "data")})
     engine = get_engine(settings.db_url, statement_timeout=settings.database.statement_timeout)
-    endless = "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r WHERE x < 1000000000) SELECT count(*) FROM r"
+    endless = ("WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r WHERE x < 1000000000) "
+               "SELECT count(*) FROM r")
     try:
         with engine.connect() as conn, pytest.raises(QueryTimeout, match="0.3 s"):
             conn.execute(text(endless)).scalar()

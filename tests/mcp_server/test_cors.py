@@ -1,4 +1,5 @@
-"""CORS and the Streamable HTTP endpoint over real HTTP: uvicorn on a free loopback port in a thread, httpx as client."""
+"""CORS and the Streamable HTTP endpoint over real HTTP: uvicorn on a free loopback port in a thread, httpx as
+client."""
 
 from __future__ import annotations
 

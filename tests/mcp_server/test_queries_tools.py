@@ -29,7 +29,8 @@ async def test_query_execute_pages_and_reports_total(client, indexed):
     await call(client, "query-create", {"name": "videos", "query": {"media_type": "video"}})
     page = await call(client, "query-execute", {"name": "videos", "limit": 1})
     assert page["total"] == 2 and page["hasMore"] is True and len(page["entries"]) == 1
-    assert page["entries"][0]["name"] == "clip.mov" and page["entries"][0]["path"] == str(indexed / "Videos" / "clip.mov")
+    first = page["entries"][0]
+    assert first["name"] == "clip.mov" and first["path"] == str(indexed / "Videos" / "clip.mov")
     page2 = await call(client, "query-execute", {"name": "videos", "limit": 1, "offset": 1})
     assert [e["name"] for e in page2["entries"]] == ["movie.mp4"] and page2["hasMore"] is False
 

@@ -35,7 +35,8 @@ async def test_an_error_result_has_no_structured_content_for_the_output_schema_t
 
 
 async def test_a_plan_error_lists_its_problems_in_the_error_object(client, tree):
-    text, error = await error_of(client, "plan-create", {"text": f"plan p\nsource s index {tree}\nrule r when sise > 1"})
+    plan = f"plan p\nsource s index {tree}\nrule r when sise > 1"
+    text, error = await error_of(client, "plan-create", {"text": plan})
     assert text.startswith("PLAN_VALIDATION_ERROR:") and "sise" in text
     assert error["data"]["problems"][0]["line"] == 3
 
@@ -43,7 +44,8 @@ async def test_a_plan_error_lists_its_problems_in_the_error_object(client, tree)
 async def test_a_value_outside_the_allowed_ones_names_the_parameter_the_choices_and_what_was_sent(client, app, tree):
     index_sync(app, tree)
     text, error = await error_of(client, "navigate", {"path": str(tree), "sort": "colour"})
-    assert text == "INVALID_PARAMS: navigate: parameter 'sort': input should be 'name', 'size' or 'mtime' (got \"colour\")"
+    assert text == ("INVALID_PARAMS: navigate: parameter 'sort': input should be 'name', 'size' or 'mtime' "
+                    "(got \"colour\")")
     assert error["data"]["field"] == "sort"
 
 

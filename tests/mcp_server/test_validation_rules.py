@@ -14,7 +14,8 @@ from tests.conftest import ToolFailed, call, index_sync
 async def home(client, app, tree):
     index_sync(app, tree)
     await call(client, "resource-set-create", {"name": "home"})
-    await call(client, "resource-set-modify", {"name": "home", "operation": "add", "paths": [str(tree / "Photos" / n) for n in ("notes.txt", "photo.jpg")]})
+    paths = [str(tree / "Photos" / n) for n in ("notes.txt", "photo.jpg")]
+    await call(client, "resource-set-modify", {"name": "home", "operation": "add", "paths": paths})
     return tree
 
 

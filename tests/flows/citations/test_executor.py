@@ -1,5 +1,6 @@
 """The map outcome through real plan runs: citable files mapped (others not applicable, a corrupt one an outcome
-error), unchanged files skipped on a re-run (a failed one too, until it changes), a changed strategy rebuilding, agent maps never overwritten."""
+error), unchanged files skipped on a re-run (a failed one too, until it changes), a changed strategy rebuilding, agent
+maps never overwritten."""
 
 from __future__ import annotations
 

@@ -126,7 +126,8 @@ def test_move_file_to_another_folder_refreshes_both_ancestor_sizes(engine, roots
 
 
 def test_move_into_an_existing_folder_keeps_the_name(engine, roots, indexed):
-    res = move_files(engine, roots, moves=[{"from": str(indexed / "Photos" / "photo.jpg"), "to": str(indexed / "docs")}])
+    res = move_files(engine, roots,
+                     moves=[{"from": str(indexed / "Photos" / "photo.jpg"), "to": str(indexed / "docs")}])
     assert res["results"][0]["to"] == str(indexed / "docs" / "photo.jpg")
     assert (indexed / "docs" / "photo.jpg").exists() and row(engine, indexed / "docs" / "photo.jpg")
 
@@ -267,7 +268,8 @@ def test_dry_run_changes_nothing_and_previews_chained_items(engine, roots, index
 
 def test_dry_run_move_reports_folders_it_would_create_without_creating_them(engine, roots, indexed):
     dst = indexed / "new" / "place" / "clip.mov"
-    res = move_files(engine, roots, dry_run=True, moves=[{"from": str(indexed / "Videos" / "clip.mov"), "to": str(dst)}])
+    res = move_files(engine, roots, dry_run=True,
+                     moves=[{"from": str(indexed / "Videos" / "clip.mov"), "to": str(dst)}])
     assert res["results"][0]["status"] == "preview"
     assert res["results"][0]["createdDirectories"] == [str(indexed / "new"), str(indexed / "new" / "place")]
     assert not (indexed / "new").exists()
