@@ -8,6 +8,7 @@ structured input) and what would be accepted.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass
@@ -35,7 +36,7 @@ class Problem:
             text += "\n" + self.context
         return text
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {k: v for k, v in {"message": self.message, "path": self.path, "line": self.line,
                                   "column": self.column, "context": self.context}.items() if v is not None}
 

@@ -249,7 +249,7 @@ def _leaf(leaf: Compare, entry: Mapping[str, Any], ctx: EvalContext, *, with_see
     if spec.type == "set":
         names = value if op == "in" else [value]
         member = ctx.member_of(entry, names)
-        seen = [n for n in names if ctx.member_of(entry, [n])] if member and with_seen else []
+        seen: Any = [n for n in names if ctx.member_of(entry, [n])] if member and with_seen else []
         return (not member if op == "!=" else member), seen
     if op == "!=":  # "not equal" is exactly "not (equal)": true for an entry without the value
         equal, seen = _leaf(leaf.model_copy(update={"op": "="}), entry, ctx, with_seen=with_seen)
@@ -261,12 +261,14 @@ def _leaf(leaf: Compare, entry: Mapping[str, Any], ctx: EvalContext, *, with_see
         field = getattr(ctx, "field", None)
         if field is None:
             raise not_available(spec)
-        return field(entry, spec.name, op, value, leaf.arg)
+        answer: tuple[bool, Any] = field(entry, spec.name, op, value, leaf.arg)
+        return answer
     if spec.type == "content":
         content = getattr(ctx, "content", None)
         if content is None:
             raise not_available(spec)
-        return content(entry, spec.name, op, value)
+        found: tuple[bool, Any] = content(entry, spec.name, op, value)
+        return found
     if spec.computed:
         seen = ctx.computed(entry, spec.name)
         return value_match(op, value, seen, value_kind(spec)), seen
@@ -306,13 +308,13 @@ def value_match(op: str, value: Any, seen: Any, kind: str) -> bool:
     if op == "in":
         return seen in value
     if op == "between":
-        return value[0] <= seen <= value[1]
+        return bool(value[0] <= seen <= value[1])
     if op == "contains":
         return value in seen
     if op == "startswith":
-        return seen.startswith(value)
+        return bool(seen.startswith(value))
     if op == "endswith":
-        return seen.endswith(value)
+        return bool(seen.endswith(value))
     if op == "matches":
         return regex_search(value, seen)
     if op == "glob":

@@ -30,15 +30,17 @@ characters. Every error names the column (and line) of the expression and what i
 
 from __future__ import annotations
 
+from lark import Token, Tree
 from lark.exceptions import UnexpectedInput
 
-from dsl.errors import PlanSyntaxError, PlanValidationError, Problem, caret_context
+from dsl.errors import PlanError, PlanSyntaxError, PlanValidationError, Problem, caret_context
 from dsl.grammar import PARSER, Build, TooDeep
 from dsl.limits import DEPTH_RULE, MAX_TEXT, TEXT_RULE
+from dsl.nodes import Node
 from dsl.syntax_errors import EXPRESSION_EXAMPLES, syntax_error
 
 
-def _expression_tree(text: str):
+def _expression_tree(text: str) -> Tree[Token]:
     return PARSER.parse(text.replace("\r", " ").replace("\n", " "), start="expression")
 
 
@@ -59,7 +61,7 @@ def too_deep(exc: TooDeep, text: str, source: str | None = None) -> PlanSyntaxEr
                       "flat (a and b and c), not nested", source)
 
 
-def parse_expression(text: str):
+def parse_expression(text: str) -> Node:
     """A condition tree from expression text (``size > 10MB and extension = .pdf``)."""
     if not isinstance(text, str):
         raise PlanSyntaxError(problems=[Problem(f"a condition expression is text, got {type(text).__name__}")])
@@ -71,13 +73,13 @@ def parse_expression(text: str):
     except TooDeep as exc:
         raise _in_expression(too_deep(exc, text), text) from None
     build = Build(text)
-    cond = build.transform(tree)
+    cond: Node = build.transform(tree)
     if build.problems:
         raise _in_expression(PlanValidationError(problems=build.problems), text) from None
     return cond
 
 
-def _in_expression(exc, text: str):
+def _in_expression(exc: PlanError, text: str) -> PlanError:
     """Errors of expression text (usually one line inside a YAML file) read as 'column N of the expression'."""
     p = exc.problems[0]
     where = f"column {p.column}" if "\n" not in text.strip() else f"line {p.line}, column {p.column}"

@@ -17,7 +17,7 @@ evaluation context the verdict and what was seen (``EvalContext.field``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 FieldType = Literal["text", "number", "size", "time", "duration", "choice", "set", "content", "label",
                     "similarity", "metadata"]
@@ -81,7 +81,7 @@ def install_producer(name: str) -> None:
     INSTALLED_PRODUCERS.add(name)
 
 
-def _entry(name: str, type_: FieldType, description: str, **kw) -> FieldSpec:
+def _entry(name: str, type_: FieldType, description: str, **kw: Any) -> FieldSpec:
     return FieldSpec(name=name, type=type_, description=description, column=kw.pop("column", name), **kw)
 
 

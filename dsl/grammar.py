@@ -5,7 +5,9 @@ position of every part, and the value spellings shared with :mod:`dsl.printer`.
 
 from __future__ import annotations
 
+import builtins
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field as dc_field
 from typing import Any
 
@@ -15,7 +17,7 @@ from pydantic import ValidationError
 from dsl.errors import Problem, caret_context
 from dsl.fields import UnknownField, field_spec
 from dsl.limits import DEPTH_RULE, MAX_DEPTH, MAX_NUMBER, NUMBER_RULE
-from dsl.nodes import Compare, Group, Not
+from dsl.nodes import Compare, Group, Node, Not
 
 OPEN, CLOSE = frozenset({"LPAR", "LSQB", "LBRACE"}), frozenset({"RPAR", "RSQB", "RBRACE"})
 
@@ -37,9 +39,10 @@ class Continuations:
 
     always_accept = ("_NL",)
 
-    def process(self, stream):
+    def process(self, stream: Iterator[Token]) -> Iterator[Token]:
         depth, last = 0, None
-        level, nots, saved = 0, 0, []  # nesting level, pending not chain, (level, nots) outside each open bracket
+        level, nots = 0, 0  # nesting level, pending not chain
+        saved: list[tuple[int, int]] = []  # (level, nots) outside each open bracket
         for token in stream:
             if token.type == "_NL":
                 if depth > 0 or last in (None, "_NL"):
@@ -143,6 +146,7 @@ class _AtValue(Exception):
         self.message, self.token = message, token
 
 Pos = tuple[int, int]
+Path = tuple[Any, ...]  # a path into a plan part's data: keys and indexes
 
 
 @dataclass
@@ -150,10 +154,10 @@ class Built:
     """A plan part as plain data, with the position of each of its paths (relative to the part)."""
 
     data: Any
-    where: dict[tuple, Pos] = dc_field(default_factory=dict)
+    where: dict[Path, Pos] = dc_field(default_factory=dict)
     quoted: bool = False  # an option value written as "quoted text" (label class descriptions must be)
 
-    def under(self, *prefix) -> dict[tuple, Pos]:
+    def under(self, *prefix: Any) -> dict[Path, Pos]:
         return {(*prefix, *k): v for k, v in self.where.items()}
 
 
@@ -176,8 +180,8 @@ def text_of(token: Token) -> str:
 
 
 @v_args(inline=True)
-class Build(Transformer):
-    """Parse tree -> Condition models and plan objects; problems are collected with their positions."""
+class Build(Transformer[Token, Any]):
+    """Parse tree -> Nodeition models and plan objects; problems are collected with their positions."""
 
     def __init__(self, text: str) -> None:
         super().__init__()
@@ -198,53 +202,53 @@ class Build(Transformer):
 
     # --- expressions --------------------------------------------------------------------------------------------
 
-    def expression(self, cond):
+    def expression(self, cond: Node) -> Node:
         return cond
 
-    def any_of(self, *conds):
+    def any_of(self, *conds: Node) -> Node:
         return conds[0] if len(conds) == 1 else Group(type="any", conditions=list(conds))
 
-    def all_of(self, *conds):
+    def all_of(self, *conds: Node) -> Node:
         return conds[0] if len(conds) == 1 else Group(type="all", conditions=list(conds))
 
-    def negate(self, _not, cond):
+    def negate(self, _not: Token, cond: Node) -> Not:
         return Not(condition=cond)
 
-    def group_call(self, kind, *conds):
+    def group_call(self, kind: Token, *conds: Node) -> Group:
         return Group(type=kind.value, conditions=list(conds))
 
-    def constant(self, token):
+    def constant(self, token: Token) -> Group:
         return Group(type="all" if token.value == "true" else "any", conditions=[])
 
-    def field(self, *tokens):
+    def field(self, *tokens: Token) -> Field:
         if len(tokens) == 2:
             return Field(tokens[0].value, unescape(tokens[1].value), tokens[0])
         return Field(text_of(tokens[0]), None, tokens[0])
 
-    def bare(self, token):
+    def bare(self, token: Token) -> Value:
         return Value(token.value, token, bare=True)
 
-    def quoted(self, token):
+    def quoted(self, token: Token) -> Value:
         return Value(unescape(token.value), token)
 
-    def relative(self, now, sign=None, word=None):
-        return Value("now" if sign is None else f"now {sign.value} {word.value}", now)
+    def relative(self, now: Token, sign: Token | None = None, word: Token | None = None) -> Value:
+        return Value("now" if sign is None or word is None else f"now {sign.value} {word.value}", now)
 
-    def list(self, *values):
+    def list(self, *values: Value) -> Value:
         return Value(list(values), values[0].token if values else None)
 
-    def compare(self, fld, op, value):
+    def compare(self, fld: Field, op: Token, value: Value) -> Node:
         return self.check(fld, op, op.value, value)
 
-    def compare_kw(self, fld, neg, op, value):
+    def compare_kw(self, fld: Field, neg: Token | None, op: Token, value: Value) -> Node:
         cond = self.check(fld, op, op.value, value)
         return Not(condition=cond) if neg is not None else cond
 
-    def compare_between(self, fld, neg, op, low, high):
+    def compare_between(self, fld: Field, neg: Token | None, op: Token, low: Value, high: Value) -> Node:
         cond = self.check(fld, op, "between", Value([low, high], low.token))
         return Not(condition=cond) if neg is not None else cond
 
-    def check(self, fld: Field, op_token: Token, op: str, value: Value):
+    def check(self, fld: Field, op_token: Token, op: str, value: Value) -> Compare | Group:
         """Build one comparison; a wrong field, operator or value is reported at its own token."""
         try:
             spec = field_spec(fld.name)
@@ -252,7 +256,7 @@ class Build(Transformer):
             self.problem(str(exc), fld.token)
             return Group(type="all")
 
-        def raw(v: Value):
+        def raw(v: Value) -> Any:
             if isinstance(v.raw, list):
                 return [raw(x) for x in v.raw]
             if not v.bare:
@@ -276,13 +280,13 @@ class Build(Transformer):
 
     # --- plan statements ----------------------------------------------------------------------------------------
 
-    def positional(self, token):
+    def positional(self, token: Token) -> tuple[str, Token]:
         return ("positional", token)
 
-    def option(self, key, value: Built):
+    def option(self, key: Token, value: Built) -> tuple[str, Token, Built]:
         return ("option", key, value)
 
-    def opt_scalar(self, token):
+    def opt_scalar(self, token: Token) -> Built:
         try:
             value = option_value(token.value) if token.type == "WORD" else unescape(token.value)
         except ValueError as exc:  # a number too long to read
@@ -290,16 +294,17 @@ class Build(Transformer):
             value = None
         return Built(value, {(): self.pos(token)}, quoted=token.type == "STRING")
 
-    def opt_list(self, *values: Built):
-        where: dict[tuple, Pos] = {}
+    def opt_list(self, *values: Built) -> Built:
+        where: dict[Path, Pos] = {}
         for i, v in enumerate(values):
             where.update(v.under(i))
         return Built([v.data for v in values], where)
 
-    def opt_map(self, *options):
+    def opt_map(self, *options: tuple[str, Token, Built]) -> Built:
         return Built(*self.options(options))
 
-    def options(self, options, data: dict | None = None, where: dict | None = None, prefix: tuple = ()):
+    def options(self, options: Iterable[tuple[Any, ...]], data: dict[str, Any] | None = None,
+                where: dict[Path, Pos] | None = None, prefix: Path = ()) -> tuple[dict[str, Any], dict[Path, Pos]]:
         data = {} if data is None else data
         where = {} if where is None else where
         for _, key, value in options:
@@ -311,21 +316,21 @@ class Build(Transformer):
             where[(*prefix, name)] = self.pos(key)
         return data, where
 
-    def description(self, token):
+    def description(self, token: Token) -> tuple[str, Built]:
         return ("description", Built(text_of(token), {("description",): self.pos(token)}))
 
-    def mode(self, token):
+    def mode(self, token: Token) -> tuple[str, Built]:
         return ("mode", Built(text_of(token), {("mode",): self.pos(token)}))
 
-    def status(self, token):
+    def status(self, token: Token) -> tuple[str, Built]:
         return ("status", Built(text_of(token), {("status",): self.pos(token)}))
 
-    def prefer(self, *options):
+    def prefer(self, *options: tuple[str, Token, Built]) -> tuple[str, Built]:
         return ("preferences", Built(*self.options(options, prefix=("preferences",))))
 
-    def source(self, name, kind, *items):
+    def source(self, name: Token, kind: Token, *items: tuple[Any, ...]) -> tuple[str, Built]:
         data: dict[str, Any] = {"name": text_of(name)}
-        where = {(): self.pos(name), ("name",): self.pos(name), ("type",): self.pos(kind)}
+        where: dict[Path, Pos] = {(): self.pos(name), ("name",): self.pos(name), ("type",): self.pos(kind)}
         type_ = SOURCE_WORDS.get(text_of(kind))
         if type_ is None:
             self.problem(f"unknown source type {text_of(kind)!r}; use index, watch, set or query (or "
@@ -358,9 +363,9 @@ class Build(Transformer):
             data["config"] = config
         return ("sources", Built(data, where))
 
-    def rule(self, name, when, *outcomes: Built):
+    def rule(self, name: Token, when: Node | None, *outcomes: Built) -> tuple[str, Built]:
         data: dict[str, Any] = {"name": text_of(name)}
-        where = {(): self.pos(name), ("name",): self.pos(name), ("when",): self.pos(name)}
+        where: dict[Path, Pos] = {(): self.pos(name), ("name",): self.pos(name), ("when",): self.pos(name)}
         if when is not None:
             data["when"] = when
         data["outcomes"] = [o.data for o in outcomes]
@@ -368,17 +373,17 @@ class Build(Transformer):
             where.update(o.under("outcomes", i))
         return ("rules", Built(data, where))
 
-    def do_line(self, outcome):
+    def do_line(self, outcome: Built) -> Built:
         return outcome
 
-    def members(self, *outcomes):
+    def members(self, *outcomes: Built) -> tuple[str, tuple[Built, ...]]:
         return ("members", outcomes)
 
-    def outcome(self, kind, *rest):
+    def outcome(self, kind: Token, *rest: Any) -> Built:
         *items, when = rest
         type_ = text_of(kind)
         data: dict[str, Any] = {"type": type_}
-        where = {(): self.pos(kind), ("type",): self.pos(kind)}
+        where: dict[Path, Pos] = {(): self.pos(kind), ("type",): self.pos(kind)}
         if type_ not in POSITIONALS:
             self.problem(f"unknown outcome type {type_!r}; use one of: {', '.join(POSITIONALS)}", kind)
             return Built(data, where)
@@ -408,7 +413,8 @@ class Build(Transformer):
             where[("when",)] = self.pos(kind)
         return Built(data, where)
 
-    def label_classes(self, items, data: dict, where: dict) -> list:
+    def label_classes(self, items: builtins.list[Any], data: dict[str, Any],
+                      where: dict[Path, Pos]) -> builtins.list[Any]:
         """A label outcome's classes, in the order written: bare or quoted values are class names, and
         ``NAME="description"`` (an option whose key is not one of :data:`LABEL_OPTIONS`) a class with a
         description. Returns the other items (its options)."""
@@ -434,9 +440,9 @@ class Build(Transformer):
             where[("classes",)] = where[("classes", 0)]
         return rest
 
-    def plan(self, name, *statements):
+    def plan(self, name: Token, *statements: tuple[str, Built]) -> Built:
         data: dict[str, Any] = {"name": text_of(name)}
-        where = {(): self.pos(name), ("name",): self.pos(name)}
+        where: dict[Path, Pos] = {(): self.pos(name), ("name",): self.pos(name)}
         for kind, built in statements:
             if kind in ("sources", "rules"):
                 items = data.setdefault(kind, [])

@@ -5,6 +5,7 @@ error, and the README lists them.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 MAX_TEXT = 1_000_000  # characters of plan text (DSL, YAML or JSON) or of one condition expression
@@ -27,6 +28,7 @@ def object_too_deep(data: Any) -> tuple[Any, ...] | None:
     stack: list[tuple[Any, tuple[Any, ...]]] = [(data, ())]
     while stack:
         node, path = stack.pop()
+        items: Iterable[tuple[Any, Any]]
         if isinstance(node, dict):
             items = node.items()
         elif isinstance(node, (list, tuple)):

@@ -14,6 +14,7 @@ read DSL, YAML and JSON; :func:`dsl.printer.plan_to_yaml` and :func:`~dsl.printe
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
@@ -136,6 +137,27 @@ class Rule(BaseModel):
         return _check_name(v, "rule name")
 
 
+# a path into the input (keys and indexes) -> its (line, column) in the text, if known
+Locate = Callable[[tuple[Any, ...]], tuple[int, int] | None]
+
+
+def shorthand_as_rule(data: Any) -> Any:
+    """The reference's ``conditions`` + ``outcomes`` become one rule named after the plan."""
+    if isinstance(data, dict) and ("conditions" in data or "outcomes" in data):
+        data = dict(data)
+        rule: dict[str, Any] = {"name": data.get("name") if isinstance(data.get("name"), str) else "main"}
+        if "conditions" in data:
+            rule["when"] = data.pop("conditions")
+        if "outcomes" in data:
+            rule["outcomes"] = data.pop("outcomes")
+        if rule.get("when") is None and not rule.get("outcomes"):
+            return data  # conditions: null, outcomes: [] -- nothing to add
+        if rule.get("when") is None:
+            rule.pop("when", None)
+        data["rules"] = [rule, *(data.get("rules") or [])]
+    return data
+
+
 class Plan(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -167,20 +189,7 @@ class Plan(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _shorthand(cls, data: Any) -> Any:
-        """The reference's ``conditions`` + ``outcomes`` become one rule named after the plan."""
-        if isinstance(data, dict) and ("conditions" in data or "outcomes" in data):
-            data = dict(data)
-            rule: dict[str, Any] = {"name": data.get("name") if isinstance(data.get("name"), str) else "main"}
-            if "conditions" in data:
-                rule["when"] = data.pop("conditions")
-            if "outcomes" in data:
-                rule["outcomes"] = data.pop("outcomes")
-            if rule.get("when") is None and not rule.get("outcomes"):
-                return data  # conditions: null, outcomes: [] -- nothing to add
-            if rule.get("when") is None:
-                rule.pop("when", None)
-            data["rules"] = [rule, *(data.get("rules") or [])]
-        return data
+        return shorthand_as_rule(data)
 
     @field_validator("name")
     @classmethod
@@ -203,7 +212,7 @@ class Plan(BaseModel):
     # --- objects in and out ----------------------------------------------------------------------------------
 
     @classmethod
-    def from_object(cls, data: Any, *, source: str | None = None, locate=None) -> "Plan":
+    def from_object(cls, data: Any, *, source: str | None = None, locate: Locate | None = None) -> "Plan":
         """Validate a plan object (parsed YAML / JSON, or plan-create's arguments); every problem is reported with
         its path. ``locate(path_tuple) -> (line, column) | None`` adds positions for text input."""
         if not isinstance(data, dict):
@@ -223,7 +232,7 @@ class Plan(BaseModel):
             shaped = data
             if "conditions" in data or "outcomes" in data:
                 try:
-                    shaped = cls._shorthand(data)
+                    shaped = shorthand_as_rule(data)
                 except ValueError:
                     shaped = data
             if shaped is not data and locate is not None:
@@ -245,13 +254,13 @@ class Plan(BaseModel):
 # --- error locations ------------------------------------------------------------------------------------------
 
 
-def _through_shorthand(locate, data: dict, shaped: dict):
+def _through_shorthand(locate: Locate, data: dict[str, Any], shaped: dict[str, Any]) -> Locate:
     """``locate`` for paths into ``shaped`` (the reference's conditions + outcomes made rule 0) given a locator of
     the input as written."""
     if len(shaped.get("rules") or []) != len(data.get("rules") or []) + 1:
         return locate
 
-    def through(parts: tuple):
+    def through(parts: tuple[Any, ...]) -> tuple[int, int] | None:
         if parts[:2] == ("rules", 0):
             rest = parts[2:]
             if rest[:1] == ("when",):
@@ -273,7 +282,7 @@ def _format_path(parts: list[Any]) -> str:
     return out
 
 
-def clean_location(loc: tuple, data: Any) -> list[Any]:
+def clean_location(loc: tuple[Any, ...], data: Any) -> list[Any]:
     """The part of a pydantic error location that names places in the input (union tags and validator names,
     which are not in the input, are dropped)."""
     parts: list[Any] = []
@@ -298,7 +307,7 @@ def clean_location(loc: tuple, data: Any) -> list[Any]:
     return parts
 
 
-def problems_from(exc: ValidationError, data: Any, *, locate=None) -> list[Problem]:
+def problems_from(exc: ValidationError, data: Any, *, locate: Locate | None = None) -> list[Problem]:
     problems: list[Problem] = []
     seen: set[tuple[str, str]] = set()
     for err in exc.errors():

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Tag, model_validator
@@ -217,7 +218,8 @@ def coerce_node(data: Any) -> Any:
 
 
 def _tag(data: Any) -> str | None:
-    kind = data.type if isinstance(data, _Node) else data.get("type") if isinstance(data, dict) else None
+    kind = data.type if isinstance(data, (Group, Not, Compare)) else \
+        data.get("type") if isinstance(data, dict) else None
     return "group" if kind in GROUP_TYPES else kind
 
 
@@ -235,7 +237,7 @@ Not.model_rebuild()
 TRUE = Group(type="all", conditions=[])
 
 
-def iter_leaves(node: Any):
+def iter_leaves(node: Any) -> Iterator[Compare]:
     """Every Compare leaf of a tree, depth first."""
     if isinstance(node, Compare):
         yield node

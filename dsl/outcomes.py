@@ -10,9 +10,11 @@ registry is ``flows.core.outcomes``); a plan with a type no installed capability
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal, Union
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, ValidationInfo,
+                      ValidatorFunctionWrapHandler, field_validator, model_validator)
 
 from dsl.conditions import Condition
 
@@ -57,7 +59,7 @@ class ClassifierOutcome(OutcomeBase):
 
     @field_validator("maxWidth", "maxHeight", "quality", mode="wrap")
     @classmethod
-    def _bounds(cls, value: Any, handler, info):
+    def _bounds(cls, value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
         """Out-of-range or non-integer sizes and qualities say what is accepted."""
         try:
             return handler(value)
@@ -126,7 +128,7 @@ class LabelOutcome(OutcomeBase):
 
     @field_validator("classes", mode="after")
     @classmethod
-    def _class_names(cls, classes: list) -> list:
+    def _class_names(cls, classes: list[str | LabelClass]) -> list[str | LabelClass]:
         for c in classes:
             name = c if isinstance(c, str) else c.name
             if not name.strip() or len(name) > 128:
@@ -206,16 +208,19 @@ def _tag(data: Any) -> str | None:
     return data.get("type") if isinstance(data, dict) else None
 
 
-Outcome = Annotated[
-    Union[tuple(Annotated[cls, Tag(name)] for name, cls in OUTCOME_MODELS.items())],  # type: ignore[misc]
-    Discriminator(_tag, custom_error_type="invalid_outcome",
-                  custom_error_message="unknown outcome type; known: " + ", ".join(OUTCOME_MODELS)),
-]
+if TYPE_CHECKING:
+    Outcome: TypeAlias = OutcomeBase  # statically: one of the registered models, each an OutcomeBase
+else:
+    Outcome = Annotated[
+        Union[tuple(Annotated[cls, Tag(name)] for name, cls in OUTCOME_MODELS.items())],
+        Discriminator(_tag, custom_error_type="invalid_outcome",
+                      custom_error_message="unknown outcome type; known: " + ", ".join(OUTCOME_MODELS)),
+    ]
 
 ChainedOutcome.model_rebuild()
 
 
-def iter_outcomes(outcomes: list[OutcomeBase]):
+def iter_outcomes(outcomes: list[OutcomeBase]) -> Iterator[OutcomeBase]:
     """Every outcome, chained ones and their members, depth first."""
     for outcome in outcomes:
         yield outcome

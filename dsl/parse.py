@@ -46,18 +46,20 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 from pathlib import Path
 from typing import Any
 
 import yaml
+from lark import Token, Tree
 from lark.exceptions import UnexpectedInput
 
 from dsl.errors import PlanSyntaxError, PlanValidationError, Problem, caret_context
 from dsl.expressions import at_offset, check_length, parse_expression, too_deep
-from dsl.grammar import PARSER, Build, TooDeep
+from dsl.grammar import PARSER, Build, Built, TooDeep
 from dsl.limits import MAX_NUMBER, NUMBER_RULE, OBJECT_DEPTH_RULE
-from dsl.model import Plan
+from dsl.model import Locate, Plan
 from dsl.syntax_errors import DSL_EXAMPLES, syntax_error
 
 __all__ = ["FORMATS", "detect_format", "locate_problems", "parse_dsl", "parse_expression", "parse_plan_file",
@@ -70,7 +72,7 @@ SUFFIXES = {".yaml": "yaml", ".yml": "yaml", ".json": "json", ".plan": "dsl"}
 _DSL_START = re.compile(r"\A(?:\s*(?:#[^\n]*)?\n)*\s*plan[ \t]+[^\s:#]")
 
 
-def _dsl_tree(text: str):
+def _dsl_tree(text: str) -> Tree[Token]:
     return PARSER.parse(text if text.endswith("\n") else text + "\n", start="plan")
 
 
@@ -85,11 +87,11 @@ def parse_dsl(text: str, source: str | None = None) -> Plan:
     except TooDeep as exc:
         raise too_deep(exc, text, source) from None
     build = Build(text)
-    built = build.transform(tree)
+    built: Built = build.transform(tree)
     if build.problems:
         raise PlanValidationError(problems=build.problems, source=source)
 
-    def locate(path: tuple):
+    def locate(path: tuple[Any, ...]) -> tuple[int, int] | None:
         for end in range(len(path), -1, -1):
             if path[:end] in built.where:
                 return built.where[path[:end]]
@@ -113,14 +115,14 @@ _Loader.yaml_implicit_resolvers = {
     for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}
 
 
-def _yaml_locator(text: str):
+def _yaml_locator(text: str) -> Locate | None:
     """``locate(path) -> (line, column)`` from the YAML node tree of ``text`` (None when it does not compose)."""
     try:
         root = yaml.compose(text, Loader=_Loader)
     except (yaml.YAMLError, RecursionError, ValueError):
         return None
 
-    def locate(path: tuple):
+    def locate(path: tuple[Any, ...]) -> tuple[int, int] | None:
         node, mark = root, root.start_mark if root is not None else None
         for part in path:
             if isinstance(node, yaml.MappingNode):
@@ -147,7 +149,7 @@ def _load_yaml(text: str, source: str | None) -> Any:
         message = f"invalid YAML: {exc.problem or exc.context}; a plan file is a YAML mapping of name, " \
                   f"description, mode, status, sources, rules, preferences"
         raise PlanSyntaxError(problems=[Problem(message, line=line, column=column, context=caret_context(
-            text, line, column) if line else None)], source=source) from None
+            text, line, column) if line and column else None)], source=source) from None
     except yaml.YAMLError as exc:
         raise PlanSyntaxError(problems=[Problem(f"invalid YAML: {exc}")], source=source) from None
     except RecursionError:
@@ -218,15 +220,15 @@ def parse_plan_text(text: str, format: str = "auto", source: str | None = None) 
         raise _with_context(exc, text) from None
 
 
-def parse_plan_file(path) -> Plan:
+def parse_plan_file(path: str | os.PathLike[str]) -> Plan:
     """A plan from a ``.yaml`` / ``.yml`` / ``.json`` / ``.plan`` (DSL) file; other suffixes are detected."""
-    path = Path(path)
+    file = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = file.read_text(encoding="utf-8")
     except OSError as exc:
         raise PlanValidationError(problems=[Problem(f"cannot read the plan file: {exc.strerror or exc}")],
-                                  source=str(path)) from None
-    return parse_plan_text(text, format=SUFFIXES.get(path.suffix.lower(), "auto"), source=str(path))
+                                  source=str(file)) from None
+    return parse_plan_text(text, format=SUFFIXES.get(file.suffix.lower(), "auto"), source=str(file))
 
 
 def parse_plan_object(obj: Any, source: str | None = None) -> Plan:
@@ -239,16 +241,18 @@ def locate_problems(problems: list[Problem], text: str, format: str = "auto") ->
     that is not installed, a path outside the roots) from the plan's text; problems already located are kept."""
     if format == "auto":
         format = detect_format(text)
+    locate: Locate | None
     try:
         if format == "dsl":
             build = Build(text)
-            where = build.transform(_dsl_tree(text)).where
+            where: dict[tuple[Any, ...], tuple[int, int]] = build.transform(_dsl_tree(text)).where
 
-            def locate(path: tuple):
+            def locate_dsl(path: tuple[Any, ...]) -> tuple[int, int] | None:
                 for end in range(len(path), -1, -1):
                     if path[:end] in where:
                         return where[path[:end]]
                 return None
+            locate = locate_dsl
         else:
             locate = _yaml_locator(text)
     except Exception:  # the text parsed once already; if it does not now, keep the problems as they are

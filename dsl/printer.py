@@ -8,12 +8,13 @@ quoted only when a bare word would read differently.
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Collection
+from typing import Any, TypeGuard
 
 import yaml
 from pydantic import BaseModel
 
-from dsl.nodes import Compare, Group, Not, normalise_value
+from dsl.nodes import Compare, Group, Node, Not, normalise_value
 from dsl.fields import FieldSpec, field_spec
 from dsl.grammar import LABEL_OPTIONS, POSITIONALS, SHORT_SOURCES, is_bare, option_value, quote, unescape, word_value
 from dsl.model import Plan, Source
@@ -27,7 +28,7 @@ SHORT_SOURCE = {full: short for short, full in SHORT_SOURCES.items()}
 # --- conditions --------------------------------------------------------------------------------------------------
 
 
-def condition_to_text(cond) -> str:
+def condition_to_text(cond: Node) -> str:
     """Expression text of a condition tree: ``a and b`` for an all-group, ``none(...)``, ``all(x)`` for one child,
     ``all()`` / ``any()`` for empty groups; nested and/or groups in parentheses."""
     if _chain(cond):
@@ -36,15 +37,15 @@ def condition_to_text(cond) -> str:
     return _atom(cond)
 
 
-def _chain(cond) -> bool:
+def _chain(cond: object) -> TypeGuard[Group]:
     return isinstance(cond, Group) and cond.type in ("all", "any") and len(cond.conditions) >= 2
 
 
-def _operand(cond) -> str:
+def _operand(cond: Node) -> str:
     return f"({condition_to_text(cond)})" if _chain(cond) else _atom(cond)
 
 
-def _atom(cond) -> str:
+def _atom(cond: object) -> str:
     if isinstance(cond, Group):
         return f"{cond.type}({', '.join(condition_to_text(c) for c in cond.conditions)})"
     if isinstance(cond, Not):
@@ -109,12 +110,12 @@ def _reads_back(spec: FieldSpec, op: str, text: str, value: Any) -> bool:
 # --- YAML --------------------------------------------------------------------------------------------------------
 
 
-class _Flow(dict):
+class _Flow(dict[str, Any]):
     """A mapping printed on one line: ``{type: selection_set, selectionSetName: videos}``."""
 
 
 class _Dumper(yaml.SafeDumper):
-    def increase_indent(self, flow=False, indentless=False):  # indent list items under their key
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:  # list items under their key
         return super().increase_indent(flow, False)
 
 
@@ -122,7 +123,7 @@ _Dumper.add_representer(_Flow, lambda d, data: d.represent_mapping("tag:yaml.org
 _LINE_BREAKS = ("\x85", "\u2028", "\u2029")
 
 
-def _represent_str(dumper, text: str):
+def _represent_str(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
     # PyYAML writes these line breaks raw inside plain and single-quoted scalars, where they read back as spaces
     style = '"' if any(c in text for c in _LINE_BREAKS) else None
     return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
@@ -132,7 +133,7 @@ _Dumper.add_representer(str, _represent_str)
 _Dumper.add_representer(dict, lambda d, data: d.represent_mapping("tag:yaml.org,2002:map", data, flow_style=False))
 
 
-def _changed(model, exclude=()) -> dict[str, Any]:
+def _changed(model: BaseModel, exclude: Collection[str] = ()) -> dict[str, Any]:
     """The fields of ``model`` that differ from their defaults, in model order."""
     out = {}
     for name, info in type(model).model_fields.items():
@@ -192,7 +193,8 @@ def plan_object(plan: Plan) -> dict[str, Any]:
 
 def plan_to_yaml(plan: Plan) -> str:
     """Canonical, readable YAML of ``plan``."""
-    return yaml.dump(plan_object(plan), Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
+    text: str = yaml.dump(plan_object(plan), Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
+    return text
 
 
 # --- DSL ---------------------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from typing import Any
 
 import re2
 from re2 import _re2  # the compiled program itself: its Match is 4x faster than the wrapper's search (pinned)
@@ -57,7 +58,7 @@ def _message(pattern: str, detail: str) -> str:
 
 
 @lru_cache(maxsize=1024)
-def compile_regex(pattern: str, ignore_case: bool = False):
+def compile_regex(pattern: str, ignore_case: bool = False) -> Any:  # an re2 program (re2 is untyped)
     """The compiled RE2 program of ``pattern`` (cached); raises :class:`RegexError` with a readable message."""
     if not isinstance(pattern, str):
         raise RegexError(f"a regular expression is text, got {type(pattern).__name__}")
@@ -83,7 +84,7 @@ def check_regex(pattern: str, ignore_case: bool = False) -> str:
 
 
 @lru_cache(maxsize=1024)
-def _test_program(pattern: str):
+def _test_program(pattern: str) -> Any:  # an _re2.RE2
     compile_regex(pattern)  # a readable RegexError for a bad pattern
     return _re2.RE2(pattern.encode("utf-8"), _TESTS)
 
@@ -91,7 +92,8 @@ def _test_program(pattern: str):
 def regex_search(pattern: str, text: str) -> bool:
     """Whether ``pattern`` occurs anywhere in ``text`` (``re.search`` semantics, RE2 syntax, linear time)."""
     data = text.encode("utf-8", "surrogateescape")
-    return _test_program(pattern).Match(_UNANCHORED, data, 0, len(data))[0] != _NO_MATCH
+    found: bool = _test_program(pattern).Match(_UNANCHORED, data, 0, len(data))[0] != _NO_MATCH
+    return found
 
 
 def sqlite_regexp(pattern: str | None, value: str | None) -> bool | None:

@@ -7,9 +7,10 @@ sources with their config. It is a guide for completion and early hints; :meth:`
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from collections.abc import Collection
+from typing import Annotated, Any, get_args
 
-from pydantic import TypeAdapter
+from pydantic import BaseModel, TypeAdapter
 
 from dsl.nodes import REFERENCE_LEAVES
 from dsl.fields import FIELDS, OPERATORS
@@ -23,13 +24,13 @@ def _ref(name: str) -> dict[str, str]:
     return {"$ref": f"#/$defs/{name}"}
 
 
-def _model_properties(model, skip=()) -> dict[str, Any]:
+def _model_properties(model: type[BaseModel], skip: Collection[str] = ()) -> dict[str, Any]:
     """The JSON Schema properties of a pydantic model's plain fields (titles dropped)."""
     out = {}
     for name, info in model.model_fields.items():
         if name in skip:
             continue
-        kind = Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation
+        kind: Any = Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation
         schema = TypeAdapter(kind).json_schema()
         if info.description:
             schema["description"] = info.description
@@ -125,8 +126,8 @@ def plan_json_schema() -> dict[str, Any]:
         "properties": {
             "name": name,
             "description": {"type": "string"},
-            "mode": {"enum": list(Plan.model_fields["mode"].annotation.__args__), "default": "oneshot"},
-            "status": {"enum": list(Plan.model_fields["status"].annotation.__args__), "default": "active"},
+            "mode": {"enum": list(get_args(Plan.model_fields["mode"].annotation)), "default": "oneshot"},
+            "status": {"enum": list(get_args(Plan.model_fields["status"].annotation)), "default": "active"},
             "sources": {"type": "array", "items": _ref("source"), "minItems": 1},
             "rules": {"type": "array", "items": _ref("rule")},
             "preferences": {"type": "object"},

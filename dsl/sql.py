@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from collections.abc import Iterator
 from typing import Any, Callable, Protocol
 
 from sqlalchemy import Float, and_, false, func, literal, not_, or_, true
@@ -151,7 +152,7 @@ def superset_sql(cond: Any, ctx: SqlContext) -> Clause:
     return true()
 
 
-def _all_children(group: Group):
+def _all_children(group: Group) -> Iterator[Any]:
     for child in group.conditions:
         if isinstance(child, Group) and child.type == "all":
             yield from _all_children(child)
@@ -196,7 +197,7 @@ def _leaf(leaf: Compare, ctx: SqlContext) -> Clause:
                                    lambda num, text: metadata_clause(op, value, num, text, ctx.dialect))
     if spec.registered == "exact":
         field_clause = getattr(ctx, "field_clause", None)
-        clause = None if field_clause is None else field_clause(spec.name, op, value, leaf.arg)
+        clause: Clause | None = None if field_clause is None else field_clause(spec.name, op, value, leaf.arg)
         if clause is None:
             raise not_available(spec)
         return clause
@@ -235,7 +236,7 @@ def metadata_clause(op: str, value: Any, num: ColumnElement[Any], text: ColumnEl
     return _typed(op, value, num, text, "number" if is_number(value) else "text", dialect)
 
 
-def _typed(op: str, value: Any, num, text, kind: str, dialect: str) -> Clause:
+def _typed(op: str, value: Any, num: ColumnElement[Any], text: ColumnElement[Any], kind: str, dialect: str) -> Clause:
     if kind == "number":
         return and_(num.is_not(None), value_clause(num, op, value, "number", dialect))
     return and_(num.is_(None), text.is_not(None), value_clause(text, op, value, "text", dialect))
@@ -248,7 +249,8 @@ def value_clause(col: ColumnElement[Any], op: str, value: Any, kind: str, dialec
     if op == "in":
         return col.in_(list(value))
     if op in ("contains", "startswith", "endswith"):
-        return getattr(col, op)(value, autoescape=True)
+        like: Clause = getattr(col, op)(value, autoescape=True)
+        return like
     if op == "matches":
         return col.regexp_match(value)
     if op == "glob":

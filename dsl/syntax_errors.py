@@ -5,7 +5,10 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable
+from typing import Any
 
+from lark import Lark
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
 from dsl.errors import PlanSyntaxError, Problem, caret_context
@@ -81,7 +84,7 @@ NAMES = {"WORD": "a name or value", "STRING": "a quoted string", "OP": "an opera
          "NOT": "'not'", "_AND": "'and'", "_OR": "'or'", "_WHEN": "'when'"}
 
 
-def describe_terminals(parser, names) -> str:
+def describe_terminals(parser: Lark, names: Iterable[str]) -> str:
     words = []
     for name in sorted(set(names)):
         if name in NAMES:
@@ -126,27 +129,32 @@ def open_bracket(text: str) -> str | None:
     return stack[-1] if stack else None
 
 
-def _position(state):
+ParseFn = Callable[[str], Any]
+# (exception class, parser state, accepted terminals): how a parse failed, whatever the text
+Key = tuple[type[UnexpectedInput], Any, frozenset[str]]
+
+
+def _position(state: Any) -> Any:
     return getattr(state, "position", state)
 
 
-def match_examples(exc: UnexpectedInput, parse_fn, examples: dict[str, list[str]]) -> str | None:
+def match_examples(exc: UnexpectedInput, parse_fn: ParseFn, examples: dict[str, list[str]]) -> str | None:
     """The label of the example that fails like ``exc``: lark's ``UnexpectedInput.match_examples``, except that
     parser states are compared by state alone, not by stack depth too (so ``size >`` also labels
     ``x = y and size >``, and an example needs no preceding statements). The examples are parsed once."""
     key = (exc.__class__, _position(exc.state), frozenset(getattr(exc, "accepts", None) or ()))
-    token_type = exc.token.type if isinstance(exc, UnexpectedToken) else None
+    token_type = exc.token.type if isinstance(exc, UnexpectedToken) else "*"
     labels = _failures(parse_fn, examples).get(key, {})
     return labels.get(token_type) or labels.get("*")
 
 
-_FAILURES: dict[int, dict] = {}
+_FAILURES: dict[int, dict[Key, dict[str, str]]] = {}
 
 
-def _failures(parse_fn, examples) -> dict:
+def _failures(parse_fn: ParseFn, examples: dict[str, list[str]]) -> dict[Key, dict[str, str]]:
     """(exception class, parser state, accepted terminals) -> {token type or '*': first label failing so}."""
     if id(examples) not in _FAILURES:
-        table: dict = {}
+        table: dict[Key, dict[str, str]] = {}
         for label, texts in examples.items():
             for text in texts:
                 try:
@@ -163,7 +171,8 @@ def _failures(parse_fn, examples) -> dict:
     return _FAILURES[id(examples)]
 
 
-def syntax_error(exc: UnexpectedInput, text: str, parse_fn, examples, parser, source=None) -> PlanSyntaxError:
+def syntax_error(exc: UnexpectedInput, text: str, parse_fn: ParseFn, examples: dict[str, list[str]], parser: Lark,
+                 source: str | None = None) -> PlanSyntaxError:
     """A PlanSyntaxError for ``exc`` raised while parsing ``text``, positioned in ``text``."""
     if isinstance(exc, UnexpectedToken):
         token = exc.token
@@ -171,15 +180,16 @@ def syntax_error(exc: UnexpectedInput, text: str, parse_fn, examples, parser, so
             offset = len(text.rstrip())
             got = "end of text"
         else:
-            offset = token.start_pos
+            offset = token.start_pos or 0  # lexed tokens have their place
             got = "end of line" if token.type == "_NL" else f"{token.value!r}"
         expected = describe_terminals(parser, exc.accepts or exc.expected)
     elif isinstance(exc, UnexpectedCharacters):
-        offset = exc.pos_in_stream
+        offset = exc.pos_in_stream or 0  # always set by the lexer (lark declares it None on the base class)
         got = f"{text[offset]!r}" if offset < len(text) else "end of text"
         expected = describe_terminals(parser, set(exc.allowed or ()) - {"_NL"})
     else:  # pragma: no cover - LALR raises the two above
         offset, got, expected = 0, "unexpected input", "valid text"
+    label: str | None
     if isinstance(exc, UnexpectedCharacters) and text[offset:offset + 1] in ("\"", "'"):
         label = UNCLOSED_QUOTE
     else:
