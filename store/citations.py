@@ -15,7 +15,7 @@ import json
 import time
 from typing import Any, Iterable, Sequence
 
-from sqlalchemy import and_, delete, func, insert, or_, select, update
+from sqlalchemy import ColumnElement, Select, and_, delete, func, insert, or_, select, update
 from sqlalchemy.engine import Connection, Engine
 
 from store.entries import subtree_clause
@@ -35,7 +35,7 @@ _RESOURCE_COLUMNS = (R.c.id, R.c.resource_id, R.c.entry_id, R.c.kind, R.c.origin
                      R.c.updated_at, E.c.path, E.c.name, E.c.size, E.c.mtime, E.c.media_type)
 
 
-def _resource_query():
+def _resource_query() -> Select[Any]:
     return select(*_RESOURCE_COLUMNS).select_from(R.outerjoin(E, E.c.id == R.c.entry_id))
 
 
@@ -67,7 +67,7 @@ def list_resource_ids(conn: Connection, under: Sequence[str] | None = None, *, l
                       offset: int = 0) -> tuple[list[str], int]:
     """(resource ids sorted, total) of the resources whose entry lies at or under one of the absolute paths
     ``under`` (None: every resource with an entry), ``limit`` from ``offset``."""
-    where = [R.c.entry_id.is_not(None)]
+    where: list[ColumnElement[bool]] = [R.c.entry_id.is_not(None)]
     if under is not None:
         if not under:
             return [], 0
@@ -135,7 +135,7 @@ def delete_map(engine: Engine, map_id: int) -> bool:
         conn.execute(delete(N).where(N.c.map_id == map_id))
         conn.execute(update(R).where(R.c.id == map_id).values(origin="none", title=None, strategy=None, stale=0,
                                                                updated_at=time.time()))
-    return origin != "none"
+    return bool(origin != "none")
 
 
 def _node(row: Any) -> dict[str, Any]:

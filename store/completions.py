@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from sqlalchemy import String, cast, func, select
+from sqlalchemy import ColumnElement, String, cast, func, select, true
 from sqlalchemy.engine import Engine
 
 from store.models import Job, Plan, ResourceMapRow, ResourceSet
@@ -26,7 +26,7 @@ def names_starting(engine: Engine, *, named: Named, prefix: str, limit: int) -> 
     many there are in all. Ids are compared as text ("4" completes to 4, 41, 412)."""
     column = COLUMNS[named]
     text = cast(column, String) if not isinstance(column.type, String) else column
-    where = text.startswith(prefix, autoescape=True) if prefix else True
+    where: ColumnElement[bool] = text.startswith(prefix, autoescape=True) if prefix else true()
     with engine.connect() as conn:
         total = conn.execute(select(func.count()).select_from(column.table).where(where)).scalar_one()
         order = column.desc() if text is not column else column  # ids: newest first

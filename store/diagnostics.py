@@ -12,7 +12,7 @@ import posixpath
 import time
 from typing import Any
 
-from sqlalchemy import and_, exists, func, inspect, or_, select, text
+from sqlalchemy import Table, and_, exists, func, inspect, or_, select, text
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import SQLModel
 
@@ -49,13 +49,13 @@ def database_size(engine: Engine) -> int | None:
     with engine.connect() as conn:
         if is_sqlite(engine):  # in memory
             pages = conn.execute(text("PRAGMA page_count")).scalar_one()
-            return pages * conn.execute(text("PRAGMA page_size")).scalar_one()
+            return int(pages * conn.execute(text("PRAGMA page_size")).scalar_one())
         if conn.dialect.name == "postgresql":
-            return conn.execute(text("SELECT pg_database_size(current_database())")).scalar_one()
+            return int(conn.execute(text("SELECT pg_database_size(current_database())")).scalar_one())
     return None
 
 
-def _count(conn: Connection, table) -> int:
+def _count(conn: Connection, table: Table) -> int:
     return conn.execute(select(func.count()).select_from(table)).scalar_one()
 
 
@@ -90,7 +90,8 @@ def journal_mode(engine: Engine) -> str | None:
     if not is_sqlite(engine):
         return None
     with engine.connect() as conn:
-        return conn.execute(text("PRAGMA journal_mode")).scalar_one()
+        mode: str = conn.execute(text("PRAGMA journal_mode")).scalar_one()
+        return mode
 
 
 def orphaned_entries(engine: Engine) -> int:
@@ -172,7 +173,7 @@ def schema_problems(engine: Engine) -> list[str]:
 
 
 def artifact_cache_report(*, orphan_files: int, orphan_bytes: int, missing_files: int,
-                          orphan_samples: list[str], missing_samples: list[dict]) -> dict[str, Any]:
+                          orphan_samples: list[str], missing_samples: list[dict[str, Any]]) -> dict[str, Any]:
     """The artifact cache's part of db-diagnose, as the caller measured it (the store does not walk the cache:
     ``flows.classify.sweep`` does, and the tool passes the figures in)."""
     return {"orphan_files": orphan_files, "orphan_bytes": orphan_bytes, "missing_files": missing_files,

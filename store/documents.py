@@ -17,7 +17,7 @@ import time
 from dataclasses import asdict, dataclass, is_dataclass
 from typing import Any, Iterable, Iterator, Protocol, Sequence
 
-from sqlalchemy import and_, delete, false, func, insert, or_, select
+from sqlalchemy import ColumnElement, and_, delete, false, func, insert, or_, select
 from sqlalchemy import text as sql_text
 from sqlalchemy.engine import Connection, Engine
 
@@ -138,7 +138,7 @@ def _document_row(item: DocumentWrite, *, lines: int, chars: int) -> dict[str, A
         status = "error"
     elif ex.meta_error:  # the text is there; only the metadata failed: searchable, with the reason kept
         error_code, error = "METADATA_EXTRACTION_FAILED", ex.meta_error
-    toc = [asdict(t) if is_dataclass(t) else dict(t) for t in ex.toc]
+    toc = [asdict(t) if is_dataclass(t) and not isinstance(t, type) else dict(t) for t in ex.toc]
     return {
         "entry_id": item.entry_id, "format": ex.format or "unknown", "status": status, "error_code": error_code,
         "error": error, "pages": (ex.total_pages or len(pages)) if status == "ok" else 0, "lines": lines,
@@ -338,9 +338,9 @@ def entry_lines(engine: Engine, entry_id: int, *, line_from: int = 1,
             yield number, text, seg.page, bool(seg.ocr)
 
 
-def scope_clause(under: Sequence[str] | None, entry_id: int | None):
+def scope_clause(under: Sequence[str] | None, entry_id: int | None) -> ColumnElement[bool] | None:
     """Entries in scope: one entry, or those under any of the absolute directory paths ``under`` (None: all)."""
-    clauses = []
+    clauses: list[ColumnElement[bool]] = []
     if entry_id is not None:
         clauses.append(E.c.id == entry_id)
     if under is not None:
@@ -348,7 +348,7 @@ def scope_clause(under: Sequence[str] | None, entry_id: int | None):
     return and_(*clauses) if clauses else None
 
 
-def _not_hidden(under: Sequence[str] | None):
+def _not_hidden(under: Sequence[str] | None) -> ColumnElement[bool] | None:
     """Entries with no hidden component (a name starting with ".") below the folder of ``under`` holding them:
     the built-in plan does not extract those, so they are never waited for."""
     if not under:
@@ -389,7 +389,7 @@ def _like_escape(needle: str) -> str:
     return needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
-def like_clause(tree: Any):
+def like_clause(tree: Any) -> ColumnElement[bool]:
     """A prefilter tree (a folded needle str, or ("and"|"or", children)) as LIKE tests on ``folded``."""
     if isinstance(tree, str):
         return S.c.folded.like(f"%{_like_escape(tree)}%", escape="\\")

@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import logging
 import os
+import sqlite3
 import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator, Literal
 
 from sqlalchemy import event
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine, ExceptionContext
+from sqlalchemy.pool import ConnectionPoolEntry
 from sqlmodel import Session, SQLModel, create_engine
 
 from dsl.regex import sqlite_regexp
@@ -62,7 +64,7 @@ def _timeout_message(seconds: float) -> str:
             f"(a set, a path prefix, fewer or simpler patterns) or raise {STATEMENT_TIMEOUT_ENV}")
 
 
-def register_functions(dbapi_conn) -> None:
+def register_functions(dbapi_conn: sqlite3.Connection) -> None:
     """The SQL functions every SQLite connection to a store needs: ``regexp`` (RE2 in place of the Python
     re.search SQLAlchemy registers: a pattern cannot backtrack for ever holding the GIL) and ``assay_fold`` (the
     documents' full-text index triggers call it; see store.models.fold)."""
@@ -70,7 +72,7 @@ def register_functions(dbapi_conn) -> None:
     dbapi_conn.create_function("assay_fold", 1, models.fold, deterministic=True)
 
 
-def _sqlite_pragmas(dbapi_conn, _record) -> None:
+def _sqlite_pragmas(dbapi_conn: sqlite3.Connection, _record: ConnectionPoolEntry) -> None:
     register_functions(dbapi_conn)
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA journal_mode=WAL")
@@ -87,22 +89,22 @@ def _sqlite_time_limit(engine: Engine, seconds: float) -> None:
     """A deadline per statement, checked by a progress handler: SQLite stops the statement ("interrupted") once
     the deadline has passed, and the error is raised again as QueryTimeout."""
 
-    def on_connect(dbapi_conn, record) -> None:
+    def on_connect(dbapi_conn: sqlite3.Connection, record: ConnectionPoolEntry) -> None:
         holder = record.info[_DEADLINE] = [None]
         dbapi_conn.set_progress_handler(
             lambda: 1 if holder[0] is not None and time.monotonic() > holder[0] else 0, _PROGRESS_STEPS)
 
-    def before(conn, _cursor, _statement, _params, _context, executemany) -> None:
+    def before(conn: Connection, _cursor: Any, _statement: str, _params: Any, _context: Any, executemany: bool) -> None:
         holder = conn.info.get(_DEADLINE)
         if holder is not None:
             holder[0] = None if executemany else time.monotonic() + seconds
 
-    def after(conn, *_args) -> None:
+    def after(conn: Connection, *_args: Any) -> None:
         holder = conn.info.get(_DEADLINE)
         if holder is not None:
             holder[0] = None
 
-    def on_error(context) -> None:
+    def on_error(context: ExceptionContext) -> None:
         holder = context.connection.info.get(_DEADLINE) if context.connection is not None else None
         expired = holder is not None and holder[0] is not None and time.monotonic() > holder[0]
         if holder is not None:
@@ -117,18 +119,18 @@ def _sqlite_time_limit(engine: Engine, seconds: float) -> None:
 
 
 def _postgres_time_limit(engine: Engine, seconds: float) -> None:
-    def on_error(context) -> None:
+    def on_error(context: ExceptionContext) -> None:
         if getattr(context.original_exception, "sqlstate", None) == "57014":  # query_canceled: statement_timeout
             raise QueryTimeout(_timeout_message(seconds)) from context.original_exception
 
     event.listen(engine, "handle_error", on_error)
 
 
-def make_engine(url: str, *, statement_timeout: float | None | str = "env") -> Engine:
+def make_engine(url: str, *, statement_timeout: float | None | Literal["env"] = "env") -> Engine:
     """A new engine for ``url`` with the schema created; prefer :func:`get_engine`, which shares one per URL.
 
     ``statement_timeout``: seconds a statement may run (None: no limit; by default ``ASSAY_STATEMENT_TIMEOUT``)."""
-    seconds = statement_timeout_from_env() if statement_timeout == "env" else statement_timeout
+    seconds = statement_timeout_from_env() if isinstance(statement_timeout, str) else statement_timeout  # "env"
     if url.startswith("sqlite"):
         if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
             Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
@@ -148,7 +150,7 @@ def make_engine(url: str, *, statement_timeout: float | None | str = "env") -> E
     return engine
 
 
-def get_engine(url: str, *, statement_timeout: float | None | str = "env") -> Engine:
+def get_engine(url: str, *, statement_timeout: float | None | Literal["env"] = "env") -> Engine:
     """The process-wide engine for ``url`` (flows look engines up by URL, since engines do not serialise).
 
     ``statement_timeout`` is used when the engine is made (see :func:`make_engine`): a serving process passes its

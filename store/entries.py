@@ -8,7 +8,7 @@ import posixpath
 from datetime import datetime, timezone
 from typing import Any, Iterable, Literal, Sequence
 
-from sqlalchemy import and_, case, delete, func, or_, select, update
+from sqlalchemy import ColumnElement, and_, case, delete, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine, RowMapping
 
@@ -49,11 +49,19 @@ def mime_for(name: str) -> str | None:
     return mimetypes.guess_type(name, strict=False)[0]
 
 
+def driver_connection(conn: Connection) -> Any:
+    """The DBAPI connection under ``conn`` (sqlite3's: its executemany and plain cursors are the hot paths)."""
+    driver = conn.connection.driver_connection
+    if driver is None:
+        raise RuntimeError("the connection is closed")
+    return driver
+
+
 def path_depth(path: str) -> int:
     return 0 if path == "/" else path.count("/")
 
 
-def subtree_clause(root: str, *, include_root: bool = True):
+def subtree_clause(root: str, *, include_root: bool = True) -> ColumnElement[bool]:
     """Entries at or under ``root``, as an index-friendly range (no LIKE, so ``%`` and ``_`` in names are safe)."""
     if root == "/":
         return T.c.path >= "/"
@@ -74,7 +82,8 @@ def types_for(extension: str) -> tuple[str | None, str | None]:
 
 
 def row_tuple(path: str, parent: str | None, name: str, kind: str, size: int, mtime: float, ctime: float,
-              inode: int | None, scan_id: int | None, indexed_at: float, scan_error: str | None = None) -> tuple:
+              inode: int | None, scan_id: int | None, indexed_at: float,
+              scan_error: str | None = None) -> tuple[Any, ...]:
     """One entry as a tuple in ENTRY_COLUMNS order (the indexer's hot path builds these, not dicts)."""
     if kind == "file":
         dot = name.rfind(".")
@@ -95,7 +104,7 @@ def make_row(path: str, *, kind: str, size: int, mtime: float, ctime: float, ino
                                               indexed_at, scan_error)))
 
 
-def upsert_entries(conn: Connection, rows: Sequence[dict[str, Any] | tuple]) -> None:
+def upsert_entries(conn: Connection, rows: Sequence[dict[str, Any] | tuple[Any, ...]]) -> None:
     """Insert or update a batch of entries by path in one statement (entry ids, hence set memberships, survive).
 
     Rows are dicts keyed by ENTRY_COLUMNS or tuples in that order. Columns that are functions of the path are not
@@ -107,7 +116,7 @@ def upsert_entries(conn: Connection, rows: Sequence[dict[str, Any] | tuple]) -> 
         # The DBAPI's executemany is several times faster than SQLAlchemy's per-row parameter processing; this is
         # the indexer's hot path, so it goes straight to sqlite3 with the same statement.
         params = [r if isinstance(r, tuple) else tuple(r[c] for c in ENTRY_COLUMNS) for r in rows]
-        cursor = conn.connection.driver_connection.cursor()
+        cursor = driver_connection(conn).cursor()
         try:
             cursor.executemany(_SQLITE_UPSERT, params)
         finally:
@@ -161,11 +170,11 @@ def delete_gone(conn: Connection, gone: Sequence[tuple[str, bool]]) -> int:
     return removed
 
 
-def child_states(conn: Connection, *, parent: str) -> dict[str, tuple]:
+def child_states(conn: Connection, *, parent: str) -> dict[str, tuple[Any, ...]]:
     """``name -> (kind, size, mtime, ctime, inode, scan_error)`` of the stored entries directly inside ``parent``:
     what a re-scan compares each directory's listing with."""
     if conn.dialect.name == "sqlite":
-        cursor = conn.connection.driver_connection.cursor()
+        cursor = driver_connection(conn).cursor()
         try:
             return {row[0]: row[1:] for row in cursor.execute(_SQLITE_CHILD_STATES, (parent,))}
         finally:
@@ -174,7 +183,7 @@ def child_states(conn: Connection, *, parent: str) -> dict[str, tuple]:
     return {row[0]: tuple(row[1:]) for row in conn.execute(select(*cols).where(T.c.parent == parent))}
 
 
-def entry_state(conn: Connection, *, path: str) -> tuple | None:
+def entry_state(conn: Connection, *, path: str) -> tuple[Any, ...] | None:
     row = conn.execute(select(*(T.c[c] for c in STATE_COLUMNS)).where(T.c.path == path)).first()
     return tuple(row) if row is not None else None
 
@@ -293,7 +302,7 @@ def count_subtree(engine: Engine, *, root: str) -> int:
         return conn.execute(select(func.count()).select_from(T).where(subtree_clause(root))).scalar_one()
 
 
-def within(roots: Sequence[str]):
+def within(roots: Sequence[str]) -> ColumnElement[bool]:
     """Entries at or under any of ``roots`` (a WHERE clause: what the readers of every entry of the roots scope by)."""
     return or_(*(subtree_clause(root) for root in roots))
 

@@ -6,6 +6,7 @@ what was wrong, where, and what would be accepted.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from dsl.errors import AssayError  # the one root, defined at the bottom layer so plan errors are assay errors too
@@ -90,11 +91,11 @@ class DocumentError(CodedError):
     KIND = "document"
 
 
-def check_choice(value: Any, allowed, *, field: str, what: str) -> str:
+def check_choice(value: Any, allowed: Iterable[str], *, field: str, what: str) -> str:
     """``value`` if it is one of ``allowed``, else InvalidInput naming the parameter and listing what is accepted."""
-    allowed = list(allowed)
-    if not isinstance(value, str) or value not in allowed:
-        raise InvalidInput(f"{field} {value!r} is not a supported {what}; use one of: {', '.join(allowed)}",
+    choices = list(allowed)
+    if not isinstance(value, str) or value not in choices:
+        raise InvalidInput(f"{field} {value!r} is not a supported {what}; use one of: {', '.join(choices)}",
                            field=field)
     return value
 

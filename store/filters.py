@@ -10,7 +10,7 @@ from datetime import date, datetime, timezone
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
-from sqlalchemy import func, or_
+from sqlalchemy import ColumnElement, func, or_
 
 from store.entries import T, iso
 from store.errors import InvalidInput
@@ -139,10 +139,10 @@ class EntryFilter(BaseModel):
     def check_times(self, where: str = "query") -> None:  # kept for callers of the older name
         self.check(where)
 
-    def clauses(self, case_sensitive: bool = False) -> list:
+    def clauses(self, case_sensitive: bool = False) -> list[ColumnElement[bool]]:
         """SQL clauses over the entries table ``T`` (bound parameters only)."""
         c = T.c
-        out: list = []
+        out: list[ColumnElement[bool]] = []
         if self.kind:
             out.append(c.kind == self.kind)
         if self.extension:
@@ -172,7 +172,7 @@ class EntryFilter(BaseModel):
         return out
 
 
-def _contains(column, needle: str, case_sensitive: bool):
+def _contains(column: ColumnElement[Any], needle: str, case_sensitive: bool) -> ColumnElement[bool]:
     """Substring test; ``%`` and ``_`` in the needle are escaped, so they match literally (SQLite and PostgreSQL)."""
     if case_sensitive:
         return column.contains(needle, autoescape=True)

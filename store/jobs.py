@@ -14,6 +14,7 @@ from store.entries import T as E
 from store.entries import iso
 from store.errors import InvalidInput, NotFound
 from store.models import Job, JobIssue
+from store.models.columns import inserted_id
 
 J = Job.__table__
 JI = JobIssue.__table__
@@ -23,10 +24,9 @@ ACTIVE = ("pending", "running")
 
 def create_job(engine: Engine, *, root: str, kind: str = "index", params: dict[str, Any] | None = None) -> int:
     with engine.begin() as conn:
-        return conn.execute(
+        return inserted_id(conn.execute(
             insert(J).values(kind=kind, root=root, status="pending", params_json=json.dumps(params or {}),
-                             created_at=time.time())
-        ).inserted_primary_key[0]
+                             created_at=time.time())))
 
 
 def parse_job_id(job_id: str | int, *, field: str = "jobId") -> int:

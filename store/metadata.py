@@ -12,8 +12,8 @@ import json
 import re
 from typing import Any, Iterable, Sequence
 
-from sqlalchemy import and_, case, func, select
-from sqlalchemy.engine import Engine
+from sqlalchemy import ColumnElement, and_, case, func, select
+from sqlalchemy.engine import Engine, RowMapping
 
 from store.entries import T
 from store.errors import InvalidInput
@@ -36,7 +36,7 @@ def check_hash(value: str) -> str:
     return value
 
 
-def _artifact(row) -> dict[str, Any]:
+def _artifact(row: RowMapping) -> dict[str, Any]:
     return {"id": row["id"], "entry_id": row["entry_id"], "type": row["type"], "mime_type": row["mime_type"],
             "cache_path": row["cache_path"], "source_hash": row["source_hash"],
             "value": json.loads(row["value_json"] or "{}"), "created_at": row["created_at"]}
@@ -75,8 +75,8 @@ def duplicate_count(engine: Engine, *, entry_id: int, hash_: str | None) -> int:
                             .where(T.c.hash == hash_, T.c.id != entry_id)).scalar_one()
 
 
-def list_artifacts(engine: Engine, *, scope=None, artifact_type: str | None = None, sort: str = "newest",
-                   limit: int = 100, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
+def list_artifacts(engine: Engine, *, scope: ColumnElement[bool] | None = None, artifact_type: str | None = None,
+                   sort: str = "newest", limit: int = 100, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
     """One page of artifacts with their entry's path, newest first (``sort="newest"``) or by path then type; and the
     total. ``artifact_type`` keeps one type (``thumbnail``)."""
     if sort not in LISTING_SORTS:
@@ -96,7 +96,8 @@ def list_artifacts(engine: Engine, *, scope=None, artifact_type: str | None = No
     return [_artifact(r) | {"path": r["path"], "hash": r["hash"]} for r in rows], total
 
 
-def entries_with_hash(engine: Engine, *, hash_: str, scope=None, limit: int = 1000) -> tuple[list[dict], int]:
+def entries_with_hash(engine: Engine, *, hash_: str, scope: ColumnElement[bool] | None = None,
+                      limit: int = 1000) -> tuple[list[dict[str, Any]], int]:
     """The entries whose content hash is ``hash_`` (by path, at most ``limit``) with their artifacts, and how many
     there are."""
     check_hash(hash_)
@@ -108,7 +109,7 @@ def entries_with_hash(engine: Engine, *, hash_: str, scope=None, limit: int = 10
             .order_by(T.c.path).limit(limit)).mappings()]
         ids = [e["id"] for e in entries]
         rows = conn.execute(select(A).where(A.c.entry_id.in_(ids))).mappings().all() if ids else []
-    by_entry: dict[int, list[dict]] = {}
+    by_entry: dict[int, list[dict[str, Any]]] = {}
     for r in rows:
         by_entry.setdefault(r["entry_id"], []).append(_artifact(r))
     for e in entries:
@@ -116,7 +117,7 @@ def entries_with_hash(engine: Engine, *, hash_: str, scope=None, limit: int = 10
     return entries, total
 
 
-def duplicate_groups(engine: Engine, *, scope=None, limit: int = 50, offset: int = 0,
+def duplicate_groups(engine: Engine, *, scope: ColumnElement[bool] | None = None, limit: int = 50, offset: int = 0,
                      paths_per_group: int = 100) -> tuple[list[dict[str, Any]], int]:
     """Groups of files with the same content hash (two or more), largest wasted space first (size × (count − 1)),
     each with its size, count, wasted bytes and up to ``paths_per_group`` paths; and the number of groups."""

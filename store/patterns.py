@@ -8,7 +8,10 @@ any SQL runs, then run by RE2 on SQLite (the engine's REGEXP) and by PostgreSQL'
 
 from __future__ import annotations
 
-from sqlalchemy import func
+from collections.abc import Iterator
+from typing import Any
+
+from sqlalchemy import ColumnElement, func
 
 from dsl.regex import RegexError, check_regex
 from store.errors import InvalidInput, check_choice
@@ -23,7 +26,7 @@ MATCH_MODES: dict[str, str] = {
 }
 
 
-def _glob_tokens(pattern: str):
+def _glob_tokens(pattern: str) -> Iterator[tuple[Any, ...]]:
     """Shell-glob tokens: ("*",), ("?",), ("[", negate, body) or ("lit", ch). ``[!..]`` and ``[^..]`` negate; a
     ``]`` right after the opening bracket belongs to the class; an unclosed ``[`` is a literal."""
     i, n = 0, len(pattern)
@@ -88,15 +91,19 @@ def _check_regex(pattern: str, *, case_sensitive: bool) -> None:
         raise InvalidInput(f"pattern {exc}", field="pattern") from None
 
 
-def match_clause(column, *, pattern: str, mode: str, case_sensitive: bool, dialect: str):
+def match_clause(column: ColumnElement[Any], *, pattern: str, mode: str, case_sensitive: bool,
+                 dialect: str) -> ColumnElement[bool]:
     """The SQL test of ``column`` against ``pattern`` in ``mode`` for ``dialect`` (sqlite | postgresql | ...)."""
     check_choice(mode, MATCH_MODES, field="mode", what="match mode")
     if not isinstance(pattern, str) or pattern == "":
         raise InvalidInput("pattern must be a non-empty string", field="pattern")
     if mode in ("contains", "prefix", "suffix"):
         target, needle = (column, pattern) if case_sensitive else (func.lower(column), pattern.lower())
-        method = {"contains": target.contains, "prefix": target.startswith, "suffix": target.endswith}[mode]
-        return method(needle, autoescape=True)
+        if mode == "contains":
+            return target.contains(needle, autoescape=True)
+        if mode == "prefix":
+            return target.startswith(needle, autoescape=True)
+        return target.endswith(needle, autoescape=True)
     if mode == "glob":
         if dialect == "sqlite":
             if case_sensitive:

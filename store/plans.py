@@ -20,6 +20,7 @@ from sqlalchemy.exc import IntegrityError
 from store.entries import iso
 from store.errors import AlreadyExists, InvalidInput, NotFound
 from store.models import OutcomeRecord, Plan, PlanExecution
+from store.models.columns import inserted_id
 
 P = Plan.__table__
 X = PlanExecution.__table__
@@ -52,7 +53,8 @@ def plan_public(row: dict[str, Any]) -> dict[str, Any]:
             "updated_at": iso(row["updated_at"])}
 
 
-def save_plan(engine: Engine, *, definition: dict[str, Any], create: bool, origin_path: str | None = None) -> dict:
+def save_plan(engine: Engine, *, definition: dict[str, Any], create: bool,
+              origin_path: str | None = None) -> dict[str, Any]:
     """Store the canonical plan object ``definition``; ``create`` refuses an existing name, else it must exist
     (upsert: pass create=None)."""
     name = definition["name"]
@@ -118,12 +120,12 @@ def count_plans(engine: Engine) -> int:
 def start_execution(engine: Engine, *, plan_name: str, trigger: str = "manual") -> int:
     with engine.begin() as conn:
         row = _row(conn, plan_name)
-        return conn.execute(insert(X).values(plan_id=row["id"], plan_name=plan_name, status="running",
-                                             trigger=trigger, started_at=time.time(), summary_json="{}")
-                            ).inserted_primary_key[0]
+        return inserted_id(conn.execute(insert(X).values(plan_id=row["id"], plan_name=plan_name, status="running",
+                                                         trigger=trigger, started_at=time.time(), summary_json="{}")))
 
 
-def update_execution(engine: Engine, *, execution_id: int, summary: dict | None = None, **values: Any) -> None:
+def update_execution(engine: Engine, *, execution_id: int, summary: dict[str, Any] | None = None,
+                     **values: Any) -> None:
     if summary is not None:
         values["summary_json"] = json.dumps(summary)
     with engine.begin() as conn:
@@ -131,7 +133,7 @@ def update_execution(engine: Engine, *, execution_id: int, summary: dict | None 
 
 
 def finish_execution(engine: Engine, *, execution_id: int, status: str, error_message: str | None = None,
-                     summary: dict | None = None, **counters: Any) -> dict[str, Any]:
+                     summary: dict[str, Any] | None = None, **counters: Any) -> dict[str, Any]:
     if status not in EXECUTION_STATUSES:
         raise InvalidInput(f"execution status {status!r} is not one of {', '.join(EXECUTION_STATUSES)}")
     done = time.time()
@@ -151,7 +153,8 @@ def run_of_execution(engine: Engine, *, execution_id: int) -> int | None:
         row = conn.execute(select(X.c.run_id).where(X.c.id == execution_id)).first()
     if row is None:
         raise NotFound(f"no plan execution with id {execution_id}", field="execution_id")
-    return row[0]
+    run_id: int | None = row[0]
+    return run_id
 
 
 def execution_public(row: dict[str, Any]) -> dict[str, Any]:

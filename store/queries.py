@@ -37,10 +37,10 @@ def check_name(name: Any, *, field: str = "name") -> str:
     """A name to look a query up by (queries saved by older versions may have names the new rule refuses)."""
     if not isinstance(name, str) or not name.strip():
         raise InvalidInput(f"{field} must be a non-empty query name such as \"large-videos\"", field=field)
-    name = name.strip()
-    if len(name) > MAX_NAME:
-        raise InvalidInput(f"{field} is {len(name)} characters long; at most {MAX_NAME} are allowed", field=field)
-    return name
+    clean = name.strip()
+    if len(clean) > MAX_NAME:
+        raise InvalidInput(f"{field} is {len(clean)} characters long; at most {MAX_NAME} are allowed", field=field)
+    return clean
 
 
 def check_new_name(name: Any, *, field: str = "name") -> str:

@@ -13,7 +13,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 
-from sqlalchemy import case, exists, func, select
+from sqlalchemy import ColumnElement, Select, case, exists, func, select
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
@@ -91,7 +91,7 @@ class Scope:
     set_ids: list[int]
     include_children: bool
 
-    def select(self, *columns, joined: list | None = None):
+    def select(self, *columns: Any, joined: list[ColumnElement[bool]] | None = None) -> Select[Any]:
         """SELECT ``columns`` over the covered sets' entries, each once; ``joined`` filters the memberships.
 
         One set: a join from its memberships (unique per set, so nothing repeats). Several: ``id IN`` the union of
@@ -104,7 +104,7 @@ class Scope:
         return select(*columns).select_from(T).where(
             T.c.id.in_(select(M.c.entry_id).where(M.c.set_id.in_(self.set_ids), *joined)))
 
-    def count_members(self, joined: list | None = None):
+    def count_members(self, joined: list[ColumnElement[bool]] | None = None) -> Select[Any]:
         """The number of distinct entries, from the membership index alone."""
         stmt = select(func.count() if len(self.set_ids) == 1 else func.count(func.distinct(M.c.entry_id)))
         return stmt.select_from(M).where(M.c.set_id.in_(self.set_ids), *(joined or []))
@@ -121,7 +121,7 @@ def scope_for(conn: Connection, *, name: str, include_children: bool, depth: int
 # --- metrics ----------------------------------------------------------------------------------------------------
 
 
-def _metric_column(metric: str):
+def _metric_column(metric: str) -> ColumnElement[Any]:
     if metric == "size":
         return func.coalesce(func.sum(case((T.c.kind == "file", T.c.size), else_=0)), 0)
     if metric == "count":
@@ -206,8 +206,8 @@ def resource_sum(conn: Connection, *, name: str, metric: str, include_children: 
 # --- pages of matching entries ------------------------------------------------------------------------------------
 
 
-def _page(conn: Connection, *, scope: Scope, where: list, limit: int, offset: int, order: list | None = None,
-          joined: list | None = None) -> dict[str, Any]:
+def _page(conn: Connection, *, scope: Scope, where: list[ColumnElement[bool]], limit: int, offset: int,
+          order: list[Any] | None = None, joined: list[ColumnElement[bool]] | None = None) -> dict[str, Any]:
     """One page of the scope's entries matching ``where``, with the total count (both in SQL)."""
     _check_page(limit, offset)
     order = order or [T.c.path.asc()]
@@ -331,7 +331,7 @@ def set_stats(conn: Connection, *, name: str, top: int = 10) -> dict[str, Any]:
     scope = scope_for(conn, name=name, include_children=True)
     is_file = T.c.kind == "file"
 
-    def count_of(kind: str):
+    def count_of(kind: str) -> ColumnElement[Any]:
         return func.coalesce(func.sum(case((T.c.kind == kind, 1), else_=0)), 0)
 
     row = conn.execute(
@@ -343,7 +343,7 @@ def set_stats(conn: Connection, *, name: str, top: int = 10) -> dict[str, Any]:
     ).mappings().one()
     direct = conn.execute(select(func.count()).select_from(M).where(M.c.set_id == scope.set_id)).scalar_one()
 
-    def groups(column, label: str, *, files_only: bool) -> list[dict[str, Any]]:
+    def groups(column: ColumnElement[Any], label: str, *, files_only: bool) -> list[dict[str, Any]]:
         key = func.coalesce(column, "")
         stmt = (scope.select(key.label("key"), func.count().label("count"),
                              func.coalesce(func.sum(T.c.size), 0).label("size"))

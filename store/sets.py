@@ -15,11 +15,11 @@ from __future__ import annotations
 import re
 from typing import Any, Iterator, Sequence
 
-from sqlalchemy import delete, exists, func, literal, select, update
+from sqlalchemy import ColumnElement, Select, Table, delete, exists, func, literal, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 
-from store.entries import T, entry_public, iso
+from store.entries import T, driver_connection, entry_public, iso
 from store.errors import AlreadyExists, Conflict, InvalidInput, NotFound
 from store.models import ResourceSet, SetEdge, SetMember, now
 
@@ -124,7 +124,7 @@ def would_create_cycle(conn: Connection, *, parent_id: int, child_id: int) -> bo
     return cycle_path(conn, parent_id=parent_id, child_id=child_id) is not None
 
 
-def entry_ids_in(set_ids: list[int]):
+def entry_ids_in(set_ids: list[int]) -> Select[Any]:
     """A subquery of the distinct entry ids that belong to any of ``set_ids``."""
     return select(M.c.entry_id).where(M.c.set_id.in_(set_ids))
 
@@ -137,7 +137,7 @@ def closure_for(conn: Connection, *, name: str, include_children: bool, depth: i
     return descendant_ids(conn, set_id=root["id"], depth=depth)
 
 
-def add_members_from(conn: Connection, *, set_id: int, entry_ids) -> int:
+def add_members_from(conn: Connection, *, set_id: int, entry_ids: Select[Any]) -> int:
     """Add the entries selected by ``entry_ids`` (a one-column select of entry ids) to a set; returns how many were
     new. One INSERT ... SELECT, so callers can add a whole query result without loading it."""
     ids = entry_ids.subquery()
@@ -156,11 +156,11 @@ def add_member_ids(conn: Connection, *, set_id: int, entry_ids: Sequence[int]) -
     added = 0
     stamp = now()
     if conn.dialect.name == "sqlite":  # the hot path: the driver's executemany, INSERT OR IGNORE counts new rows
-        cursor = conn.connection.driver_connection.cursor()
+        cursor = driver_connection(conn).cursor()
         try:
             cursor.executemany("INSERT OR IGNORE INTO set_members (set_id, entry_id, added_at) VALUES (?, ?, ?)",
                                [(set_id, i, stamp) for i in entry_ids])
-            added = cursor.rowcount
+            added = int(cursor.rowcount)
         finally:
             cursor.close()
         if added:
@@ -187,7 +187,7 @@ def remove_member_ids(conn: Connection, *, set_id: int, entry_ids: Sequence[int]
     return removed
 
 
-def remove_members_from(conn: Connection, *, set_id: int, entry_ids) -> int:
+def remove_members_from(conn: Connection, *, set_id: int, entry_ids: Select[Any]) -> int:
     removed = conn.execute(delete(M).where(M.c.set_id == set_id, M.c.entry_id.in_(entry_ids))).rowcount or 0
     if removed:
         _touch(conn, set_id)
@@ -203,7 +203,7 @@ def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]
         yield items[i:i + size]
 
 
-def _summaries(conn: Connection, where=None) -> list[dict[str, Any]]:
+def _summaries(conn: Connection, where: ColumnElement[bool] | None = None) -> list[dict[str, Any]]:
     """name, description, entry_count, child_count, parent_count and times of the sets matching ``where``."""
     entry_count = select(func.count()).select_from(M).where(M.c.set_id == S.c.id).scalar_subquery()
     child_count = select(func.count()).select_from(E).where(E.c.parent_id == S.c.id).scalar_subquery()
@@ -293,7 +293,7 @@ def describe_set(engine: Engine, *, name: str, include_entries: bool = False, li
 
 
 def check_operation(operation: Any) -> str:
-    if operation not in OPERATIONS:
+    if not isinstance(operation, str) or operation not in OPERATIONS:
         raise InvalidInput(f"operation {operation!r} is not supported; use \"add\" or \"remove\"",
                            field="operation")
     return operation
@@ -343,9 +343,10 @@ def delete_set(engine: Engine, *, name: str) -> dict[str, Any]:
     return {"name": name, "deleted": True, "memberships_removed": members, "edges_removed": edges}
 
 
-def _insert_ignore(conn: Connection, table):
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    return dialect.insert(table).on_conflict_do_nothing()
+def _insert_ignore(conn: Connection, table: Table) -> postgresql.Insert | sqlite.Insert:
+    if conn.dialect.name == "postgresql":
+        return postgresql.insert(table).on_conflict_do_nothing()
+    return sqlite.insert(table).on_conflict_do_nothing()
 
 
 def add_child(engine: Engine, *, parent: str, child: str) -> dict[str, Any]:

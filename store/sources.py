@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from sqlalchemy import insert, select, update
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Engine, RowMapping
 from sqlalchemy.exc import IntegrityError
 
 from store.entries import iso
@@ -38,7 +38,7 @@ def check_type(type: Any) -> str:
                                                          "when source-start is called)")
 
 
-def _row(row) -> dict[str, Any]:
+def _row(row: RowMapping) -> dict[str, Any]:
     out = dict(row)
     out["config"] = json.loads(out.pop("config_json") or "{}")
     return out

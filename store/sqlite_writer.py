@@ -20,29 +20,32 @@ import pickle
 import sqlite3
 import struct
 import sys
+from collections.abc import Iterable
+from typing import IO, Any
 
 from store.fold import fold
 
 HEADER = struct.Struct(">I")
 
 
-def write_frame(stream, obj) -> None:
+def write_frame(stream: IO[bytes], obj: Any) -> None:
     payload = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     stream.write(HEADER.pack(len(payload)))
     stream.write(payload)
 
 
-def _read_exact(stream, n: int) -> bytes:
+def _read_exact(stream: IO[bytes], n: int) -> bytes:
     data = stream.read(n)
     if len(data) != n:
         raise EOFError("the indexer closed the stream mid-frame")
     return data
 
 
-def expand_rows(rows, *, scan_id, indexed_at, media: dict, mimes: dict) -> list[tuple]:
+def expand_rows(rows: Iterable[tuple[Any, ...]], *, scan_id: int | None, indexed_at: float, media: dict[str, str],
+                mimes: dict[str, str | None | bool]) -> list[tuple[Any, ...]]:
     """Compact rows ``(path, parent, name, kind, size, mtime, ctime, inode, scan_error)`` as full rows in
     store.entries.ENTRY_COLUMNS order (``mimes`` caches extension -> MIME type across calls)."""
-    out = []
+    out: list[tuple[Any, ...]] = []
     append = out.append
     for path, parent, name, kind, size, mtime, ctime, inode, error in rows:
         if kind == "file":
@@ -64,7 +67,7 @@ def bounds(path: str) -> tuple[str, str]:
     return base + "/", base + "0"
 
 
-def serve(database: str, stream) -> tuple[int, int]:
+def serve(database: str, stream: IO[bytes]) -> tuple[int, int]:
     """Apply every batch read from ``stream`` to ``database``; returns (rows written, entries removed)."""
     (length,) = HEADER.unpack(_read_exact(stream, HEADER.size))
     setup = pickle.loads(_read_exact(stream, length))

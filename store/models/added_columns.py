@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
-from sqlalchemy import event, insert, inspect, update
+from sqlalchemy import Connection, MetaData, Table, event, insert, inspect, update
 from sqlmodel import SQLModel
+
+from store.models.columns import inserted_id
 
 # Columns added after a store may already exist: create_all makes new tables but never adds a column, so each
 # missing one is added with ALTER TABLE right after create_all (nullable, no default: instant on SQLite and
@@ -25,7 +28,7 @@ _RUN_STATUS = {"running": "failed", "success": "completed", "partial": "complete
 
 
 @event.listens_for(SQLModel.metadata, "after_create")
-def _add_missing_columns(metadata, connection, **_kw) -> None:
+def _add_missing_columns(metadata: MetaData, connection: Connection, **_kw: Any) -> None:
     insp = inspect(connection)
     tables = set(insp.get_table_names())
     for table, column, sql_type in ADDED_COLUMNS:
@@ -35,7 +38,7 @@ def _add_missing_columns(metadata, connection, **_kw) -> None:
         backfill_plan_runs(connection)
 
 
-def backfill_plan_runs(connection) -> int:
+def backfill_plan_runs(connection: Connection) -> int:
     """Give every plan execution of an older store its row in the runs table (kind "plan"), so the store's history
     is one table of runs; returns how many it made. Runs once: later executions are made with their run."""
     rows = connection.exec_driver_sql(
@@ -44,17 +47,17 @@ def backfill_plan_runs(connection) -> int:
     for execution_id, name, status, message, flow_run_id, started, completed, duration in rows:
         run_status = "cancelled" if status == "error" and (message or "").startswith("cancelled") \
             else _RUN_STATUS.get(status, "failed")
-        run_id = connection.execute(
+        run_id = inserted_id(connection.execute(
             insert(_jobs()).values(
                 kind="plan", root=name, status=run_status, progress=100.0 if run_status == "completed" else 0.0,
                 files=0, directories=0, total_size=0, removed=0, error_count=0, error_message=message,
                 params_json=json.dumps({"execution_id": execution_id}), cancel_requested=False,
                 flow_run_id=flow_run_id, created_at=started, started_at=started, completed_at=completed,
-                duration_ms=duration)).inserted_primary_key[0]
+                duration_ms=duration)))
         executions = SQLModel.metadata.tables["plan_executions"]
         connection.execute(update(executions).where(executions.c.id == execution_id).values(run_id=run_id))
     return len(rows)
 
 
-def _jobs():
+def _jobs() -> Table:
     return SQLModel.metadata.tables["jobs"]

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from sqlalchemy import Column, ForeignKey, Index, Integer
-from sqlmodel import Field, SQLModel
+from sqlmodel import Field
 
-from store.models.columns import cascade_fk, now
+from store.models.columns import TableModel, cascade_fk, now
 
 
-class Artifact(SQLModel, table=True):
+class Artifact(TableModel, table=True):
     """Generated metadata for an entry: a thumbnail, a timeline frame, extracted fields (width, pages, exif.*...)."""
 
     __tablename__ = "artifacts"
@@ -24,7 +24,7 @@ class Artifact(SQLModel, table=True):
     created_at: float = Field(default_factory=now)
 
 
-class MetadataValue(SQLModel, table=True):
+class MetadataValue(TableModel, table=True):
     """One extracted field per row (``width``, ``duration``, ``exif.Model``), so conditions can push down to SQL."""
 
     __tablename__ = "metadata_values"

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from sqlalchemy import Column, Float, Index, Integer, Text, UniqueConstraint
-from sqlmodel import Field, SQLModel
+from sqlmodel import Field
 
-from store.models.columns import cascade_fk, now
+from store.models.columns import TableModel, cascade_fk, now
 
 
-class ResourceMapRow(SQLModel, table=True):
+class ResourceMapRow(TableModel, table=True):
     """A citable resource: one file inside the roots under a readable id (``lecture_01``), with its map when one was
     built or supplied. A row without a map (``origin`` "none") only reserves the id, e.g. for a search hit's address.
     ``source_*`` is what the file was when the map (or the id) was made; a file that changed since is noticed by
@@ -36,7 +36,7 @@ class ResourceMapRow(SQLModel, table=True):
     updated_at: float | None = Field(default=None, sa_column=Column(Float, nullable=True))
 
 
-class MapNodeRow(SQLModel, table=True):
+class MapNodeRow(TableModel, table=True):
     """One node of a map; ``ordinal`` is its place in a pre-order walk of the tree (parents before children,
     siblings in order), so one ordered query rebuilds the tree."""
 

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
-from sqlalchemy import BigInteger, Column, ForeignKey, Index, Integer, Text, event
-from sqlmodel import Field, SQLModel
+from sqlalchemy import BigInteger, Column, Connection, ForeignKey, Index, Integer, Table, Text, event
+from sqlmodel import Field
 
-from store.models.columns import now
+from store.models.columns import TableModel, now
 
 log = logging.getLogger(__name__)
 
 
-class Document(SQLModel, table=True):
+class Document(TableModel, table=True):
     """What text extraction made of one entry: its format, size in pages / lines / characters, table of contents,
     metadata, or why it could not be read. ``work_key`` (size, mtime, extractor version, options) says whether it is
     current: an entry whose key differs is extracted again."""
@@ -39,7 +40,7 @@ class Document(SQLModel, table=True):
     extracted_at: float = Field(default_factory=now)
 
 
-class DocumentSegment(SQLModel, table=True):
+class DocumentSegment(TableModel, table=True):
     """A run of whole lines of one page of a document's extracted text (at most ~32k characters), in order.
 
     The document's lines are its pages' lines in page order, numbered from 1; ``line_start`` is the number of the
@@ -73,7 +74,7 @@ SQLITE_FTS = (
 
 
 @event.listens_for(DocumentSegment.__table__, "after_create")
-def _document_index(table, connection, **_kw) -> None:
+def _document_index(table: Table, connection: Connection, **_kw: Any) -> None:
     """The full-text index of the segments. SQLite: a contentless FTS5 trigram table (substring matching, as the
     line check does; it stores no second copy of the text), filled by the writer, emptied by a trigger that calls
     ``assay_fold`` (registered on every connection by store.engine). PostgreSQL: a pg_trgm GIN index over

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from sqlalchemy import BigInteger, Column, Float, Index, Text, text
-from sqlmodel import Field, SQLModel
+from sqlmodel import Field
 
-from store.models.columns import now
+from store.models.columns import TableModel, now
 
 
-class Entry(SQLModel, table=True):
+class Entry(TableModel, table=True):
     """One file, directory or symlink seen by the indexer. ``path`` is absolute and canonical (no ``..``)."""
 
     __tablename__ = "entries"

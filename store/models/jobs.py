@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from sqlalchemy import BigInteger, Column, Text
-from sqlmodel import Field, SQLModel
+from sqlmodel import Field
 
-from store.models.columns import cascade_fk, now
+from store.models.columns import TableModel, cascade_fk, now
 
 
-class Job(SQLModel, table=True):
+class Job(TableModel, table=True):
     """A unit of long work (indexing now; classifier, embedding and map jobs later) with its progress."""
 
     __tablename__ = "jobs"
@@ -34,7 +34,7 @@ class Job(SQLModel, table=True):
     duration_ms: int | None = None
 
 
-class JobIssue(SQLModel, table=True):
+class JobIssue(TableModel, table=True):
     """Something a job skipped and recorded: an unreadable directory, a file that vanished mid-walk, ..."""
 
     __tablename__ = "job_issues"

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from sqlalchemy import Column, Text, UniqueConstraint
-from sqlmodel import Field, SQLModel
+from sqlmodel import Field
 
-from store.models.columns import cascade_fk, now
+from store.models.columns import TableModel, cascade_fk, now
 
 
-class Source(SQLModel, table=True):
+class Source(TableModel, table=True):
     __tablename__ = "sources"
 
     id: int | None = Field(default=None, primary_key=True)
@@ -27,7 +27,7 @@ class Source(SQLModel, table=True):
     updated_at: float = Field(default_factory=now)
 
 
-class Plan(SQLModel, table=True):
+class Plan(TableModel, table=True):
     __tablename__ = "plans"
 
     id: int | None = Field(default=None, primary_key=True)
@@ -41,7 +41,7 @@ class Plan(SQLModel, table=True):
     updated_at: float = Field(default_factory=now)
 
 
-class PlanExecution(SQLModel, table=True):
+class PlanExecution(TableModel, table=True):
     __tablename__ = "plan_executions"
 
     id: int | None = Field(default=None, primary_key=True)
@@ -63,7 +63,7 @@ class PlanExecution(SQLModel, table=True):
     run_id: int | None = None
 
 
-class OutcomeRecord(SQLModel, table=True):
+class OutcomeRecord(TableModel, table=True):
     """One outcome applied to one entry; ``work_key`` makes re-runs on unchanged files do no repeated work."""
 
     __tablename__ = "outcome_records"

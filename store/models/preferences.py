@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from sqlmodel import Field, SQLModel
+from sqlmodel import Field
 
-from store.models.columns import now
+from store.models.columns import TableModel, now
 
 
-class Preference(SQLModel, table=True):
+class Preference(TableModel, table=True):
     __tablename__ = "preferences"
 
     key: str = Field(primary_key=True)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from sqlalchemy import Column, Text
-from sqlmodel import Field, SQLModel
+from sqlmodel import Field
 
-from store.models.columns import now
+from store.models.columns import TableModel, now
 
 
-class SavedQuery(SQLModel, table=True):
+class SavedQuery(TableModel, table=True):
     __tablename__ = "saved_queries"
 
     id: int | None = Field(default=None, primary_key=True)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Column, ForeignKey, Index, Integer, LargeBinary, Text, event
-from sqlmodel import Field, SQLModel
+from typing import Any
 
-from store.models.columns import cascade_fk, now
+from sqlalchemy import BigInteger, Column, Connection, ForeignKey, Index, Integer, LargeBinary, Table, Text, event
+from sqlmodel import Field
+
+from store.models.columns import TableModel, cascade_fk, now
 
 
-class Collection(SQLModel, table=True):
+class Collection(TableModel, table=True):
     """A named semantic index: the chunks and vectors of the entries embedded into it, with the model and backend
     that made them (a collection never mixes models: a different one is refused), the chunking, and ``version``,
     bumped by every change to its chunks (store.semantic writes; a trigger on chunk deletion), which the hnswlib file
@@ -29,7 +31,7 @@ class Collection(SQLModel, table=True):
     updated_at: float = Field(default_factory=now)
 
 
-class CollectionEntry(SQLModel, table=True):
+class CollectionEntry(TableModel, table=True):
     """One entry's state in one collection: the work key it was embedded with (file size + mtime + model + backend +
     chunking: equal means nothing to redo), how many chunks, or why it failed."""
 
@@ -46,7 +48,7 @@ class CollectionEntry(SQLModel, table=True):
     updated_at: float = Field(default_factory=now)
 
 
-class Chunk(SQLModel, table=True):
+class Chunk(TableModel, table=True):
     """A passage of an entry's extracted text (``flows.semantic.chunking``): character offsets into the document's
     text (its pages' lines joined by newlines, as store.documents keeps them), the page and the 1-based line range it
     spans, so a hit can be cited. SQLite keeps a full-text index of ``text`` in ``chunk_fts`` (FTS5, porter
@@ -72,7 +74,7 @@ class Chunk(SQLModel, table=True):
     text: str = Field(sa_column=Column(Text, nullable=False))
 
 
-class Embedding(SQLModel, table=True):
+class Embedding(TableModel, table=True):
     """The stored vector of a chunk (float32, little endian, L2-normalised); the hnswlib file beside the database is
     rebuilt from these if it is lost or behind."""
 
@@ -83,7 +85,7 @@ class Embedding(SQLModel, table=True):
     vector: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
 
 
-class EntryLabel(SQLModel, table=True):
+class EntryLabel(TableModel, table=True):
     """A zero-shot label score of an entry (the ``label`` outcome): every class scored is kept, so plan-explain can
     say why a file got a label or not; ``assigned`` when the score reached the outcome's threshold."""
 
@@ -123,7 +125,7 @@ POSTGRES_CHUNK_FTS = (
 
 
 @event.listens_for(Chunk.__table__, "after_create")
-def _chunk_index(table, connection, **_kw) -> None:
+def _chunk_index(table: Table, connection: Connection, **_kw: Any) -> None:
     """The keyword index of the chunks (SQLite: external-content FTS5 kept by triggers; PostgreSQL: a generated
     tsvector under GIN), and the version bump when chunks go (an entry deleted takes its chunks by cascade, so the
     hnswlib file learns it is behind)."""

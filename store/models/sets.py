@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from sqlalchemy import Column, ForeignKey, Integer, Text
-from sqlmodel import Field, SQLModel
+from sqlmodel import Field
 
-from store.models.columns import now
+from store.models.columns import TableModel, now
 
 
-class ResourceSet(SQLModel, table=True):
+class ResourceSet(TableModel, table=True):
     __tablename__ = "resource_sets"
 
     id: int | None = Field(default=None, primary_key=True)
@@ -18,7 +18,7 @@ class ResourceSet(SQLModel, table=True):
     updated_at: float = Field(default_factory=now)
 
 
-class SetEdge(SQLModel, table=True):
+class SetEdge(TableModel, table=True):
     """parent -> child edge; the graph is kept acyclic by store.sets.add_child."""
 
     __tablename__ = "set_edges"
@@ -31,7 +31,7 @@ class SetEdge(SQLModel, table=True):
     created_at: float = Field(default_factory=now)
 
 
-class SetMember(SQLModel, table=True):
+class SetMember(TableModel, table=True):
     __tablename__ = "set_members"
 
     set_id: int = Field(sa_column=Column(Integer, ForeignKey("resource_sets.id", ondelete="CASCADE"), primary_key=True))

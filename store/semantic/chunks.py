@@ -6,7 +6,7 @@ import json
 from typing import Any, Iterable, Sequence
 
 import numpy as np
-from sqlalchemy import Integer, any_, bindparam, func, select
+from sqlalchemy import ColumnElement, Integer, any_, bindparam, func, select
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection, Engine
 
@@ -43,7 +43,7 @@ def entry_chunks(engine: Engine, collection_id: int, entry_id: int) -> list[dict
             .where(K.c.collection_id == collection_id, K.c.entry_id == entry_id).order_by(K.c.chunk_index))]
 
 
-def _entry_filter(conn: Connection, entry_ids: Sequence[int]):
+def _entry_filter(conn: Connection, entry_ids: Sequence[int]) -> ColumnElement[bool]:
     """``chunks.entry_id`` among ``entry_ids`` as ONE bound parameter, whatever their number: a JSON array read by
     json_each on SQLite, an array with ANY on PostgreSQL (a ranked query cannot be split into IN lists)."""
     ids = [int(e) for e in entry_ids]

@@ -208,7 +208,7 @@ def _replace(engine: Engine, collection_id: int, items: dict[int, EntryChunks],
                    "updated_at": at} for eid in eids]
         if states:
             conn.execute(insert(CE), states)
-        final = int(conn.execute(select(C.c.version).where(C.c.id == collection_id)).scalar())
+        final = int(conn.execute(select(C.c.version).where(C.c.id == collection_id)).scalar_one())
     return Replaced(id_array(added), stacked, id_array(removed), version=final, previous=version - 1)
 
 
