@@ -1,5 +1,6 @@
-# Thin wrappers around scripts/: `make run`, `make test ARGS='-k navigate'`, `make bench`, `make corpus`, `make clean`.
-.PHONY: setup run test bench corpus clean
+# Thin wrappers around scripts/: `make run`, `make test ARGS='-k navigate'`, `make lint`, `make bench`, `make corpus`,
+# `make clean`.
+.PHONY: setup run test lint bench corpus clean
 
 ARGS ?=
 
@@ -12,6 +13,9 @@ run:
 test:
 	./scripts/test $(ARGS)
 
+lint: setup
+	./scripts/lint
+
 bench: setup
 	.venv/bin/python bench/run.py $(ARGS)
 
@@ -20,4 +24,4 @@ corpus: setup
 
 # Generated data only: the example corpus and test/bench leftovers (.venv stays; remove it by hand to rebuild).
 clean:
-	rm -rf examples/corpus bench/out .pytest_cache .hypothesis
+	rm -rf examples/corpus bench/out .pytest_cache .hypothesis .mypy_cache .ruff_cache
