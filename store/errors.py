@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from dsl.errors import AssayError  # the one root, defined at the bottom layer so plan errors are assay errors too
+# the one root (re-exported), defined at the bottom layer so plan errors are assay errors too
+from dsl.errors import AssayError as AssayError
 
 
 class Cancelled(AssayError):

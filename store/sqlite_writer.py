@@ -42,7 +42,7 @@ def _read_exact(stream: IO[bytes], n: int) -> bytes:
 
 
 def expand_rows(rows: Iterable[tuple[Any, ...]], *, scan_id: int | None, indexed_at: float, media: dict[str, str],
-                mimes: dict[str, str | None | bool]) -> list[tuple[Any, ...]]:
+                mimes: dict[str, str | None]) -> list[tuple[Any, ...]]:
     """Compact rows ``(path, parent, name, kind, size, mtime, ctime, inode, scan_error)`` as full rows in
     store.entries.ENTRY_COLUMNS order (``mimes`` caches extension -> MIME type across calls)."""
     out: list[tuple[Any, ...]] = []
