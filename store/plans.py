@@ -53,7 +53,7 @@ def plan_public(row: dict[str, Any]) -> dict[str, Any]:
             "updated_at": iso(row["updated_at"])}
 
 
-def save_plan(engine: Engine, *, definition: dict[str, Any], create: bool,
+def save_plan(engine: Engine, *, definition: dict[str, Any], create: bool | None,
               origin_path: str | None = None) -> dict[str, Any]:
     """Store the canonical plan object ``definition``; ``create`` refuses an existing name, else it must exist
     (upsert: pass create=None)."""

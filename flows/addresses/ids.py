@@ -22,7 +22,7 @@ import unicodedata
 from pathlib import PurePath
 from typing import Iterable, Iterator
 
-from sqlalchemy import false, insert, select, text, update
+from sqlalchemy import ColumnElement, false, insert, select, text, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
@@ -137,6 +137,7 @@ def _numbered_taken(conn: Connection, stem: str) -> set[int]:
     SQLite (byte order: the unique index answers it), LIKE on PostgreSQL (whose collation may not order bytes; ids
     hold no ``%`` or ``\\``, and ``_`` is escaped)."""
     prefix = stem + "_"
+    where: ColumnElement[bool]
     if conn.dialect.name == "sqlite":
         where = (R.c.resource_id >= prefix) & (R.c.resource_id < stem + "`")  # "`" follows "_"
     else:

@@ -53,7 +53,7 @@ class Location(BaseModel):
         if address.pages:
             listed = address.page_list()
             pages = [min(listed), max(listed)]
-        return cls(modality=address.modality,  # type: ignore[arg-type]
+        return cls(modality=address.modality,
                    start=address.t[0] if address.t else None, end=address.t[1] if address.t else None,
                    pages=pages, lines=list(address.lines) if address.lines else None,
                    bbox=list(address.bbox) if address.bbox else None)
@@ -68,7 +68,7 @@ class Location(BaseModel):
         if self.start is not None or self.end is not None:
             t = (float(self.start or 0.0), float(self.end if self.end is not None else self.start or 0.0))
         if self.bbox:
-            bbox = tuple(float(v) for v in self.bbox)  # type: ignore[assignment]
+            bbox = tuple(float(v) for v in self.bbox)
         if self.lines:
             lines = (self.lines[0], self.lines[-1])
         return Address(scheme, resource_id, pages=pages, t=t, bbox=bbox, lines=lines)  # type: ignore[arg-type]

@@ -20,7 +20,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from sqlalchemy import or_, select
 from sqlalchemy.engine import Engine
@@ -141,9 +141,9 @@ def sweep_cache(engine: Engine, data_dir: str | Path, *, grace: float | None = N
     return result
 
 
-def missing_files(engine: Engine, data_dir: str | Path, *, limit: int = 100) -> tuple[int, list[dict]]:
+def missing_files(engine: Engine, data_dir: str | Path, *, limit: int = 100) -> tuple[int, list[dict[str, Any]]]:
     """Artifact rows whose cache file is gone: (count, first ``limit`` as {artifactId, entryId, cachePath})."""
-    count, sample = 0, []
+    count, sample = 0, list[dict[str, Any]]()
     for artifact_id, entry_id, rel in store_artifacts.iter_artifact_cache_paths(engine):
         if not (Path(data_dir) / rel).is_file():
             count += 1

@@ -174,7 +174,7 @@ def ensure_api() -> str | None:
     with _lock:
         if _prepared.is_set():
             return os.environ.get("PREFECT_API_URL")
-        url = os.environ.get("PREFECT_API_URL")
+        url = os.environ.get("PREFECT_API_URL") or ""
         chosen = not url
         if chosen:
             shared = recorded_api(_data_dir) if _data_dir is not None else None
@@ -230,7 +230,8 @@ def stop_api() -> None:
         except Exception:  # noqa: BLE001 (best effort at exit)
             log.debug("flushing Prefect's log queue failed", exc_info=True)
     try:
-        child.stdin.close()
+        if child.stdin is not None:  # always: the child is started with stdin=PIPE
+            child.stdin.close()
         child.wait(timeout=15)
     except subprocess.TimeoutExpired:
         child.kill()

@@ -18,7 +18,7 @@ import posixpath
 import stat
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Literal
+from typing import Any, Callable, Iterable, Literal
 
 from sqlalchemy import delete, exists, func, select, update
 from sqlalchemy.engine import Connection, Engine
@@ -276,7 +276,7 @@ def _rename_or_copy(src: str, dst: str, mode: Mode) -> str | None:
     return None
 
 
-def _run(items: Iterable[Any], one) -> dict[str, Any]:
+def _run(items: Iterable[Any], one: Callable[[Any], dict[str, Any]]) -> list[dict[str, Any]]:
     results = []
     for raw in items:
         try:

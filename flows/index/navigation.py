@@ -115,7 +115,7 @@ def inspect_entry(engine: Engine, roots: Roots, *, path: str, content_base: str 
     entry = store_entries.require_entry(engine, path=resolved)
     artifacts = store_metadata.entry_artifacts(engine, entry_id=entry["id"])
     metadata = [artifact_item(a, content_base) for a in artifacts]
-    first = {}
+    first: dict[str, dict[str, Any]] = {}
     for a in artifacts:
         first.setdefault(a["type"], a)
     uri = node_uri(resolved)

@@ -48,7 +48,7 @@ class IndexProgress:
 
 def unfinished(scan_error: str | None) -> bool:
     """Whether a stored folder was left unfinished by a cancelled walk (so what is stored under it is partial)."""
-    return bool(scan_error) and scan_error.startswith(UNFINISHED)
+    return bool(scan_error and scan_error.startswith(UNFINISHED))
 
 
 class ProgressEstimate:

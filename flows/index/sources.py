@@ -9,6 +9,7 @@ index counts as one scan in the source's stats. Deleting a source keeps the entr
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -118,7 +119,7 @@ class SourceManager:
             config = row["config"]
             watcher = TreeWatcher(self.engine, [path], recursive=bool(config.get("watch_recursive", True)),
                                   debounce_ms=int(config.get("debounce_ms", 500)), name=f"source {name}",
-                                  on_change=lambda changes, name=name: self._on_change(name, changes))
+                                  on_change=functools.partial(self._on_change, name))
             self._watchers[name] = watcher
             watcher.start()
         store_sources.set_status(self.engine, name=name, status="running")

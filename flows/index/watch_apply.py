@@ -11,7 +11,7 @@ import os
 import posixpath
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from sqlalchemy import select
 from sqlalchemy.engine import Connection, Engine
@@ -101,7 +101,8 @@ def apply(engine: Engine, *, deletes: Sequence[str], candidates: dict[str, tuple
                 out.removed_paths.append(old)
                 store_entries.refresh_ancestor_sizes(conn, path=old)
         stored = _stored(conn, [p for p, _ in ready])
-        rows, parents = [], {}
+        rows: list[dict[str, Any]] = []
+        parents: dict[str, Any] = {}
         for path, (kind, _size, _mtime, _inode) in ready:
             if _under(path, walks):
                 continue
@@ -132,9 +133,10 @@ def apply(engine: Engine, *, deletes: Sequence[str], candidates: dict[str, tuple
             log.info("watch: could not index new folder %s: %s", directory, exc)
             continue
         out.upserted += result.files + result.directories
-    out.entry_ids = _ids(engine, touched, walks)
-    if out.entry_ids is None:
-        out.overflow, out.entry_ids = True, []
+    ids = _ids(engine, touched, walks)
+    if ids is None:
+        out.overflow, ids = True, []
+    out.entry_ids = ids
     return out
 
 

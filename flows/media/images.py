@@ -179,7 +179,7 @@ def exif_record(img: Image.Image) -> dict[str, Any]:
     except Exception:  # noqa: BLE001 - unreadable EXIF is no EXIF
         return {}
     out: dict[str, Any] = {}
-    ifds = [exif]
+    ifds: list[Any] = [exif]  # the base IFD (an Exif) and the Exif IFD (a dict)
     for ifd in (ExifTags.IFD.Exif,):
         try:
             ifds.append(exif.get_ifd(ifd))

@@ -164,9 +164,9 @@ class PlanRun:
     def outcome_summary(self) -> None:
         for i, spec in enumerate(self.ctx.rules):
             self.summary["rules"].setdefault(spec.rule.name, {"outcomes": []})["matched"] = self.matched[i]
-        for spec, tally in zip(self.ctx.outcomes, self.outcomes):
-            self.summary["rules"].setdefault(spec.rule, {"outcomes": []})["outcomes"].append({
-                "type": spec.outcome.type, "params": spec.outcome.params(), "applied": tally.applied,
+        for done, tally in zip(self.ctx.outcomes, self.outcomes):
+            self.summary["rules"].setdefault(done.rule, {"outcomes": []})["outcomes"].append({
+                "type": done.outcome.type, "params": done.outcome.params(), "applied": tally.applied,
                 "unchanged": tally.unchanged, "skipped_unchanged_entries": tally.skipped, "errors": tally.errors,
                 "error_samples": tally.error_samples, "batches": tally.batches})
 
@@ -175,7 +175,7 @@ class PlanRun:
         share of indexed paths its batches have passed (they go through the path index in order)."""
         ctx = self.ctx
         steps = len(ctx.plan.sources) + len(ctx.rules) + len(ctx.outcomes)
-        done = len(self.summary["sources"]) + sum(1 for r in ctx.rules if r.rule.name in self.summary["rules"])
+        done: float = len(self.summary["sources"]) + sum(1 for r in ctx.rules if r.rule.name in self.summary["rules"])
         for tally in self.outcomes:
             if tally.finished:
                 done += 1.0

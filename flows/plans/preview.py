@@ -202,7 +202,7 @@ def explain_path(engine: Engine, plan: Plan, *, roots: Roots, path: str) -> dict
     result["is_candidate"] = any(s.get("yields_entry") for s in result["sources"])
     for rule, (rule_notes, outcome_notes) in zip(plan.rules, dependency_notes(plan)):
         tree = ev.explain(rule.when, row)
-        outcomes = []
+        outcomes: list[dict[str, Any]] = []
         for outcome in rule.outcomes:
             item: dict[str, Any] = {"type": outcome.type, "params": outcome.params()}
             if outcome.when is not None:

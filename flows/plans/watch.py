@@ -9,6 +9,7 @@ when the plan is paused, disabled or deleted (plan-update / plan-delete).
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 
@@ -61,7 +62,7 @@ class PlanWatchers:
                                   recursive=cfg.recursive, include_hidden=cfg.include_hidden,
                                   exclude=list(cfg.exclude), debounce_ms=cfg.debounce_ms,
                                   follow_symlinks=cfg.follow_symlinks, name=f"{plan.name}/{source.name}",
-                                  on_change=lambda changes, name=plan.name: self._on_change(name, changes))
+                                  on_change=functools.partial(self._on_change, plan.name))
             watchers.append(watcher)
         with self._lock:
             self._watchers[plan.name] = watchers

@@ -129,7 +129,7 @@ def _nodes(entries: list[_Entry], modality: str, kind: str, parent: str = "") ->
         node_id = (parent + "." if parent else "") + unique_id(slug(entry.title, kind), taken)
         span = [entry.first, entry.last]
         location = Location(modality=modality, pages=span) if modality == "document" else \
-            Location(modality=modality, lines=span)  # type: ignore[arg-type]
+            Location(modality=modality, lines=span)
         out.append(Node(id=node_id, title=entry.title, type=kind, location=location,
                         children=_nodes(entry.children, modality, kind, node_id)))
     return out
@@ -165,7 +165,7 @@ def unit_windows(extent: int, size: int, modality: str, label: str) -> list[Node
     for i, first in enumerate(range(1, extent + 1, size), start=1):
         span = [first, min(extent, first + size - 1)]
         location = Location(modality=modality, pages=span) if modality == "document" else \
-            Location(modality=modality, lines=span)  # type: ignore[arg-type]
+            Location(modality=modality, lines=span)
         out.append(Node(id=f"w{i}", title=f"{label} {span[0]}-{span[1]}", type="window", location=location))
     return out
 
@@ -180,6 +180,6 @@ def time_windows(duration: float, size: float, modality: str) -> list[Node]:
         if end - start <= 0:
             break
         out.append(Node(id=f"w{i + 1}", title=f"{clock(start)}-{clock(end, up=True)}", type="window",
-                        location=Location(modality=modality,  # type: ignore[arg-type]
+                        location=Location(modality=modality,
                                           start=rounded(start), end=rounded(end))))
     return out
