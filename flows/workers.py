@@ -1,5 +1,5 @@
-"""What the worker pools of the capabilities share (the classifier's and the extractors'): whether this process is
-one of their workers, the process-wide pools, one per mode, the writer thread that stores results while the
+"""What the worker pools of the capabilities share (the classifier's and the extractors'): the process-wide pools,
+one per mode, the writer thread that stores results while the
 caller goes on working (``WriterThread``), and ``spawn_only`` for a serving process.
 
 Every worker process is spawned (a fresh interpreter, exec'd), never forked: a server has threads, and a bare fork
@@ -8,10 +8,8 @@ copies the whole process with locks other threads held (the copy can hang on the
 cannot act on while stuck). Our pools ask for ``spawn`` themselves; ``spawn_only`` makes it the default for the
 libraries that start processes of the default kind, and logs any bare fork that still happens.
 
-A worker needs its one function, not the registries: importing a capability's package registers executors and
-fields, which loads SQLAlchemy, pydantic and the DSL (about a second and tens of MB per worker). A spawned child
-imports the package while it unpickles its target, before ``multiprocessing.parent_process()`` is set, so the
-``_inheriting`` flag of the spawn bootstrap is checked too.
+A worker needs its one function, not the registries: its modules reach no capability declaration
+(tests/test_import_graph.py), so it never loads SQLAlchemy, pydantic and the DSL for them.
 """
 
 from __future__ import annotations
@@ -28,11 +26,6 @@ import traceback
 from typing import Any, Callable, Generic, Protocol, TypeVar
 
 log = logging.getLogger(__name__)
-
-
-def in_worker_process() -> bool:
-    return multiprocessing.parent_process() is not None or \
-        bool(getattr(multiprocessing.current_process(), "_inheriting", False))
 
 
 _fork_guard = threading.Lock()

@@ -25,12 +25,25 @@ from typing import Any, Mapping
 
 from flows.core import settings as core
 from flows.core.settings import AssaySettings, ConfigError, ConfigFile
-from mcp_server.tools import GROUP_MODULES
 
-__all__ = ["ConfigFile", "ConfigError", "Settings", "TOOL_GROUPS", "load_settings", "prepare_environment"]
+__all__ = ["ConfigFile", "ConfigError", "Settings", "load_settings", "prepare_environment", "tool_groups"]
 
 Settings = AssaySettings  # the name the server has always used
-TOOL_GROUPS = tuple(GROUP_MODULES)
+
+
+def tool_groups() -> tuple[str, ...]:
+    """Every tool group this server has: the installed capabilities' and the server's own."""
+    # late: the groups come from the capabilities' declarations, which load Prefect, the store and the executors
+    # (seconds); settings are read by every command, and `assay index` handed to a server must stay light
+    from mcp_server.tools import GROUP_MODULES
+
+    return tuple(GROUP_MODULES)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "TOOL_GROUPS":  # the groups, computed when first asked for (see tool_groups)
+        return tool_groups()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def load_settings(cli: Mapping[str, Any] | None = None, *, config_file: str | Path | None = None,
@@ -39,9 +52,10 @@ def load_settings(cli: Mapping[str, Any] | None = None, *, config_file: str | Pa
     empty values unset) over ``env`` (default ``os.environ``) over ``config_file``; :class:`ConfigError` naming the
     bad key or value."""
     settings = AssaySettings.load(cli, config_file=config_file, env=env)
-    unknown = [g for g in settings.tools.groups or () if g not in TOOL_GROUPS]
+    known = tool_groups() if settings.tools.groups else ()
+    unknown = [g for g in settings.tools.groups or () if g not in known]
     if unknown:
-        raise ConfigError(f"unknown tool group(s) {unknown}; known: {', '.join(TOOL_GROUPS)}", field="tools.groups")
+        raise ConfigError(f"unknown tool group(s) {unknown}; known: {', '.join(known)}", field="tools.groups")
     missing = [r for r in settings.roots if not Path(r).expanduser().is_dir()]
     if missing:
         raise ConfigError(f"root(s) {', '.join(missing)} are not existing directories", field="roots")

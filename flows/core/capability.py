@@ -11,8 +11,9 @@ each filled on first use. Registering a name twice is an error.
 
 The declaration is a module of its own, not the package's ``__init__``: the worker processes of the pools import a
 capability's package (``flows.classify.worker``, ``flows.documents.extract``) and need their one function, not the
-executors, the store and the DSL a declaration imports (about a second and tens of MB per worker). In such a worker
-nothing is loaded or registered at all (:func:`flows.workers.in_worker_process`).
+executors, the store and the DSL a declaration imports (about a second and tens of MB per worker); their modules
+reach no declaration and no registry (tests/test_import_graph.py), so a worker never loads one. Any other process —
+the server, a command, a flow run Prefect's runner spawned for a deployment — loads them on first use.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, TypeVar
 
 from dsl.fields import PRODUCERS, install_producer
-from flows.workers import in_worker_process
 
 if TYPE_CHECKING:  # the types a declaration holds; their modules import this one (for Registry)
     from sqlalchemy.engine import Engine
@@ -95,11 +95,8 @@ def installed() -> tuple[Capability, ...]:
 
 def load_capabilities() -> tuple[Capability, ...]:
     """Register what the installed capabilities declare: their producers (``dsl.fields``) and every registry made
-    so far (those made later fill themselves from the same declarations on first use). Idempotent. In a pool's
-    worker process nothing is loaded or registered: it returns nothing."""
+    so far (those made later fill themselves from the same declarations on first use). Idempotent."""
     global _loaded
-    if in_worker_process():
-        return ()
     with _lock:
         if _loaded is None:
             capabilities = installed()
