@@ -109,8 +109,8 @@ def resources_table() -> str:
         lines = ["| URI | what it holds |", "| --- | --- |"]
         for r in anyio.run(mcp.list_resources):
             lines.append(f"| `{r.uri}` | {_first_sentence(r.description)} |")
-        for r in anyio.run(mcp.list_resource_templates):
-            lines.append(f"| `{r.uri_template}` | {_first_sentence(r.description)} |")
+        for t in anyio.run(mcp.list_resource_templates):
+            lines.append(f"| `{t.uri_template}` | {_first_sentence(t.description)} |")
         return "\n".join(lines)
     finally:
         app.close()
@@ -142,9 +142,9 @@ def settings_table() -> str:
                   if (env := env_of(field)) is not None and env.sep}
     lines = ["| setting (YAML key) | flag | environment | default | description |", "| --- | --- | --- | --- | --- |"]
     for setting, flag, variable, default, description in setting_rows():
-        env = f"`{variable}`" + (f" ({separators[variable]}-separated)" if variable in separators else "") \
+        variable_cell = f"`{variable}`" + (f" ({separators[variable]}-separated)" if variable in separators else "") \
             if variable else ""
-        cells = [f"`{setting}`", f"`{flag}`" if flag else "", env, default, description.replace("|", "\\|")]
+        cells = [f"`{setting}`", f"`{flag}`" if flag else "", variable_cell, default, description.replace("|", "\\|")]
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("|  | `--config` |  |  | a YAML file holding the settings above under their YAML keys |")
     return "\n".join(lines)

@@ -15,7 +15,7 @@ import json
 import logging
 import time
 from dataclasses import asdict, dataclass, is_dataclass
-from typing import Any, Iterable, Iterator, Protocol, Sequence
+from typing import Any, Generator, Iterable, Iterator, Protocol, Sequence
 
 from sqlalchemy import ColumnElement, and_, delete, false, func, insert, or_, select
 from sqlalchemy import text as sql_text
@@ -307,7 +307,8 @@ def _segments(engine: Engine, entry_id: int, *, pages: list[int] | None = None, 
         after = rows[-1].seq
 
 
-def read_pages(engine: Engine, entry_id: int, pages: list[int] | None = None) -> Iterator[tuple[int, str, bool]]:
+def read_pages(engine: Engine, entry_id: int,
+               pages: list[int] | None = None) -> Generator[tuple[int, str, bool], None, None]:
     """(page, text, ocr) of the document's pages in document order, each page's segments joined back (one page
     at a time in memory); ``pages`` picks some (None: all). A page number the document does not have yields
     nothing: the caller checks ranges against ``documents.pages``."""
@@ -327,7 +328,7 @@ def read_pages(engine: Engine, entry_id: int, pages: list[int] | None = None) ->
 
 
 def entry_lines(engine: Engine, entry_id: int, *, line_from: int = 1,
-                line_to: int | None = None) -> Iterator[tuple[int, str, int, bool]]:
+                line_to: int | None = None) -> Generator[tuple[int, str, int, bool], None, None]:
     """(line number, text, page, ocr) of the document's lines in order (from ``line_from`` to ``line_to``
     inclusive, None: to the end), streamed segment by segment."""
     for seg in _segments(engine, entry_id, line_from=line_from, line_to=line_to):
@@ -416,7 +417,7 @@ class Candidate:
 
 def candidate_segments(engine: Engine, *, match: str | None = None, like: Any = None,
                        under: Sequence[str] | None = None, entry_id: int | None = None,
-                       batch: int = _READ_BATCH) -> Iterator[Candidate]:
+                       batch: int = _READ_BATCH) -> Generator[Candidate, None, None]:
     """The segments of searchable documents (status ok) in scope that the index cannot rule out, in (path, seq)
     order, streamed: one ordered read of the keys (ids and positions, no text), the texts fetched ``batch`` at a
     time. ``match``: an FTS5 MATCH expression (SQLite); ``like``: a prefilter tree (PostgreSQL); neither: every

@@ -1,7 +1,17 @@
-"""The case folding of document search, in one place with no imports, so the store's models, the raw SQLite writer
-(whose deletions fire the full-text index triggers) and the line check all fold alike."""
+"""The case folding of document search, in one place importing only ``typing``, so the store's models, the raw SQLite
+writer (whose deletions fire the full-text index triggers) and the line check all fold alike."""
 
 from __future__ import annotations
+
+from typing import overload
+
+
+@overload
+def fold(text: str) -> str: ...
+@overload
+def fold(text: None) -> None: ...
+@overload
+def fold(text: str | None) -> str | None: ...
 
 
 def fold(text: str | None) -> str | None:

@@ -120,7 +120,7 @@ def map_rows(engine: Engine, rows: Sequence[Any], *, strategy: str = "auto", win
                 result.unchanged += 1
                 continue
             status, detail = "error", f"{exc.code}: {exc.message}"
-        if status == "error":
+        if status == "error" and detail is not None:  # an error always has its detail
             log.info("map: %s failed (%s)", path, detail)
             result.errors.append((entry_id, detail))
             result.failed_ids.add(entry_id)

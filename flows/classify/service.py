@@ -15,14 +15,14 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 from prefect.runtime import flow_run as current_flow_run
 from prefect.states import Cancelled as CancelledState
 from sqlalchemy import and_, func, or_, select
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Engine, RowMapping
 
 from flows.classify.executor import ClassifyRun, classify_rows, params_from
 from flows.classify.model import FileResult, parse_operations
@@ -77,7 +77,7 @@ def count_files(engine: Engine, path: str) -> int:
         return conn.execute(select(func.count()).select_from(T).where(_scope(path))).scalar_one()
 
 
-def iter_batches(engine: Engine, path: str, batch: int = BATCH) -> Iterator[list[Any]]:
+def iter_batches(engine: Engine, path: str, batch: int = BATCH) -> Iterator[Sequence[RowMapping]]:
     """The indexed regular files at ``path`` in keyset batches by path (one short read per batch)."""
     after = ""
     while True:

@@ -105,6 +105,7 @@ class _Run:
     def thumbnail(self, kind: str) -> None:
         p = self.params
         box = (p.max_width, p.max_height, p.quality)
+        made: tuple[bytes, int, int] | None
         if kind == "image":
             made = images.thumbnail(self.task.path, *box)
         elif kind == "pdf":

@@ -130,9 +130,10 @@ def write_chunk(engine: Engine, chunk: list[tuple[_Task, Extracted]], *, rule: s
         return 0
     write_extracted_many(engine, (DocumentWrite(entry_id=t.entry_id, source_size=t.size, source_mtime=t.mtime,
                                                 work_key=t.key, extracted=x) for t, x in kept))
-    records = [{"execution_id": execution_id, "entry_id": t.entry_id, "rule": rule, "outcome_type": OUTCOME_TYPE,
-                "work_key": _record_key(t.entry_id, t.key), "status": "applied" if x.ok else "error",
-                "detail": None if x.ok else _reason(x)} for t, x in kept]
+    records: list[dict[str, Any]] = [
+        {"execution_id": execution_id, "entry_id": t.entry_id, "rule": rule, "outcome_type": OUTCOME_TYPE,
+         "work_key": _record_key(t.entry_id, t.key), "status": "applied" if x.ok else "error",
+         "detail": None if x.ok else _reason(x)} for t, x in kept]
     with engine.begin() as conn:
         # an entry deleted between the write and now takes its document with it; its record would break the FK
         alive = existing_ids(conn, [r["entry_id"] for r in records])

@@ -81,7 +81,7 @@ def search(engine: Engine, query: str, *, under: list[str] | None = None, entry_
     with contextlib.closing(candidates):
         for cand in candidates:  # a segment is at most ~32k characters: the deadline is looked at often enough
             if deadline is not None and time.monotonic() > deadline:
-                raise _timeout(query, timeout)
+                raise _timeout(query, timeout or 0.0)  # a deadline means a timeout was given
             text = fold(cand.text)
             if needles is None:  # no needle every match holds (a NOT, a fuzzy term): every line is checked
                 folded = text.split("\n")

@@ -21,20 +21,22 @@ class SelectionSetExecutor(OutcomeExecutor):
     type = "selection_set"
     set_based = True
 
-    def apply_ids(self, conn: Connection, outcome: SelectionSetOutcome, ids: Sequence[int]) -> BatchResult:
+    # each executor narrows the outcome to its own type: executor_for() gives it only outcomes of that type
+    def apply_ids(self, conn: Connection, outcome: SelectionSetOutcome,  # type: ignore[override]
+                  ids: Sequence[int]) -> BatchResult:
         if not ids:
             return BatchResult()
         if outcome.operation == "add":
             target = store_sets.ensure_set(conn, name=outcome.selectionSetName)
             added = store_sets.add_member_ids(conn, set_id=target["id"], entry_ids=ids)
             return BatchResult(applied=added, unchanged=len(ids) - added)
-        target = store_sets.get_set(conn, name=outcome.selectionSetName)
-        if target is None:
+        found = store_sets.get_set(conn, name=outcome.selectionSetName)
+        if found is None:
             return BatchResult(unchanged=len(ids))
-        removed = store_sets.remove_member_ids(conn, set_id=target["id"], entry_ids=ids)
+        removed = store_sets.remove_member_ids(conn, set_id=found["id"], entry_ids=ids)
         return BatchResult(applied=removed, unchanged=len(ids) - removed)
 
-    def apply_rows(self, conn: Connection, outcome: SelectionSetOutcome, rows, ctx) -> BatchResult:
+    def apply_rows(self, conn: Connection, outcome: SelectionSetOutcome, rows, ctx) -> BatchResult:  # type: ignore[override]
         return self.apply_ids(conn, outcome, [r["id"] for r in rows])
 
 
@@ -46,7 +48,7 @@ class ChainedExecutor(OutcomeExecutor):
 
     type = "chained"
 
-    def run_batch(self, engine: Engine, outcome: ChainedOutcome, rows, ctx) -> BatchResult:
+    def run_batch(self, engine: Engine, outcome: ChainedOutcome, rows, ctx) -> BatchResult:  # type: ignore[override]
         total = BatchResult()
         remaining = list(rows)
         for child in outcome.outcomes:
@@ -66,5 +68,5 @@ class ChainedExecutor(OutcomeExecutor):
                 remaining = [r for r in remaining if r["id"] not in result.failed_ids]
         return total
 
-    def apply_rows(self, conn: Connection, outcome: ChainedOutcome, rows, ctx) -> BatchResult:
+    def apply_rows(self, conn: Connection, outcome: ChainedOutcome, rows, ctx) -> BatchResult:  # type: ignore[override]
         raise TypeError("chained outcomes run through run_batch (each step writes in its own transactions)")

@@ -52,7 +52,7 @@ def source_clause(conn: Connection, source: Source, *, roots: Roots | None, base
                 match_clause(T.c.name, pattern=pattern, mode="glob", case_sensitive=True, dialect=dialect),
                 match_clause(T.c.path, pattern=pattern, mode="glob", case_sensitive=True, dialect=dialect))))
     elif source.type == "selection_set":
-        found = store_sets.get_set(conn, name=cfg.set)
+        found = store_sets.get_set(conn, name=cfg.set or "")  # the model requires it for this type
         if found is None:
             raise NotFound(f"source {source.name!r}: resource set {cfg.set!r} does not exist; resource-set-list "
                            "shows the sets", field="sources")

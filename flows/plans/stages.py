@@ -16,7 +16,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 from sqlalchemy import and_, func, or_, select
 from sqlalchemy.engine import Engine
@@ -242,7 +242,7 @@ def _result(result: BatchResult, *, last: str, done: bool, ids: int) -> dict[str
             "skipped": result.skipped, "errors": [list(e) for e in result.errors]}
 
 
-def _apply_rows(ctx: PlanContext, spec: OutcomeSpec, executor: Any, rows: list[Any], k: int) -> BatchResult:
+def _apply_rows(ctx: PlanContext, spec: OutcomeSpec, executor: Any, rows: Sequence[Any], k: int) -> BatchResult:
     keys: dict[int, str] = {}
     skipped = 0
     if executor.records_work and rows:

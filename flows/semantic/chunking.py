@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from typing import Iterable, Iterator
+from typing import Generator, Iterable
 
 from flows.semantic.model import ChunkSpan
 from store.errors import InvalidInput
@@ -109,7 +109,7 @@ class _Text:
 
 
 def chunk_pages(pages: Iterable[tuple[int | None, str]], *, chunk_size: int = 1000,
-                overlap: int = 200) -> Iterator[ChunkSpan]:
+                overlap: int = 200) -> Generator[ChunkSpan, None, None]:
     """The chunks of the text of ``pages`` ((page or None, text) in order, joined by newlines), as described in the
     module docstring. InvalidInput for a bad ``chunk_size`` / ``overlap``."""
     check_params(chunk_size, overlap)
@@ -121,7 +121,7 @@ def chunk_pages(pages: Iterable[tuple[int | None, str]], *, chunk_size: int = 10
         t.fill(t.end, t.end + chunk_size + 1)
         m = _NON_SPACE.search(t.buf)
         start = m.start() + t.off if m else None
-    index, need = 0, start
+    index, need = 0, start or 0  # need is read only once there is a start
     while start is not None:
         t.fill(start, start + chunk_size + 1)
         b, o = t.buf, t.off

@@ -85,14 +85,15 @@ _offline()
 def _import_openvino() -> Any:
     """``openvino`` without its telemetry (see the module docstring): with ``openvino_telemetry`` unimportable, the
     model-conversion API falls back to its own stub, which does nothing. (Imported before us, it is logged.)"""
-    if sys.modules.setdefault("openvino_telemetry", None) is not None and "openvino" not in sys.modules:
+    # None in sys.modules makes a module unimportable (typeshed allows modules only)
+    if sys.modules.setdefault("openvino_telemetry", None) is not None and "openvino" not in sys.modules:  # type: ignore[arg-type]
         log.warning("openvino_telemetry is imported: OpenVINO will fork this process to send its usage events")
     import openvino
 
     return openvino
 
 
-sys.modules.setdefault("openvino_telemetry", None)  # type: ignore[arg-type]  (at import too: for any openvino import)
+sys.modules.setdefault("openvino_telemetry", None)  # type: ignore[arg-type]  # at import too: for any openvino import
 
 
 def packaged_models() -> dict[str, Path]:

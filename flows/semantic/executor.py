@@ -349,7 +349,8 @@ class _Writer:
         vectors.index_for(engine, collection).apply(replaced)
         if self._touched is not None:
             self._touched(collection)
-        records = [{"execution_id": self._execution_id, "entry_id": t.entry_id, "rule": self._rule,
+        records: list[dict[str, Any]] = [
+                   {"execution_id": self._execution_id, "entry_id": t.entry_id, "rule": self._rule,
                     "outcome_type": OUTCOME_TYPE, "work_key": _record_key(t.entry_id, collection["name"], t.key),
                     "status": "error" if t.status == "error" else "applied",
                     "detail": t.error if t.status == "error" else ("no text" if t.status == "empty" else None)}

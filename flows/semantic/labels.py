@@ -211,9 +211,9 @@ def _write_sets(conn: Connection, names: list[str], assigned: dict[int, list[tup
             target = store_sets.ensure_set(conn, name=name)
             store_sets.add_member_ids(conn, set_id=target["id"], entry_ids=earned)
         if lost:
-            target = store_sets.get_set(conn, name=name)
-            if target is not None:
-                store_sets.remove_member_ids(conn, set_id=target["id"], entry_ids=lost)
+            found = store_sets.get_set(conn, name=name)
+            if found is not None:
+                store_sets.remove_member_ids(conn, set_id=found["id"], entry_ids=lost)
 
 
 def current_keys(engine: Engine, entry_ids: Sequence[int], names: Sequence[str]) -> dict[int, set[tuple[str, str]]]:
@@ -320,7 +320,8 @@ class LabelExecutor(OutsideTransactionExecutor):
     records_work: ClassVar[bool] = False
     batch_size: ClassVar[int | None] = 64
 
-    def work(self, engine: Engine, outcome: LabelOutcome, rows: Sequence[Any], ctx: RunContext) -> BatchResult:
+    def work(self, engine: Engine, outcome: LabelOutcome, rows: Sequence[Any],  # type: ignore[override]
+             ctx: RunContext) -> BatchResult:  # executor_for() gives it label outcomes only
         return label_rows(engine, outcome, rows, rule=ctx.rule or OUTCOME_TYPE, execution_id=ctx.execution_id,
                           should_cancel=ctx.should_cancel, on_item=ctx.on_item)
 

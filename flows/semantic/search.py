@@ -28,7 +28,7 @@ from typing import Any, Sequence
 
 import numpy as np
 from pydantic import TypeAdapter, ValidationError
-from sqlalchemy import and_, or_, select
+from sqlalchemy import ColumnElement, and_, or_, select
 from sqlalchemy.engine import Engine
 
 import flows.semantic.encoder as encoder_module
@@ -167,7 +167,7 @@ def parse_condition(condition: Any):
 def filter_entry_ids(engine: Engine, collection_id: int, filters: Filters, *, roots=None) -> list[int]:
     """The ids of the entries of the collection that pass every given filter (sets with their child sets,
     condition, paths). NotFound for an unknown set, InvalidInput for a bad condition or path."""
-    where = [T.c.id.in_(select(CE.c.entry_id).where(CE.c.collection_id == collection_id))]
+    where: list[ColumnElement[bool]] = [T.c.id.in_(select(CE.c.entry_id).where(CE.c.collection_id == collection_id))]
     residual = None
     now = time.time()
     with engine.connect() as conn:

@@ -111,4 +111,5 @@ def register(tools: ToolSet, app: AssayApp) -> None:
         content: list = [TextContent(type="text", text=json.dumps(structured, ensure_ascii=False))]
         if data is not None:
             content.append(ImageContent(type="image", data=base64.b64encode(data).decode("ascii"), mime_type=mime))
-        return CallToolResult(content=content, structured_content=structured)
+        # with an image the tool answers with the whole result; InspectResponse stays the declared output schema
+        return CallToolResult(content=content, structured_content=structured)  # type: ignore[return-value]

@@ -3,7 +3,7 @@ resource-search, over a resource set alone or with its descendants (each entry c
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -18,7 +18,7 @@ SetName = Annotated[str, Field(description="Resource-set name")]
 IncludeChildren = Annotated[bool, Field(description="Include child sets (descendants in the DAG; an entry reached "
                                                     "by two paths counts once)")]
 Metric = Literal["size", "count", "files", "directories", "symlinks"]
-assert set(Metric.__args__) == set(set_queries.METRICS)
+assert set(get_args(Metric)) == set(set_queries.METRICS)
 
 
 class QueryEntry(BaseModel):

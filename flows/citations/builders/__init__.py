@@ -153,8 +153,8 @@ def _chapter_nodes(chapters: list[dict[str, Any]], duration: float, modality: st
     out = []
     for i, chapter in enumerate(chapters, start=1):
         try:
-            start = float(chapter.get("start_time"))
-            end = float(chapter.get("end_time"))
+            start = float(chapter.get("start_time"))  # type: ignore[arg-type]  # None: TypeError, skipped
+            end = float(chapter.get("end_time"))  # type: ignore[arg-type]
         except (TypeError, ValueError):
             continue
         start, end = max(0.0, start), min(duration, end)
@@ -162,14 +162,14 @@ def _chapter_nodes(chapters: list[dict[str, Any]], duration: float, modality: st
             continue
         name = tag(chapter.get("tags"), "title") or f"Chapter {i}"
         out.append(Node(id=unique_id(slug(name, "chapter"), taken), title=name, type="chapter",
-                        location=Location(modality=modality,  # type: ignore[arg-type]
+                        location=Location(modality=modality,
                                           start=rounded(start), end=rounded(end))))
     return out[:MAX_NODES]
 
 
 def _span_nodes(spans: list[tuple[float, float]], modality: str, kind: str, label: str) -> list[Node]:
     return [Node(id=f"{kind}_{i}", title=f"{label} {i} ({clock(start)}-{clock(end, up=True)})", type=kind,
-                 location=Location(modality=modality, start=rounded(start), end=rounded(end)))  # type: ignore[arg-type]
+                 location=Location(modality=modality, start=rounded(start), end=rounded(end)))
             for i, (start, end) in enumerate(spans, start=1)]
 
 
