@@ -20,7 +20,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Literal, Sequence
 from urllib.parse import parse_qs
 
 import anyio.to_thread
@@ -256,7 +256,7 @@ class ContentRoute:
                 await send({"type": "http.response.body", "body": chunk, "more_body": left > 0})
 
 
-def byte_range(header: str | None, size: int) -> tuple[int, int] | str | None:
+def byte_range(header: str | None, size: int) -> tuple[int, int] | Literal["unsatisfiable"] | None:
     """The one byte range a ``Range`` header asks for, as (first, last) inclusive; None to send the whole file (no
     header, a malformed one or several ranges: RFC 9110 lets a server ignore those); "unsatisfiable" when it starts
     past the end. Players seek in a clip this way."""

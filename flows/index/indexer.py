@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
 from flows.index.progress import IndexProgress, ProgressEstimate, unfinished
 from flows.index.writers import Writer
@@ -102,7 +102,7 @@ class _Walk:
         self.next_tick = batch_size
         self.stack: list[tuple[bool, str]] = []  # (entering?, directory)
         self.frames: dict[str, list] = {}  # directory -> [size so far, stat, name, stored state, error, share]
-        self.reader = None  # a connection for reading stored children, open while the walk runs
+        self.reader: Connection | None = None  # for reading stored children, open while the walk runs
 
     def issue(self, path: str, reason: str) -> None:
         self.issue_count += 1
@@ -181,7 +181,7 @@ class _Walk:
             parent = os.path.dirname(directory) if directory != "/" else None
             if prev != ("directory", size, st.st_mtime, st.st_ctime, st.st_ino, error):
                 self.emit(directory, parent, name, "directory", size, st, error)
-            if directory != root:
+            if parent is not None and directory != root:
                 frames[parent][0] += size
 
     def _list(self, directory: str, frame: list, visited: set) -> None:
@@ -220,6 +220,7 @@ class _Walk:
                         continue
                     prev = stored.pop(name, None) if stored else None
                     path = item.path
+                    st: os.stat_result | None
                     try:
                         st = item.stat(follow_symlinks=follow)
                     except FileNotFoundError:

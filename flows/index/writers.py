@@ -11,6 +11,7 @@ import os
 import queue
 import sys
 import threading
+from typing import IO, cast
 
 from sqlalchemy.engine import Engine
 
@@ -93,6 +94,7 @@ class ProcessWriter:
         env = {**os.environ, "PYTHONPATH": project + os.pathsep + os.environ.get("PYTHONPATH", "")}
         self._proc = subprocess.Popen([sys.executable, "-m", "store.sqlite_writer", database],
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=env)
+        self._stdin, self._stdout = cast(IO[bytes], self._proc.stdin), cast(IO[bytes], self._proc.stdout)  # PIPEs
         self._send({"sql": store_entries.SQLITE_UPSERT, "delete": store_entries.SQLITE_DELETE_SUBTREE,
                     "delete_below": store_entries.SQLITE_DELETE_BELOW,
                     "pragmas": ["synchronous=NORMAL", "busy_timeout=30000", "cache_size=-65536",
@@ -100,7 +102,7 @@ class ProcessWriter:
 
     def _send(self, obj) -> None:
         try:
-            self._frame(self._proc.stdin, obj)
+            self._frame(self._stdin, obj)
         except (BrokenPipeError, OSError):
             self._proc.wait()
             raise RuntimeError(f"the index writer process failed: {self._error_text()}") from None
@@ -118,12 +120,12 @@ class ProcessWriter:
     def close(self) -> None:
         """Send the end frame and wait until the child has committed everything it received."""
         try:
-            self._proc.stdin.write(b"\0\0\0\0")
-            self._proc.stdin.close()
+            self._stdin.write(b"\0\0\0\0")
+            self._stdin.close()
         except (BrokenPipeError, OSError):
             pass
-        out = self._proc.stdout.read()
-        self._proc.stdout.close()
+        out = self._stdout.read()
+        self._stdout.close()
         code = self._proc.wait()
         text = self._error_text() if code else ""
         self._stderr.close()

@@ -159,7 +159,7 @@ class PlanService:
             self.runner.shutdown()
 
 
-def validation_problems(make: Callable[[], Plan], roots: Roots, *, text: str | None = None,
+def validation_problems(make: Callable[[], Plan], roots: Roots, *, text: str | dict[str, Any] | None = None,
                         format: str = "auto") -> tuple[Plan | None, list[Problem]]:
     """Parse, then check what this installation can run; problems found after parsing get their line and column
     from ``text`` when the plan came as text."""
@@ -188,7 +188,7 @@ def require_valid(make: Callable[[], Plan], roots: Roots) -> Plan:
 PLAN_FIELDS = ("name", "description", "mode", "status", "sources", "conditions", "outcomes", "rules", "preferences")
 
 
-def plan_from_arguments(*, text: str | dict | None = None, format: str = "auto", **fields: Any) -> Plan:
+def plan_from_arguments(*, text: str | dict[str, Any] | None = None, format: str = "auto", **fields: Any) -> Plan:
     """A plan from plan-create style arguments: the reference's fields (name, sources, conditions, outcomes, ...),
     or ``text`` holding the whole plan as DSL, YAML or JSON (then ``name``, if given, must agree)."""
     given = {k: v for k, v in fields.items() if v is not None}
@@ -207,7 +207,8 @@ def plan_from_arguments(*, text: str | dict | None = None, format: str = "auto",
     return Plan.from_object(given)
 
 
-def merge_update(current: Plan, *, text: str | None = None, format: str = "auto", **fields: Any) -> Plan:
+def merge_update(current: Plan, *, text: str | dict[str, Any] | None = None, format: str = "auto",
+                 **fields: Any) -> Plan:
     """plan-update: ``text`` replaces the definition; fields replace theirs. ``conditions`` / ``outcomes`` (the
     reference's one-rule form) replace the condition / outcomes of the rule named after the plan (creating it)."""
     given = {k: v for k, v in fields.items() if v is not None}

@@ -186,6 +186,8 @@ def similarity_match(conn: Connection, entry: Mapping[str, Any], op: str, value:
         return False, {"note": f"no vectors of model {model}'s dimension for this entry"}
     chunk = conn.execute(select(K.c.chunk_index, K.c.page, K.c.page_end, K.c.line_start, K.c.line_end, K.c.text)
                          .where(K.c.id == best["chunk_id"])).first()
+    if chunk is None:  # re-indexed between the two reads: its chunks were replaced
+        return False, {"note": "the entry's chunks changed while it was compared; compare it again"}
     score = best["score"]
     passed = value_match(op, value, score, "number")
     bound = f"between {value[0]} and {value[1]}" if op == "between" else f"{op} {value}"

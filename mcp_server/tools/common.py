@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from mcp.server.mcpserver.tools import Tool
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotations
 from pydantic import BeforeValidator, Field, ValidationError, WithJsonSchema, field_validator
-from pydantic_core import PydanticCustomError
+from pydantic_core import ErrorDetails, PydanticCustomError
 
 from dsl.errors import PlanError
 from store.errors import AssayError, FileOperationError
@@ -83,8 +83,9 @@ def error_result(tool_name: str, exc: AssayError | PlanError) -> CallToolResult:
     extra = {}
     if isinstance(exc, PlanError) and exc.problems:
         extra["problems"] = [p.as_dict() for p in exc.problems]
-    if getattr(exc, "details", None):
-        extra["details"] = exc.details  # reference 001's error details ({"path": ...})
+    details = getattr(exc, "details", None)
+    if details:
+        extra["details"] = details  # reference 001's error details ({"path": ...})
     return refusal(exc.code, str(exc).removeprefix(f"{exc.code}: "), code=code, field=exc.field, **extra)
 
 
@@ -125,7 +126,7 @@ def _parameter_path(loc: tuple) -> str | None:
     return path or None
 
 
-def _message(err: dict) -> str:
+def _message(err: ErrorDetails) -> str:
     ctx = err.get("ctx") or {}
     if err["type"] == "too_short":  # pydantic: "List should have at least 1 item after validation, not 0"
         return f"input should have at least {ctx.get('min_length')} item(s)"
@@ -136,7 +137,7 @@ def _message(err: dict) -> str:
     return err["msg"].removeprefix("Value error, ")
 
 
-def _problem(field: str | None, errors: list[dict]) -> str:
+def _problem(field: str | None, errors: list[ErrorDetails]) -> str:
     """One sentence for one parameter, from every error pydantic reported on it (several for a union)."""
     if any(e["type"] == "missing" for e in errors):
         return f"parameter {field!r} is required"
@@ -146,7 +147,7 @@ def _problem(field: str | None, errors: list[dict]) -> str:
         messages = list(dict.fromkeys(_message(e) for e in chosen))
         message = "; ".join(m[0].lower() + m[1:] for m in messages)
     else:
-        wanted = list(dict.fromkeys(_EXPECTED[e["type"]] for e in errors))
+        wanted = list(dict.fromkeys(w for e in errors if (w := _EXPECTED[e["type"]]) is not None))
         message = "input should be " + (" or ".join(wanted) if len(wanted) < 3
                                         else ", ".join(wanted[:-1]) + " or " + wanted[-1])
     if field is None:
@@ -157,7 +158,7 @@ def _problem(field: str | None, errors: list[dict]) -> str:
 def argument_error_result(tool_name: str, exc: ValidationError) -> CallToolResult:
     """Arguments that do not fit a tool's schema, said plainly: each parameter, what was wrong, what was sent; in
     JSON's words (object, array, whole number), never pydantic's type or class names."""
-    grouped: dict[str | None, list[dict]] = {}
+    grouped: dict[str | None, list[ErrorDetails]] = {}
     for err in exc.errors():
         grouped.setdefault(_parameter_path(err["loc"]), []).append(err)
     problems = [_problem(field, errors) for field, errors in grouped.items()]
@@ -278,7 +279,7 @@ def _reject_unknown_arguments(registered: Tool) -> None:
                                  f"accepted: {', '.join(accepted) or 'none'}")
         return data
 
-    validators = {"reject_unknown": model_validator(mode="before")(reject)}
+    validators: dict[str, Any] = {"reject_unknown": model_validator(mode="before")(reject)}
     properties = registered.parameters.get("properties", {})
     for field_name, alias in zip(base.model_fields, accepted):
         kinds = _json_kinds(properties.get(alias, {}))

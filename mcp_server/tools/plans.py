@@ -245,12 +245,12 @@ def register(tools: ToolSet, app: AssayApp) -> None:
             text=text, format=format, name=name, description=description, mode=mode, sources=sources,
             conditions=conditions, outcomes=outcomes, rules=rules, preferences=preferences), app.roots,
             text=text, format=format)
-        if problems:
+        if problems or plan is None:  # no plan comes with its problems
             return ValidateResponse(valid=False, problems=[p.as_dict() | {"where": p.where} for p in problems])
         return ValidateResponse(valid=True, problems=[], plan=plan.to_object(), yaml=plan_to_yaml(plan),
                                 dsl=plan_to_dsl(plan))
 
-    def _plan_for(name: str | None, text: str | None, format: str) -> Plan:
+    def _plan_for(name: str | None, text: str | dict[str, Any] | None, format: str) -> Plan:
         if text is not None:
             return plan_from_arguments(text=text, format=format)
         if name is None:

@@ -90,6 +90,8 @@ class SourceStats(BaseModel):
 
 def register(tools: ToolSet, app: AssayApp) -> None:
     sources = app.sources
+    if sources is None:  # AssayApp.create always makes one
+        raise RuntimeError("the source tools need the app's SourceManager")
 
     @tool(tools, "source-create", WRITES)
     def source_create(
