@@ -77,7 +77,7 @@ def get_document_info(engine: Engine, paths: DocumentPaths, path: str, *,
         lines, chars, ocr_pages = row["lines"], row["chars"], row["ocr_pages"]
         no_text_pages, encoding = row["no_text_pages"], row["encoding"]
     else:
-        ex = text.extracted
+        ex = text.fresh
         toc = [{"title": t.title, "level": t.level, "page": t.page, "line": t.line} for t in ex.toc]
         meta, meta_error, encoding = ex.meta or {}, ex.meta_error, ex.encoding
         lines = sum(len(p.text.split("\n")) for p in ex.pages)

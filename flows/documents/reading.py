@@ -86,24 +86,31 @@ class Text:
     extracted: Extracted | None = None
 
     @property
+    def fresh(self) -> Extracted:
+        """The text as read now, when the store had none current (one of ``row`` and ``extracted`` is set)."""
+        if self.extracted is None:
+            raise ValueError("this document's text came from the store (row)")
+        return self.extracted
+
+    @property
     def ok(self) -> bool:
-        return (self.row["status"] == "ok") if self.row is not None else self.extracted.ok
+        return (self.row["status"] == "ok") if self.row is not None else self.fresh.ok
 
     @property
     def error_code(self) -> str | None:
         if self.row is not None:
             return None if self.row["status"] == "ok" else self.row["error_code"]
-        return self.extracted.error_code
+        return self.fresh.error_code
 
     @property
     def error(self) -> str | None:
-        return self.row["error"] if self.row is not None else self.extracted.error
+        return self.row["error"] if self.row is not None else self.fresh.error
 
     @property
     def total_pages(self) -> int:
         if self.row is not None:
             return int(self.row["pages"])
-        return self.extracted.total_pages or len(self.extracted.pages)
+        return self.fresh.total_pages or len(self.fresh.pages)
 
 
 def document_text(engine: Engine, located: Located, options: ExtractOptions) -> Text:
@@ -141,28 +148,30 @@ def _lines_of(engine: Engine, text: Text, wanted: list[int] | None) -> Iterator[
     """(page, line, ocr, page_has_no_text) of the wanted pages (None: all) in order. From the store the whole
     document streams line by line (a long one-page text file is never held whole); chosen pages come a page at a
     time."""
-    if text.row is not None:
+    entry_id = text.located.entry_id
+    if text.row is not None and entry_id is not None:  # a stored text belongs to an indexed entry
         maybe_empty = int(text.row.get("no_text_pages") or 0) > 0
         if wanted is None:
-            for _, line, page, ocr in entry_lines(engine, text.located.entry_id):
+            for _, line, page, ocr in entry_lines(engine, entry_id):
                 yield page, line, ocr, maybe_empty and not ocr
             return
-        for number, body, ocr in read_pages(engine, text.located.entry_id, wanted):
+        for number, body, ocr in read_pages(engine, entry_id, wanted):
             for line in body.split("\n"):
                 yield number, line, ocr, maybe_empty and not ocr
         return
     keep = set(wanted) if wanted is not None else None
-    for page in text.extracted.pages:
-        if keep is None or page.number in keep:
-            for line in page.text.split("\n"):
-                yield page.number, line, page.ocr, page.no_text
+    for part in text.fresh.pages:
+        if keep is None or part.number in keep:
+            for line in part.text.split("\n"):
+                yield part.number, line, part.ocr, part.no_text
 
 
 class _Content:
     """The text read_document returns, built line by line up to ``limit`` characters."""
 
     def __init__(self, limit: int) -> None:
-        self.limit, self.parts, self.size, self.truncated = limit, [], 0, False
+        self.limit, self.size, self.truncated = limit, 0, False
+        self.parts: list[str] = []
 
     def add(self, piece: str) -> bool:
         """Append ``piece``, or as much of it as fits (then ``truncated``); False once full."""
@@ -246,7 +255,7 @@ def read_document(engine: Engine, paths: DocumentPaths, path: str, pages: list[i
         out["ocr_pages"] = ocr_pages
     if no_text:
         out["no_text_pages"] = no_text
-    encoding = text.row.get("encoding") if text.row is not None else text.extracted.encoding
+    encoding = text.row.get("encoding") if text.row is not None else text.fresh.encoding
     if encoding:
         out["encoding"] = encoding
     notes = []

@@ -292,8 +292,9 @@ class Pool:
         timeout = max(0.0, min(deadlines) - now) if deadlines else None
         by_conn = {w.conn: w for w in workers if w.queue}
         ready = wait_connections(list(by_conn), timeout=timeout)
-        for conn in ready:
-            worker = by_conn[conn]
+        for ready_conn in ready:
+            worker = by_conn[ready_conn]  # type: ignore[index]  # wait() returns the connections it was given
+            conn = worker.conn
             try:
                 while conn.poll():
                     kind, task_id, value = conn.recv()

@@ -107,7 +107,13 @@ class VectorIndex:
     def ready(self) -> bool:
         return self._index is not None
 
-    def _new_index(self, capacity: int) -> hnswlib.Index:
+    def _loaded(self) -> hnswlib.Index:
+        """The index in memory: what adds, removals and searches use once a load or build has made it."""
+        if self._index is None:
+            raise RuntimeError(f"the vector index of collection {self.name!r} is not loaded")
+        return self._index
+
+    def _new_index(self, capacity: float) -> hnswlib.Index:
         index = hnswlib.Index(space=SPACE, dim=self.dim)
         index.init_index(max_elements=max(MIN_CAPACITY, int(capacity)), ef_construction=EF_CONSTRUCTION, M=M)
         return index
@@ -242,7 +248,7 @@ class VectorIndex:
             if i:
                 time.sleep(0.001)  # let the searches that queued behind the last batch run before the next one
             with self._rw.write():
-                index = self._index
+                index = self._loaded()
                 fresh = int((~self._present.has(part)).sum())
                 need = index.element_count + fresh
                 if need > index.get_max_elements():
@@ -266,7 +272,7 @@ class VectorIndex:
             return
         with self._rw.write():
             for label in ids:
-                self._index.mark_deleted(int(label))
+                self._loaded().mark_deleted(int(label))
             self._live.set(ids, False)
             self._live_count -= len(ids)
 
@@ -278,7 +284,7 @@ class VectorIndex:
         for i in range(0, len(live), READ_BATCH):
             part = live[i:i + READ_BATCH]
             with self._rw.read():
-                vectors = self._index.get_items(part, return_type="numpy")
+                vectors = self._loaded().get_items(part, return_type="numpy")
             index.add_items(vectors, part)
         self._install(index, live, np.zeros(0, dtype=np.int64), self._version)
         self._dirty = True
@@ -361,7 +367,7 @@ class VectorIndex:
     def _knn(self, q: np.ndarray, k: int, ef: int, keep) -> list[tuple[int, float]] | None:
         if k <= 0:
             return []
-        index = self._index
+        index = self._loaded()
         index.set_ef(max(ef, k))
         try:
             labels, distances = index.knn_query(q, k=k, num_threads=1, filter=keep)
@@ -373,7 +379,7 @@ class VectorIndex:
         best_ids, best = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         for i in range(0, len(ids), EXACT_LIMIT):
             part = ids[i:i + EXACT_LIMIT]
-            scores = self._index.get_items(part, return_type="numpy").astype(np.float32) @ q
+            scores = self._loaded().get_items(part, return_type="numpy").astype(np.float32) @ q
             best_ids, best = _top(np.concatenate([best_ids, part]), np.concatenate([best, scores]), k)
         return [(int(i), float(s)) for i, s in zip(best_ids, best)]
 

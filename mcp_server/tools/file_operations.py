@@ -21,8 +21,12 @@ class PathOp(BaseModel):
     to: str = Field(description="New absolute path")
 
 
-def _ops(description: str):
-    return Annotated[list[PathOp], BeforeValidator(as_object_list), Field(min_length=1, description=description)]
+RenameOps = Annotated[list[PathOp], BeforeValidator(as_object_list), Field(
+    min_length=1,
+    description='Array of {from, to} rename operations; "to" is a full path or a new name in the same folder')]
+MoveOps = Annotated[list[PathOp], BeforeValidator(as_object_list), Field(
+    min_length=1,
+    description='Array of {from, to} move operations; if "to" is an existing folder the item moves into it')]
 
 
 DryRun = Annotated[bool, Field(description="Preview changes without applying: report what each item would do")]
@@ -70,7 +74,7 @@ def _dicts(ops: list[PathOp]) -> list[dict[str, str]]:
 def register(tools: ToolSet, app: AssayApp) -> None:
     @tool(tools, "rename-files", WRITES)
     def rename_files_tool(
-        renames: _ops('Array of {from, to} rename operations; "to" is a full path or a new name in the same folder'),
+        renames: RenameOps,
         dryRun: DryRun = False,
     ) -> MoveResponse:
         """Rename one or more files or directories. Never overwrites an existing target; each item reports its own
@@ -91,7 +95,7 @@ def register(tools: ToolSet, app: AssayApp) -> None:
 
     @tool(tools, "move-files", WRITES)
     def move_files_tool(
-        moves: _ops('Array of {from, to} move operations; if "to" is an existing folder the item moves into it'),
+        moves: MoveOps,
         dryRun: DryRun = False,
     ) -> MoveResponse:
         """Move files or directories to a new location (missing folders are created). Never overwrites an existing
