@@ -47,11 +47,10 @@ class JobKind:
     parameters: Callable[[dict[str, Any], str], dict[str, Any]]
     run_plain: Callable[[str, int], Any]
     finish_failed: Callable[[Engine, int, str], None] | None = None
-    # the name of the deployment a job of this kind runs under (the kind's own; a plan's is named after the plan)
+    # the deployment a job of this kind started here runs under, so Prefect's UI can retry it from its parameters
+    # (a plan's, named after the plan); None: a plain flow run, for short jobs whose retry is a new job (index,
+    # classify: creating the deployment's flow run first costs ~0.1 s a job, a third of a hand-off)
     deployment: Callable[[dict[str, Any]], str] | None = None
-
-    def deployment_name(self, job: dict[str, Any]) -> str:
-        return self.deployment(job) if self.deployment is not None else self.name
 
 
 _KINDS: Registry[JobKind] = Registry("job kind", lambda capability: ((k.name, k) for k in capability.job_kinds))
@@ -146,15 +145,16 @@ class JobRunner:
                 self._futures.pop(job_id, None)
 
     def _run_flow(self, kind: JobKind, job: dict[str, Any]) -> None:
-        """Run ``job``'s flow here: as a run of its deployment when this process serves one (so Prefect's UI can
-        retry it from its parameters), else as a plain flow run."""
+        """Run ``job``'s flow here: as a run of its deployment when its kind names one and this process serves it (so
+        Prefect's UI can retry it from its parameters), else as a plain flow run."""
         parameters = kind.parameters(job, self.database_url)
         flow_run = None
-        if self.deployments is not None:
+        if self.deployments is not None and kind.deployment is not None:
+            name = kind.deployment(job)
             try:
-                flow_run = self.deployments.flow_run(kind.flow, kind.deployment_name(job), parameters)
+                flow_run = self.deployments.flow_run(kind.flow, name, parameters)
             except Exception:  # noqa: BLE001 (the API away for a moment: the run goes on, outside the deployment)
-                log.warning("creating a flow run of deployment %s failed", kind.deployment_name(job), exc_info=True)
+                log.warning("creating a flow run of deployment %s failed", name, exc_info=True)
         if flow_run is None:
             kind.flow(**parameters)
         else:
