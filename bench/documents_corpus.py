@@ -43,6 +43,8 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from examples.mediagen.files import atomic  # noqa: E402  (the one temp-then-rename writer of generated media)
+
 log = logging.getLogger("bench.documents_corpus")
 
 VOCABULARY_SIZE = 8000
@@ -189,7 +191,7 @@ def _pdf(path: Path, i: int, scale: float) -> int:
     doc.set_metadata({"title": f"Report {i}", "author": f"Author {i % 37}", "subject": "documents benchmark",
                       "keywords": "assay, bench"})
     doc.set_toc(toc)
-    _atomic(path, lambda tmp: doc.save(tmp, garbage=0, deflate=True))
+    atomic(path, lambda tmp: doc.save(tmp, garbage=0, deflate=True))
     doc.close()
     return chars
 
@@ -207,7 +209,7 @@ def _markdown(path: Path, i: int, scale: float) -> int:
         else:
             out.append(line)
     text = "\n".join(out) + "\n"
-    _atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
     return len(text)
 
 
@@ -216,18 +218,8 @@ def _text(path: Path, i: int, scale: float) -> int:
     n = max(10, round((400 + rng.randrange(600)) * scale))
     lines = _lines(rng, n)
     text = "\n".join(line if k % 10 else line + "\n" for k, line in enumerate(lines, 1)) + "\n"
-    _atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
     return len(text)
-
-
-def _atomic(path: Path, write) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def _make_chunk(job: tuple[str, list[int], float]) -> int:

@@ -45,6 +45,13 @@ def kinds() -> None:
             register_job_kind(JobKind(name=name, flow=None, parameters=lambda job, store: {}, run_plain=fn))
 
 
+def wait_running(engine, job_id: int) -> None:
+    deadline = time.monotonic() + 10
+    while store_jobs.get_job(engine, job_id=job_id)["status"] != "running":
+        assert time.monotonic() < deadline, f"job {job_id} did not start"
+        time.sleep(0.01)
+
+
 @pytest.fixture
 def runner(engine) -> JobRunner:
     r = JobRunner(engine, str(engine.url), use_prefect=False)
@@ -71,10 +78,7 @@ def test_a_job_runs_in_the_callers_thread_with_its_progress_hook(runner: JobRunn
 def test_a_background_job_is_cancelled_through_its_row_and_waited_for(runner: JobRunner, engine) -> None:
     job_id = store_jobs.create_job(engine, root="/x", kind="test-loop")
     runner.submit("test-loop", job_id)
-    deadline = time.monotonic() + 10
-    while store_jobs.get_job(engine, job_id=job_id)["status"] != "running":
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    wait_running(engine, job_id)
     assert runner.is_running_here(job_id)
     answer = runner.cancel(job_id)
     assert answer["cancelled"] is True
@@ -86,10 +90,7 @@ def test_a_cancel_asked_in_the_store_alone_stops_the_job(runner: JobRunner, engi
     """Another process asks through the row's flag: the job sees it without any event of ours."""
     job_id = store_jobs.create_job(engine, root="/x", kind="test-loop")
     runner.submit("test-loop", job_id)
-    deadline = time.monotonic() + 10
-    while store_jobs.get_job(engine, job_id=job_id)["status"] != "running":
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    wait_running(engine, job_id)
     store_jobs.request_cancel(engine, job_id=job_id)
     assert runner.wait(job_id, timeout=10)["status"] == "cancelled"
 
@@ -104,10 +105,7 @@ def test_shutdown_stops_running_jobs_and_refuses_new_ones(engine) -> None:
     runner = JobRunner(engine, str(engine.url), use_prefect=False)
     job_id = store_jobs.create_job(engine, root="/x", kind="test-loop")
     runner.submit("test-loop", job_id)
-    deadline = time.monotonic() + 10
-    while store_jobs.get_job(engine, job_id=job_id)["status"] != "running":
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    wait_running(engine, job_id)
     done = threading.Event()
     threading.Thread(target=lambda: (runner.shutdown(), done.set()), daemon=True).start()
     assert done.wait(10)
