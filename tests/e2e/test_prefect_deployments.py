@@ -65,8 +65,12 @@ def served(tmp_path_factory) -> Served:
     for i in range(3):
         (tree / "notes" / f"n{i}.txt").write_text(f"note {i}\n")
     (tree / "pictures").mkdir()
-    for i in range(240):  # enough thumbnails for a run that lasts seconds, so it can be cancelled midway
-        Image.new("RGB", (640, 480), (i, 255 - i, 128)).save(tree / "pictures" / f"p{i:03}.png")
+    # a run long enough to be cancelled midway on any machine: 240 large pictures (~0.15 s a thumbnail each), written
+    # cheaply as one PNG copied with a distinct trailing byte string (decoders ignore it; each file hashes apart)
+    Image.new("RGB", (4000, 4000), (10, 200, 30)).save(tmp / "big.png")
+    picture = (tmp / "big.png").read_bytes()
+    for i in range(240):
+        (tree / "pictures" / f"p{i:03}.png").write_bytes(picture + f"copy {i}".encode())
     port = free_port()
     log = tmp / "server.log"
     env = server_env(tmp, prefect=True)
