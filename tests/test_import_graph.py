@@ -50,11 +50,6 @@ HEAVY: dict[str, tuple[str, tuple[str, ...]]] = {
 # TEMPORARY: files being edited by others while issue 21 rebuilds flows/ (their in-function imports are theirs to
 # move); each goes from this list once its owner has moved them. Remove an entry, never add one.
 TEMPORARY: dict[str, str] = {
-    "flows/classify/pool.py": "imports the worker module in the spawned process",
-    "flows/documents/worker.py": "extract and formats for the worker's function",
-    "flows/semantic/encoder.py": "its own settings and paths, and the backends' libraries",
-    "flows/index/writers.py": "split from indexer.py: the walk's subprocess helpers and the store",
-    "flows/semantic/paths.py": "store.engine.database_file",
     "mcp_server/app.py": "plan files, the citation service, the capabilities' hooks, the control socket",
     "mcp_server/config.py": "flows.core.prefect and the capabilities' configure hook",
     "mcp_server/control.py": "the index and classify services",

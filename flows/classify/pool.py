@@ -22,6 +22,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Callable, Iterable, Iterator
 
 from flows.classify.model import FileResult, FileTask
+from flows.classify.worker import classify_file
 from flows.core import settings
 from flows.workers import PoolsByMode
 
@@ -39,13 +40,6 @@ def default_mode() -> str:
 def default_workers() -> int:
     """The classify pool's size: the setting classify.workers (ASSAY_CLASSIFY_WORKERS), else one per core."""
     return settings.current().classify.workers or os.cpu_count() or 1
-
-
-def _real_classify(task: FileTask) -> FileResult:
-    """The worker's entry point (imported in the worker process, so the parent need not load Pillow or PyMuPDF)."""
-    from flows.classify.worker import classify_file
-
-    return classify_file(task)
 
 
 def _failed(task: FileTask, reason: str) -> FileResult:
@@ -91,7 +85,9 @@ class Pool:
         ``window`` tasks (default 4 per worker: workers keep going while the caller writes results) are in flight; no
         new task is submitted once ``should_cancel()`` is true (those in flight finish). A task whose worker died
         yields a result with an error for each of its operations, and the pool is replaced."""
-        fn = fn or _real_classify
+        # classify_file itself, not a wrapper of this module: a spawned worker unpickles the function by its module
+        # path, so it imports only the light flows.classify.worker (no settings, no pydantic); PyMuPDF stays lazy there
+        fn = fn or classify_file
         window = window or max(4, self.workers * 4)
         it = iter(tasks)
         pending: dict[Future, FileTask] = {}

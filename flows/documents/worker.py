@@ -35,8 +35,10 @@ from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as wait_connections
 from typing import Any, Callable, Generic, Iterable, Iterator, TypeVar
 
-from flows.documents.model import FILTER_FAILED, ExtractOptions, Extracted
 from flows.core import settings
+from flows.documents.extract import extract_file
+from flows.documents.formats import format_of
+from flows.documents.model import FILTER_FAILED, ExtractOptions, Extracted
 from flows.workers import PoolsByMode
 
 log = logging.getLogger(__name__)
@@ -60,13 +62,6 @@ def default_workers() -> int:
     return settings.current().documents.workers or os.cpu_count() or 1
 
 
-def _real_extract(path: str, options: ExtractOptions) -> Extracted:
-    """The default extraction function (imported in the worker, so the parent need not load PyMuPDF)."""
-    from flows.documents.extract import extract_file
-
-    return extract_file(path, options)
-
-
 def _deadline(task: _Task, options: ExtractOptions) -> float:
     """When the first file of a worker's queue is overdue: its timeout after it started, or (no start reported
     yet) after it should have started plus time for the worker to come up."""
@@ -76,8 +71,6 @@ def _deadline(task: _Task, options: ExtractOptions) -> float:
 
 
 def failed(path: str, reason: str) -> Extracted:
-    from flows.documents.formats import format_of
-
     return Extracted(path=path, format=format_of(os.path.basename(path)) or "unknown", error_code=FILTER_FAILED,
                      error=reason)
 
@@ -116,7 +109,7 @@ def _worker_main(conn: Connection) -> None:
         task_id, path, options, fn = message
         try:
             conn.send(("start", task_id, time.monotonic()))
-            result = _call(fn or _real_extract, path, options)
+            result = _call(fn or extract_file, path, options)
             try:
                 conn.send(("done", task_id, result))
             except Exception as exc:  # not picklable: a bug in fn, reported for this file
@@ -233,7 +226,7 @@ class Pool:
         are in flight (default ``DEPTH`` per worker); none is started once ``should_cancel()`` is true (those in
         flight finish). ``fn(path, options)`` replaces ``extract_file`` (tests; it must be picklable)."""
         if self.mode == "thread":
-            yield from self._run_threads(tasks, options, fn or _real_extract, should_cancel, window)
+            yield from self._run_threads(tasks, options, fn or extract_file, should_cancel, window)
             return
         window = window or self.workers * DEPTH
         workers = self._checkout(min(self.workers, max(1, (window + DEPTH - 1) // DEPTH)))

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import os
 import queue
+import subprocess
 import sys
+import tempfile
 import threading
 from typing import IO, cast
 
 from sqlalchemy.engine import Engine
 
+import store
 from flows.core import settings
 from store import entries as store_entries
-from store.sqlite_writer import expand_rows
+from store.sqlite_writer import expand_rows, write_frame
 
 _MIMES: dict[str, str | None] = {}  # extension -> MIME type, shared by the in-process writers
 
@@ -79,16 +82,9 @@ class ProcessWriter:
     """
 
     def __init__(self, database: str, *, scan_id: int, now: float) -> None:
-        import subprocess
-        import tempfile
-
-        import store
-        from store import sqlite_writer
-
         self.scan_id, self.now = scan_id, now
         self.written = 0  # rows handed over; the child commits each batch as it arrives
         self.removed = 0  # known when the child has finished
-        self._frame = sqlite_writer.write_frame
         self._stderr = tempfile.TemporaryFile()
         project = os.path.dirname(os.path.dirname(os.path.abspath(store.__file__)))
         env = {**os.environ, "PYTHONPATH": project + os.pathsep + os.environ.get("PYTHONPATH", "")}
@@ -102,7 +98,7 @@ class ProcessWriter:
 
     def _send(self, obj) -> None:
         try:
-            self._frame(self._stdin, obj)
+            write_frame(self._stdin, obj)
         except (BrokenPipeError, OSError):
             self._proc.wait()
             raise RuntimeError(f"the index writer process failed: {self._error_text()}") from None

