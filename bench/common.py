@@ -1,4 +1,5 @@
-"""What the benchmarks share: the figure table they print, number formats, and the served process's peak memory."""
+"""What the benchmarks share: the figure table they print, number formats and percentiles, and the served process's
+peak memory."""
 
 from __future__ import annotations
 
@@ -9,6 +10,13 @@ from pathlib import Path
 
 def secs(x: float) -> str:
     return f"{x:.3f} s" if x < 10 else f"{x:.1f} s"
+
+
+def percentile(samples: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100)."""
+    ordered = sorted(samples)
+    rank = max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5)))
+    return ordered[rank - 1]
 
 
 def render(facts: str, rows: list[tuple], notes: list[str], extra: str = "") -> str:

@@ -29,8 +29,8 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.common import bench_logging  # noqa: E402
-from bench.run import machine_facts, ms, percentile, render, secs, yes_no  # noqa: E402
+from bench.common import bench_logging, percentile  # noqa: E402
+from bench.run import machine_facts, ms, render, secs, yes_no  # noqa: E402
 from bench.tree import ensure_tree  # noqa: E402
 
 log = logging.getLogger("bench.plans")

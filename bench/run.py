@@ -11,343 +11,42 @@ Prefect start (the first flow run of that process) is timed apart, before the in
 the unchanged tree again into the same store. Then, over the store nearest 100k entries, ``assay serve --transport
 http`` runs in a subprocess and an MCP client times navigate and resource-search calls, next to the same functions
 called in-process and a trivial tool call (the transport's floor). Progress goes to stderr; stdout gets the table only.
+
+The figures are measured by bench/run_index.py (find, the index runs, peak RSS) and bench/run_latency.py (navigate and
+resource-search latency); this file holds the command and its table.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import platform
-import resource
 import shutil
-import socket
 import sqlite3
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.tree import TreeSpec, ensure_tree, sample_dirs  # noqa: E402
+from bench.common import percentile  # noqa: E402
+from bench.run_index import drop_caches, run_index, time_find, time_whole_command  # noqa: E402
+from bench.run_latency import (  # noqa: E402
+    SET_NAME, in_process_latency, mcp_latency, navigate_params, prepare_set, search_params,
+)
+from bench.tree import ensure_tree  # noqa: E402
 
 log = logging.getLogger("bench.run")
 
-FIND_FORMAT = "%s %T@ %p\n"
 GOAL_INDEX_RATIO = 4.0
 GOAL_RSS_RATIO = 1.5
 GOAL_REINDEX_SHARE = 0.25  # re-index of an unchanged tree, as a share of the first index
 GOAL_NAVIGATE_P50_MS = 20.0
 LATENCY_SIZE = 100_000
-SET_NAME = "bench-all"
-
-
-# --- measuring --------------------------------------------------------------------------------------------------
-
-def drop_caches() -> bool:
-    """Drop the page cache (needs root outside a container); False when refused."""
-    try:
-        os.sync()
-        with open("/proc/sys/vm/drop_caches", "w") as f:
-            f.write("3\n")
-        return True
-    except OSError:
-        return False
-
-
-def time_find(root: Path, *, repeat: int, cold: bool) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        if cold:
-            drop_caches()
-        started = time.perf_counter()
-        subprocess.run(["find", str(root), "-printf", FIND_FORMAT], stdout=subprocess.DEVNULL, check=True)
-        best = min(best, time.perf_counter() - started)
-    return best
-
-
-def _status_kb(pid: int | str, key: str) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-def _children() -> list[tuple[int, str]]:
-    pids: list[int] = []
-    for children in Path("/proc/self/task").glob("*/children"):
-        pids += [int(p) for p in children.read_text().split()]
-    out = []
-    for pid in pids:
-        try:
-            out.append((pid, Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()))
-        except OSError:
-            pass
-    return out
-
-
-class _ChildPeaks:
-    """Samples the peak RSS (VmHWM) of this process's children whose command line holds ``needle``, on a thread.
-
-    ru_maxrss of the children is no use for the writer: a child that forks and execs from a big parent is charged the
-    parent's resident set at exec, so the writer's own peak is read from /proc while it runs."""
-
-    def __init__(self, needle: str, every: float = 0.02) -> None:
-        import threading
-
-        self.needle, self.every, self.peak_kb = needle, every, 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            for pid, cmd in _children():
-                if self.needle in cmd:
-                    self.peak_kb = max(self.peak_kb, _status_kb(pid, "VmHWM"))
-            self._stop.wait(self.every)
-
-    def __enter__(self) -> "_ChildPeaks":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
-def index_driver(argv: list[str]) -> int:
-    """Run in a fresh process: start Prefect once, then ``assay index ROOT`` twice (fresh store, then unchanged
-    tree) through ``mcp_server.cli.main``, and write the timings and peak RSS to a JSON file."""
-    data_dir, root, out = argv
-    from mcp_server.config import load_settings, prepare_environment
-
-    prepare_environment(load_settings({"roots": [root], "data_dir": data_dir}))
-    started = time.perf_counter()
-    from flows.core import prefect as prefect_support
-
-    prefect_support.configure(Path(data_dir))
-    with prefect_support.flow_settings():  # the Prefect API exactly as `assay index` starts it (a child process)
-        from prefect import flow
-
-        @flow(name="bench-warm-up", persist_result=False)
-        def warm_up() -> int:
-            return 1
-
-        warm_up()
-    prefect_start = time.perf_counter() - started
-    from mcp_server import cli
-    from store import jobs as store_jobs
-    from store.engine import get_engine
-
-    base_kb = _status_kb("self", "VmRSS")
-    argv_index = ["index", root, "--data-dir", data_dir, "--root", root, "--log-level", "WARNING"]
-    runs = []
-    for _ in range(2):
-        with _ChildPeaks("store.sqlite_writer") as writer:
-            started = time.perf_counter()
-            code = cli.main(argv_index)
-            elapsed = time.perf_counter() - started
-        engine = get_engine(f"sqlite:///{Path(data_dir) / 'assay.db'}")
-        job = store_jobs.list_jobs(engine, limit=1)[0][0]
-        runs.append({"code": code, "seconds": elapsed, "status": job["status"], "files": job["files"],
-                     "directories": job["directories"], "job_seconds": job["completed_at"] - job["started_at"],
-                     "main_peak_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-                     "writer_peak_kb": writer.peak_kb})
-    server_kb = max([_status_kb(pid, "VmHWM") for pid, cmd in _children()
-                     if "prefect.server" in cmd or "prefect_server" in cmd] or [0])
-    Path(out).write_text(json.dumps({"prefect_start": prefect_start, "base_kb": base_kb,
-                                     "first": runs[0], "again": runs[1], "prefect_server_kb": server_kb}))
-    return 0
-
-
-def _child_env() -> dict[str, str]:
-    """The environment without the caller's Prefect/assay settings, so each run gets a fresh Prefect home."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "ASSAY_"))}
-    env["PYTHONPATH"] = str(REPO)
-    env["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = "120"  # a loaded machine starts Prefect's server slowly
-    return env
-
-
-def run_index(root: Path, scratch: Path) -> dict:
-    data_dir = Path(tempfile.mkdtemp(prefix="index-", dir=scratch))
-    out = data_dir / "result.json"
-    code = "import sys; from bench.run import index_driver; sys.exit(index_driver(sys.argv[1:]))"
-    proc = subprocess.run([sys.executable, "-c", code, str(data_dir), str(root), str(out)], cwd=REPO,
-                          env=_child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if proc.returncode != 0 or not out.exists():
-        raise RuntimeError(f"the index driver failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    result = json.loads(out.read_text())
-    for run in ("first", "again"):
-        if result[run]["status"] != "completed":
-            raise RuntimeError(f"index {run} ended {result[run]['status']}: {proc.stdout}{proc.stderr[-2000:]}")
-    result["data_dir"] = str(data_dir)
-    return result
-
-
-def assay_command() -> list[str]:
-    script = Path(sys.executable).parent / "assay"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "mcp_server.cli"]
-
-
-def time_whole_command(root: Path, scratch: Path) -> float:
-    data_dir = Path(tempfile.mkdtemp(prefix="cli-", dir=scratch))
-    started = time.perf_counter()
-    subprocess.run(assay_command() + ["index", str(root), "--data-dir", str(data_dir), "--root", str(root),
-                                      "--log-level", "WARNING"],
-                   cwd=REPO, env=_child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-    elapsed = time.perf_counter() - started
-    shutil.rmtree(data_dir, ignore_errors=True)
-    return elapsed
-
-
-# --- latency ------------------------------------------------------------------------------------------------------
-
-def percentile(samples: list[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100)."""
-    ordered = sorted(samples)
-    rank = max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5)))
-    return ordered[rank - 1]
-
-
-def search_params(count: int, spec: TreeSpec) -> list[dict]:
-    """resource-search arguments (reference 000's parameters), varied: kind, extension, sizes, names, sorts."""
-    from bench.tree import DIR_WORDS, EXTENSIONS, FILE_WORDS
-
-    variants = []
-    for i in range(count):
-        p: dict = {"name": SET_NAME, "limit": 50, "sort_by": ("size", "name", "mtime")[i % 3],
-                   "sort_desc": i % 2 == 0}
-        pick = i % 6
-        if pick == 0:
-            p.update(kind="file", extension="." + (EXTENSIONS[i % 11] or "txt"))
-        elif pick == 1:
-            p.update(min_size=1024 * (i % 7), max_size=8192)
-        elif pick == 2:
-            p.update(name_contains=FILE_WORDS[i % len(FILE_WORDS)])
-        elif pick == 3:
-            p.update(path_contains=f"{DIR_WORDS[i % len(DIR_WORDS)]}-0{i % 10}")
-        elif pick == 4:
-            p.update(kind="directory")
-        else:
-            p.update(min_mtime="2022-01-01", max_mtime="2023-01-01", extension=[".jpg", ".png"])
-        variants.append(p)
-    return variants
-
-
-def navigate_params(root: Path, spec: TreeSpec, count: int) -> list[dict]:
-    return [{"path": d, "sort": ("name", "size", "mtime")[i % 3], "desc": i % 4 == 3}
-            for i, d in enumerate(sample_dirs(root, spec, count))]
-
-
-def prepare_set(db_url: str) -> int:
-    """A resource set holding every entry of the store (through the store's own functions)."""
-    from sqlalchemy import func, select
-
-    from store import sets
-    from store.engine import get_engine
-
-    engine = get_engine(db_url)
-    if not any(s["name"] == SET_NAME for s in sets.list_sets(engine)):
-        sets.create_set(engine, name=SET_NAME, description="every entry (benchmark)")
-    with engine.begin() as conn:
-        set_id = sets.require_set(conn, name=SET_NAME)["id"]
-        sets.add_members_from(conn, set_id=set_id, entry_ids=select(sets.T.c.id))
-        return conn.execute(select(func.count()).select_from(sets.M).where(sets.M.c.set_id == set_id)).scalar_one()
-
-
-def in_process_latency(db_url: str, root: Path, nav: list[dict], search: list[dict]) -> dict[str, list[float]]:
-    from flows.index.navigation import navigate_dir
-    from flows.core.roots import Roots
-    from store import set_queries
-    from store.engine import get_engine
-    from store.filters import EntryFilter
-
-    engine, roots = get_engine(db_url), Roots.of([str(root)])
-    out: dict[str, list[float]] = {"navigate": [], "search": []}
-    for p in nav[:10]:
-        navigate_dir(engine, roots, **p)  # warm the connection pool and SQLite's cache
-    for p in nav:
-        started = time.perf_counter()
-        navigate_dir(engine, roots, **p)
-        out["navigate"].append(time.perf_counter() - started)
-    filter_keys = set(EntryFilter.model_fields)
-    for p in search:
-        started = time.perf_counter()
-        with engine.connect() as conn:
-            set_queries.search(conn, name=p["name"], filters=EntryFilter(**{k: v for k, v in p.items()
-                                                                            if k in filter_keys}),
-                               sort_by=p["sort_by"], sort_desc=p["sort_desc"], limit=p["limit"])
-        out["search"].append(time.perf_counter() - started)
-    return out
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-async def _mcp_latency(url: str, nav: list[dict], search: list[dict], pings: int) -> dict[str, list[float]]:
-    from mcp import Client
-
-    out: dict[str, list[float]] = {"ping": [], "navigate": [], "search": []}
-    async with Client(url) as client:
-        for p in nav[:10]:
-            await client.call_tool("navigate", p)
-        for _ in range(pings):  # the server answers no MCP ping; a tool call that does next to nothing instead
-            started = time.perf_counter()
-            await client.call_tool("resource-set-list", {})
-            out["ping"].append(time.perf_counter() - started)
-        for key, tool, calls in (("navigate", "navigate", nav), ("search", "resource-search", search)):
-            for p in calls:
-                started = time.perf_counter()
-                result = await client.call_tool(tool, p)
-                out[key].append(time.perf_counter() - started)
-                if result.is_error:
-                    raise RuntimeError(f"{tool} {p} failed: {result.content[0].text}")
-    return out
-
-
-def mcp_latency(data_dir: str, root: Path, nav: list[dict], search: list[dict], scratch: Path) -> dict:
-    import anyio
-
-    port = free_port()
-    url = f"http://127.0.0.1:{port}/mcp"
-    server_log = open(scratch / "serve.log", "w")
-    server = subprocess.Popen(assay_command() + ["serve", "--transport", "http", "--port", str(port), "--data-dir",
-                                                data_dir, "--root", str(root), "--no-prefect",
-                                                "--log-level", "WARNING"],
-                              cwd=REPO, env=_child_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                              stderr=server_log)
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            if server.poll() is not None:
-                raise RuntimeError(f"assay serve exited ({server.returncode}); see {server_log.name}")
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"assay serve did not answer on port {port} within 120 s") from None
-                time.sleep(0.1)
-        return anyio.run(_mcp_latency, url, nav, search, len(nav))
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-        server_log.close()
 
 
 # --- the table ----------------------------------------------------------------------------------------------------
