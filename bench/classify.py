@@ -23,12 +23,14 @@ loops and commands that do the same work, measured on the same machine in the sa
    - peak RSS: this process, the pool's workers and their ffmpeg/ffprobe children, sampled together every 20 ms
      (their sum is the figure; Prefect's API server, a long-lived child, is reported apart).
 Progress goes to stderr; stdout gets the table only.
+
+The baselines are in bench/classify_baselines.py, the plan runs, the pool and the job function in
+bench/classify_runs.py; this file holds the command and its table.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import shutil
@@ -36,7 +38,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -44,8 +45,17 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from bench.classify_baselines import (  # noqa: E402
+    baseline_metadata, baseline_thumbnails, baseline_xxh128sum, baseline_xxhash_loop, raw_timeline,
+)
+from bench.classify_runs import (  # noqa: E402
+    Stores, classifier_plan, count, job_timeline, pool_hashing, run_plan, timeline_timestamps, warm_pool,
+    worker_timeline,
+)
 from bench.common import bench_logging, publish, render, secs  # noqa: E402
 from bench.media import Corpus, ensure_corpus  # noqa: E402
+from bench.sampling import ProcessSampler, available_cores  # noqa: E402
+from bench.warm_up import read_all, start_prefect  # noqa: E402
 
 log = logging.getLogger("bench.classify")
 
@@ -54,367 +64,6 @@ GOAL_METADATA = 0.9
 GOAL_TIMELINE = 1.5  # ours / the raw ffmpeg command, seconds
 GOAL_HASH = 0.8  # ours / xxh128sum, bytes per second
 GOAL_RERUN = 0.05  # re-run / first run
-BOX = (320, 320)
-TIMEOUT = 600  # seconds for any one external command here
-
-
-# --- baselines -----------------------------------------------------------------------------------------------------
-
-def read_all(paths: list[Path]) -> int:
-    """Read every file once (the page cache is warm for everyone after this); returns the bytes read."""
-    total = 0
-    buf = bytearray(1 << 20)
-    for p in paths:
-        with open(p, "rb", buffering=0) as fh:
-            while n := fh.readinto(buf):
-                total += n
-    return total
-
-
-def baseline_thumbnails(images: list[Path], out: Path) -> float:
-    """The plain loop: open, thumbnail, save JPEG, Pillow's defaults, one core. Returns seconds."""
-    from PIL import Image
-
-    out.mkdir(parents=True, exist_ok=True)
-    started = time.perf_counter()
-    for i, p in enumerate(images):
-        img = Image.open(p)
-        img.thumbnail(BOX)
-        img.save(out / f"{i}.jpg", "JPEG")
-    return time.perf_counter() - started
-
-
-def ffprobe(path: Path) -> dict:
-    done = subprocess.run(["ffprobe", "-v", "error", "-print_format", "json", "-show_format", "-show_streams",
-                           "-show_chapters", "file:" + str(path)], capture_output=True, timeout=TIMEOUT, check=True)
-    return json.loads(done.stdout)
-
-
-def baseline_metadata(corpus: Corpus) -> tuple[float, int]:
-    """The plain loop: Pillow + EXIF (photos), ffprobe (videos), PyMuPDF (PDFs), one core. Returns (seconds, keys
-    read), the count only so that nothing is optimised away."""
-    import pymupdf
-    from PIL import Image
-    from PIL.ExifTags import IFD
-
-    keys = 0
-    started = time.perf_counter()
-    for p in corpus.images:
-        with Image.open(p) as img:
-            exif = img.getexif()
-            keys += len(exif) + len(exif.get_ifd(IFD.Exif)) + len(exif.get_ifd(IFD.GPSInfo)) + len(img.size)
-    for p in corpus.videos:
-        info = ffprobe(p)
-        keys += len(info.get("format", {})) + sum(len(s) for s in info.get("streams", []))
-    for p in corpus.pdfs:
-        with pymupdf.open(p) as doc:
-            keys += len(doc.metadata or {}) + doc.page_count + len(doc.get_toc())
-    return time.perf_counter() - started, keys
-
-
-def baseline_xxh128sum(paths: list[Path]) -> float | None:
-    exe = shutil.which("xxh128sum")
-    if exe is None:
-        return None
-    started = time.perf_counter()
-    subprocess.run([exe, *map(str, paths)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=TIMEOUT,
-                   check=True)  # its stderr: a progress line for big files
-    return time.perf_counter() - started
-
-
-def baseline_xxhash_loop(paths: list[Path]) -> float:
-    """The xxhash library's own streaming loop (xxh3-128, 1 MiB buffer), one core."""
-    import xxhash
-
-    buf = bytearray(1 << 20)
-    view = memoryview(buf)
-    started = time.perf_counter()
-    for p in paths:
-        h = xxhash.xxh3_128()
-        with open(p, "rb", buffering=0) as fh:
-            while n := fh.readinto(buf):
-                h.update(view[:n])
-        h.hexdigest()
-    return time.perf_counter() - started
-
-
-def raw_timeline(video: Path, timestamps: list[float], out: Path) -> float:
-    """One ffmpeg command extracting the frames at ``timestamps``: an input per frame, each with its own fast input
-    seek, each scaled into the box and written as a JPEG. Returns seconds."""
-    out.mkdir(parents=True, exist_ok=True)
-    cmd = ["ffmpeg", "-hide_banner", "-loglevel", "error", "-nostdin", "-y"]
-    for t in timestamps:
-        cmd += ["-ss", f"{t:.3f}", "-i", "file:" + str(video)]
-    scale = f"scale=w={BOX[0]}:h={BOX[1]}:force_original_aspect_ratio=decrease"
-    for i in range(len(timestamps)):
-        cmd += ["-map", f"{i}:v:0", "-frames:v", "1", "-vf", scale, "file:" + str(out / f"frame-{i}.jpg")]
-    started = time.perf_counter()
-    subprocess.run(cmd, capture_output=True, timeout=TIMEOUT, check=True)
-    return time.perf_counter() - started
-
-
-# --- peak RSS and CPU ------------------------------------------------------------------------------------------------
-
-class ProcessSampler:
-    """Samples this process and its descendants every ``interval`` s: the peak of their summed RSS (leaving out
-    Prefect's API server, reported apart), this process's peak, the largest single worker's peak."""
-
-    def __init__(self, interval: float = 0.02) -> None:
-        import psutil
-
-        self.me = psutil.Process()
-        self.interval = interval
-        self.peak_sum = self.peak_main = self.peak_worker = self.peak_prefect = 0
-        self._stop = threading.Event()
-        self._kinds: dict[int, str] = {}
-        self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
-
-    def _kind(self, proc) -> str:
-        kind = self._kinds.get(proc.pid)
-        if kind is None:
-            try:
-                cmd = " ".join(proc.cmdline())
-            except Exception:
-                return "other"
-            kind = "prefect" if "flows.prefect_server" in cmd else "tracker" if "resource_tracker" in cmd else \
-                "worker" if "multiprocessing" in cmd else "tool"
-            self._kinds[proc.pid] = kind
-        return kind
-
-    def sample(self) -> None:
-        total = 0
-        try:
-            main = self.me.memory_info().rss
-            children = self.me.children(recursive=True)
-        except Exception:
-            return
-        total = main
-        for child in children:
-            try:
-                rss = child.memory_info().rss
-            except Exception:
-                continue
-            kind = self._kind(child)
-            if kind == "prefect":
-                self.peak_prefect = max(self.peak_prefect, rss)
-                continue
-            if kind == "worker":
-                self.peak_worker = max(self.peak_worker, rss)
-            total += rss
-        self.peak_main = max(self.peak_main, main)
-        self.peak_sum = max(self.peak_sum, total)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            self.sample()
-
-    def start(self) -> "ProcessSampler":
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def cpu_seconds(self) -> dict[str, float]:
-        """CPU seconds so far by part: ``main`` (this process and its reaped children), ``workers`` (live
-        descendants: the pool's workers), ``prefect`` (Prefect's API server)."""
-        t = self.me.cpu_times()
-        out = {"main": t.user + t.system + t.children_user + t.children_system, "workers": 0.0, "prefect": 0.0}
-        for child in self.me.children(recursive=True):
-            try:
-                c = child.cpu_times()
-                out["prefect" if self._kind(child) == "prefect" else "workers"] += c.user + c.system
-            except Exception:
-                continue
-        return out
-
-
-# --- ours: plan runs over fresh stores -------------------------------------------------------------------------------
-
-class Stores:
-    """Fresh stores (SQLite + artifact cache) under ``scratch``, each with the corpus indexed."""
-
-    def __init__(self, scratch: Path, corpus: Corpus, work: Path, use_prefect: bool) -> None:
-        self.scratch = scratch
-        self.corpus = corpus
-        self.work = work
-        self.use_prefect = use_prefect
-        self.made = 0
-
-    def fresh(self, label: str):
-        """(engine, service, data dir) for a new store holding the indexed corpus and an empty cache."""
-        import flows.core.capability
-        from flows.index.flow import run_index_job
-        from flows.plans.service import PlanService
-        from flows.core.roots import Roots
-        from store import jobs as store_jobs
-        from store.engine import make_engine
-
-        self.made += 1
-        data = self.scratch / f"{self.made:02d}-{label}"
-        data.mkdir(parents=True)
-        flows.core.capability.configure(data)
-        engine = make_engine(f"sqlite:///{data / 'assay.db'}")
-        roots = [self.corpus.root] + ([self.corpus.long_video.parent] if self.corpus.long_video else [])
-        for root in roots:
-            run_index_job(engine, job_id=store_jobs.create_job(engine, root=str(root)), root=str(root))
-        service = PlanService(engine, Roots.of([str(self.work)]), use_prefect=self.use_prefect)
-        return engine, service, data
-
-
-def classifier_plan(name: str, folder: Path, operation: str, when: str):
-    from dsl.model import Plan
-
-    return Plan.from_object({"name": name, "sources": [
-        {"name": "corpus", "type": "filesystem.index", "config": {"path": str(folder)}}],
-        "rules": [{"name": name, "when": when,
-                   "outcomes": [{"type": "classifier", "classifierOperation": operation}]}]})
-
-
-def run_plan(service, plan, *, use_prefect: bool | None = None, sampler: ProcessSampler | None = None) -> dict:
-    """Run ``plan`` to its end; returns seconds, cores busy and the outcome's counters."""
-    service.save(plan, create=None)
-    cpu0 = sampler.cpu_seconds() if sampler else {}
-    started = time.perf_counter()
-    row = service.execute(plan, wait=True, scan=False, use_prefect=use_prefect)
-    seconds = time.perf_counter() - started
-    cpu = {k: v - cpu0[k] for k, v in sampler.cpu_seconds().items()} if sampler else {}
-    if row["status"] not in ("success", "partial"):
-        raise RuntimeError(f"plan {plan.name} ended {row['status']}: {row['error_message']}")
-    outcome = row["summary"]["rules"][plan.rules[0].name]["outcomes"][0]
-    ours = cpu.get("main", 0.0) + cpu.get("workers", 0.0)  # Prefect's API server is counted apart
-    return {"seconds": seconds, "cores": ours / seconds if seconds else 0.0, "cpu": cpu, "status": row["status"],
-            "matched": row["entries_matched"], "applied": outcome["applied"], "errors": outcome["errors"],
-            "error_samples": outcome["error_samples"]}
-
-
-def count(engine, sql: str, **params) -> int:
-    from sqlalchemy import text
-
-    with engine.connect() as conn:
-        return int(conn.execute(text(sql), params).scalar_one())
-
-
-def timeline_timestamps(engine) -> list[float]:
-    from sqlalchemy import text
-
-    with engine.connect() as conn:
-        values = conn.execute(text("SELECT value_json FROM artifacts WHERE type = 'video-timeline'")).scalars().all()
-    stamps = [json.loads(v) for v in values]
-    return sorted(float(v["timestamp"]) for v in stamps)
-
-
-def _hash_task(task):
-    """Pool function for the hashing figure: the content hash alone (the metadata operation's hash function)."""
-    from flows.media.hashing import hash_file
-    from flows.classify.model import FileResult
-
-    started = time.perf_counter()
-    return FileResult(entry_id=task.entry_id, path=task.path, hash=hash_file(task.path), done=("metadata",),
-                      elapsed=time.perf_counter() - started)
-
-
-def pool_tasks(paths: list[Path], operations: tuple[str, ...], cache_root: Path) -> list:
-    from flows.classify.model import FileTask, Params
-
-    tasks = []
-    for i, p in enumerate(paths):
-        ext = p.suffix.lower()
-        media = "image" if ext == ".jpg" else "video" if ext == ".mp4" else "document"
-        mime = {"image": "image/jpeg", "video": "video/mp4", "document": "application/pdf"}[media]
-        tasks.append(FileTask(entry_id=i + 1, path=str(p), media_type=media, mime=mime, extension=ext,
-                              size=p.stat().st_size, operations=operations, params=Params(),
-                              cache_root=str(cache_root)))
-    return tasks
-
-
-def pool_hashing(paths: list[Path], cache_root: Path) -> tuple[float, int]:
-    """hash_file over ``paths`` through the classifier's pool; returns (seconds, files hashed)."""
-    from flows.classify.pool import get_pool
-
-    tasks = pool_tasks(paths, ("metadata",), cache_root)
-    started = time.perf_counter()
-    hashed = sum(1 for r in get_pool().run_tasks(tasks, _hash_task) if r.hash)
-    return time.perf_counter() - started, hashed
-
-
-def _burn(start_at: float, seconds: float) -> float:
-    """Wait until ``start_at`` (epoch seconds), spin for ``seconds``; returns the CPU seconds this process got."""
-    time.sleep(max(0.0, start_at - time.time()))
-    cpu0, end = time.process_time(), time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        pass
-    return time.process_time() - cpu0
-
-
-def available_cores(seconds: float = 1.0) -> float:
-    """How many cores this run can get now: one busy loop per core, all spinning over the same ``seconds``, CPU
-    seconds / wall seconds (the machine is shared: other jobs' load takes its part)."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    n = os.cpu_count() or 1
-    with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn")) as pool:
-        list(pool.map(time.sleep, [0.2] * n))  # the workers are up (spawned, imported) before the clock starts
-        start_at = time.time() + 0.2
-        return sum(pool.map(_burn, [start_at] * n, [seconds] * n)) / seconds
-
-
-def start_prefect() -> None:
-    """One trivial flow run: Prefect's API and client come up (a server that has been up a while has them warm)."""
-    from prefect import flow
-
-    from flows.core.prefect import flow_settings
-
-    @flow(name="bench-warm-up", persist_result=False)
-    def warm_up() -> int:
-        return 1
-
-    with flow_settings():
-        warm_up()
-
-
-def warm_pool(corpus: Corpus, cache_root: Path) -> float:
-    """Spawn the pool's workers and load the worker's imports (a thumbnail per worker, twice); returns seconds."""
-    from flows.classify.pool import get_pool
-
-    pool = get_pool()
-    started = time.perf_counter()
-    tasks = pool_tasks(corpus.images[: 2 * pool.workers] + corpus.pdfs[:1] + corpus.videos[:1], ("thumbnail",),
-                       cache_root)
-    for res in pool.run_tasks(tasks):
-        if res.errors:
-            log.warning("warm-up %s: %s", res.path, res.errors)
-    return time.perf_counter() - started
-
-
-def worker_timeline(video: Path, cache_root: Path) -> float:
-    """The worker's timeline of ``video`` called in this process (no pool, no store, no plan): its own cost."""
-    from flows.classify.worker import classify_file
-
-    task = pool_tasks([video], ("timeline",), cache_root)[0]
-    started = time.perf_counter()
-    res = classify_file(task)
-    if res.errors:
-        raise RuntimeError(f"the worker's timeline of {video} failed: {res.errors}")
-    return time.perf_counter() - started
-
-
-def job_timeline(engine, video: Path) -> float:
-    """The timeline of ``video`` through rerun-classifier's job function run plainly (no Prefect): a classify job
-    row, the file's batch through the pool, the writes, the job's end. Returns seconds."""
-    from flows.classify.service import create_classify_job, run_classify_job
-    from store.engine import share_engine, store_url
-
-    started = time.perf_counter()
-    url = store_url(engine)
-    share_engine(url, engine)
-    job = run_classify_job(url, create_classify_job(engine, path=str(video), operations=("timeline",)))
-    seconds = time.perf_counter() - started
-    if job["status"] != "completed":
-        raise RuntimeError(f"the classify job of {video} ended {job['status']}: {job.get('error_message')}")
-    return seconds
 
 
 # --- the table -------------------------------------------------------------------------------------------------------
