@@ -52,8 +52,10 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from bench.citations_media import Media, MediaSpec, ensure_media  # noqa: E402
-from bench.common import bench_logging, hwm_kb, payload, publish, render, secs, server_env, server_pid  # noqa: E402
-from bench.semantic import mb, ms, percentile, yes_no  # noqa: E402
+from bench.common import (  # noqa: E402
+    bench_logging, hwm_kb, payload, percentile, publish, render, secs, server_env, server_pid,
+)
+from bench.semantic import mb, ms, yes_no  # noqa: E402
 
 log = logging.getLogger("bench.citations")
 
