@@ -122,6 +122,26 @@ def _rounded(value: float) -> float:
 
 # --- parsing ------------------------------------------------------------------------------------------------------
 
+def _token(node: Token | Tree[Token]) -> Token:
+    """A node of the parse tree where the grammar puts a terminal (a subtree there is a bug of the grammar)."""
+    if not isinstance(node, Token):
+        raise TypeError(f"address.lark gave a subtree where a token belongs: {node!r}")
+    return node
+
+
+def _tree(node: Token | Tree[Token]) -> Tree[Token]:
+    """A node of the parse tree where the grammar puts a rule (a token there is a bug of the grammar)."""
+    if not isinstance(node, Tree):
+        raise TypeError(f"address.lark gave a token where a rule belongs: {node!r}")
+    return node
+
+
+def _column(token: Token) -> int:
+    """The 1-based column of ``token``: lark's lexer sets it on every token it makes (lark types it Optional for
+    tokens made by hand)."""
+    return token.column or 1
+
+
 def _seconds(text: str, token: Token) -> float:
     """A TIME token in seconds: ``192``, ``145.5``, ``03:12``, ``00:03:12.5``."""
     parts = str(token).split(":")
@@ -129,73 +149,75 @@ def _seconds(text: str, token: Token) -> float:
         return _rounded(float(parts[0]))
     head, seconds = parts[:-1], float(parts[-1])
     if seconds >= 60:
-        raise _error(text, token.column, f"{str(token)!r}: seconds must be below 60 in MM:SS / HH:MM:SS")
+        raise _error(text, _column(token), f"{str(token)!r}: seconds must be below 60 in MM:SS / HH:MM:SS")
     if len(head) == 2 and int(head[1]) >= 60:
-        raise _error(text, token.column, f"{str(token)!r}: minutes must be below 60 in HH:MM:SS")
+        raise _error(text, _column(token), f"{str(token)!r}: minutes must be below 60 in HH:MM:SS")
     total = seconds + int(head[-1]) * 60 + (int(head[0]) * 3600 if len(head) == 2 else 0)
     return _rounded(total)
 
 
-def _build(text: str, tree: Tree) -> Address:
-    scheme_tok: Token = tree.children[0]
-    rid_tok: Token = tree.children[1]
+def _build(text: str, tree: Tree[Token]) -> Address:
+    scheme_tok, rid_tok = _token(tree.children[0]), _token(tree.children[1])
     scheme = str(scheme_tok).lower()
     if scheme not in SCHEME_MODALITY:
         raise _error(text, 1, f"unknown scheme {str(scheme_tok)!r}; use one of {SCHEMES_TEXT}")
     rid = str(rid_tok)
     if len(rid) > MAX_RESOURCE_ID_CHARS:
-        raise _error(text, rid_tok.column, f"a resource id has at most {MAX_RESOURCE_ID_CHARS} characters, "
-                                           f"this one {len(rid)}")
+        raise _error(text, _column(rid_tok), f"a resource id has at most {MAX_RESOURCE_ID_CHARS} characters, "
+                                             f"this one {len(rid)}")
     if len(tree.children) == 2:
         return Address(scheme, rid)
-    frag: Tree = tree.children[2]
-    key_tok: Token = frag.children[0]
+    frag = _tree(tree.children[2])
+    key_tok = _token(frag.children[0])
     if str(key_tok) != SCHEME_KEY[scheme]:
-        raise _error(text, key_tok.column, f"{_a(scheme)}:// address takes {FRAGMENT_SYNTAX[scheme]}, "
-                                           f"not {str(key_tok)}=")
+        raise _error(text, _column(key_tok), f"{_a(scheme)}:// address takes {FRAGMENT_SYNTAX[scheme]}, "
+                                             f"not {str(key_tok)}=")
     kind = frag.data
     if kind == "pages" or kind == "lines":
         spans = []
-        for span in frag.children[1:]:
-            first_tok = span.children[0]
+        for span in map(_tree, frag.children[1:]):
+            first_tok = _token(span.children[0])
             first = int(first_tok)
-            last = int(span.children[1]) if len(span.children) > 1 else first
+            last = int(_token(span.children[1])) if len(span.children) > 1 else first
             problem = span_problem(kind, first, last)
             if problem:
-                raise _error(text, first_tok.column, problem)
+                raise _error(text, _column(first_tok), problem)
             spans.append((first, last))
         if kind == "lines":
             return Address(scheme, rid, lines=spans[0])
         return Address(scheme, rid, pages=tuple(spans))
     if kind == "t":
-        start_tok, end_tok = frag.children[1], frag.children[2]
+        start_tok, end_tok = _token(frag.children[1]), _token(frag.children[2])
         start, end = _seconds(text, start_tok), _seconds(text, end_tok)
         problem = time_problem(start, end)
         if problem:
-            raise _error(text, end_tok.column, problem)
+            raise _error(text, _column(end_tok), problem)
         return Address(scheme, rid, t=(start, end))
-    values = tuple(_rounded(float(tok)) for tok in frag.children[1:])
+    number_toks = [_token(child) for child in frag.children[1:]]
+    values = tuple(_rounded(float(tok)) for tok in number_toks)
     problem = bbox_problem(values)
     if problem:
-        raise _error(text, frag.children[1].column, problem)
-    return Address(scheme, rid, bbox=values)  # type: ignore[arg-type]
+        raise _error(text, _column(number_toks[0]), problem)
+    x1, y1, x2, y2 = values  # four: bbox_problem says so otherwise
+    return Address(scheme, rid, bbox=(x1, y1, x2, y2))
 
 
 def _syntax_error(text: str, exc: UnexpectedInput) -> CitationError:
     """The parser's complaint in words: where, what it found, and what the address's scheme would accept there."""
-    token = getattr(exc, "token", None)
+    token: Token | None = getattr(exc, "token", None)  # the token the parser refused (UnexpectedToken)
     at_end = token is not None and token.type == "$END"
-    pos = len(text) if at_end else exc.pos_in_stream
+    # pos_in_stream: always set for the parser's and the lexer's errors (lark declares it None on the base class)
+    pos = len(text) if at_end else exc.pos_in_stream or 0
     column = pos + 1
     found = "the end of the address" if pos >= len(text) else repr(text[pos])
     match = _SCHEME_PREFIX.match(text)
-    scheme = match.group(1).lower() if match else None
-    if scheme is not None and scheme not in SCHEME_MODALITY:
-        return _error(text, 1, f"unknown scheme {match.group(1)!r}; use one of {SCHEMES_TEXT}")
     if match is None:
         if pos > 0 and re.fullmatch(r"[A-Za-z][A-Za-z0-9+.\-]*", text[:pos]):
             return _error(text, column, f"expected '://' after the scheme; an address is {SYNTAX}")
         return _error(text, column, f"unexpected {found}; an address starts with one of {SCHEMES_TEXT}")
+    scheme = match.group(1).lower()
+    if scheme not in SCHEME_MODALITY:
+        return _error(text, 1, f"unknown scheme {match.group(1)!r}; use one of {SCHEMES_TEXT}")
     hint = f"{_a(scheme)}:// address is {scheme}://ID or {scheme}://ID#{FRAGMENT_SYNTAX[scheme]}"
     hash_at = text.find("#")
     if pos == match.end():
@@ -204,7 +226,7 @@ def _syntax_error(text: str, exc: UnexpectedInput) -> CitationError:
     if hash_at < 0 or pos < hash_at:
         return _error(text, column, f"unexpected {found} in the resource id (letters, digits, _ . - only); {hint}")
     if pos == hash_at + 1:
-        key = re.match(r"[^=]*", text[pos:]).group(0)
+        key = text[pos:].partition("=")[0]
         what = f"unknown fragment {key!r}" if key else "expected a fragment after '#'"
         return _error(text, column, f"{what}; {hint}")
     if not at_end and _complete(text[:pos]):

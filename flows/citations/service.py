@@ -129,7 +129,7 @@ class CitationService:
             # an address is checked against the file as it is now, so a stale agent map does not stand in its way
             # (the map is only used to name the node when it is current)
             source = self._look(parsed.resource_id, need_map=False, need_facts=True)
-            check_address(parsed, source.facts)
+            check_address(parsed, source.needed_facts)
             node = self._node_at(source, parsed)
         else:
             if not resource_id or not node_id:
@@ -142,7 +142,7 @@ class CitationService:
             node = node_dict(row, source.resource_id)
             parsed = Location(**json.loads(row["location_json"])).to_address(source.resource_id)
             if not virtual:
-                check_address(parsed, source.facts)
+                check_address(parsed, source.needed_facts)
         out: dict[str, Any] = {"output_path": None, "modality": source.modality, "address": parsed.format(),
                                "node": node, "resource_id": source.resource_id, "source_path": source.path,
                                "source_hash": source.source_hash,
@@ -169,13 +169,14 @@ class CitationService:
         checking every node against the file (CitationError INVALID_MAP listing each problem with its node)."""
         resource_id = self.resources.target(target)
         source = self._look(resource_id, need_map=False, need_facts=True, fresh=True)
-        checked = validate_nodes(nodes, source.facts)
+        checked = validate_nodes(nodes, source.needed_facts)
         name = title or source.row.get("title") or os.path.basename(source.path)
         store.save_map(self.engine, source.row["id"], kind=source.modality, origin="agent", title=name,
                        strategy=None, source_size=source.size, source_mtime=source.mtime,
-                       source_hash=source.source_hash, metadata=metadata_of(source.facts), nodes=flatten(checked))
+                       source_hash=source.content_hash, metadata=metadata_of(source.needed_facts),
+                       nodes=flatten(checked))
         with self.engine.begin() as conn:
-            store.drop_old_extracts(conn, source.row["entry_id"], source.source_hash)
+            store.drop_old_extracts(conn, source.row["entry_id"], source.content_hash)
         log.info("map of %s supplied: %d nodes", resource_id, sum(1 for n in checked for _ in n.walk()))
         return self.get_structure(resource_id)
 
@@ -221,10 +222,10 @@ class CitationService:
         if text_lines is not None:  # the lines come from the current extraction of the document
             ensure_text(self.engine, source.row["entry_id"], source.path, source.size, source.mtime)
         for _attempt in range(3):
-            done = extract(self.data_dir, source.path, source.source_hash, address, source.facts, exact=exact,
-                           text_lines=text_lines)
+            done = extract(self.data_dir, source.path, source.content_hash, address, source.needed_facts,
+                           exact=exact, text_lines=text_lines)
             store.record_extract(self.engine, source.row["entry_id"], mime_type=done.mime_type,
-                                 cache_path=done.cache_path, source_hash=source.source_hash,
+                                 cache_path=done.cache_path, source_hash=source.content_hash,
                                  address=address.format(), exact=exact)
             # the cache sweep removes files no row points at; one that ran between the write and the row took it
             if done.path.exists():

@@ -59,6 +59,20 @@ class Source:
     def origin(self) -> str:
         return self.row["origin"]
 
+    @property
+    def content_hash(self) -> str:
+        """The file's content hash: :func:`look` always knows it (None only while it makes the Source)."""
+        if self.source_hash is None:
+            raise RuntimeError(f"{self.resource_id}: the content hash of its file is not known yet")
+        return self.source_hash
+
+    @property
+    def needed_facts(self) -> SourceFacts:
+        """The file's facts, which :func:`look` fills when asked for them (``need_facts``)."""
+        if self.facts is None:
+            raise RuntimeError(f"{self.resource_id}: its facts were used but not asked for (look's need_facts)")
+        return self.facts
+
 
 def look(engine: Engine, paths: DocumentPaths, row: dict[str, Any], resource_id: str, *, need_map: bool,
          need_facts: bool = False, fresh: bool = False) -> Source:

@@ -15,7 +15,7 @@ from sqlalchemy.engine import Engine
 from flows.addresses.ids import reserve_ids
 from flows.addresses.model import hit_address
 from flows.documents.formats import format_of
-from flows.documents.model import PAGED_FORMATS
+from flows.documents.model import PAGED_FORMATS, LineMatch, SearchOutcome
 from flows.documents.search import SourcedMatch
 
 
@@ -35,21 +35,29 @@ def hit_ids(engine: Engine, hits: Iterable[tuple[int, str]]) -> dict[int, str]:
     return reserve_ids(engine, list(items.values())) if items else {}
 
 
-def cited_matches(engine: Engine, outcomes: Iterable[Any]) -> list[list[dict[str, Any]]]:
+def _source(match: LineMatch) -> tuple[int, str] | None:
+    """The ``(entry id, absolute path)`` a match came from, when it knows them (a SourcedMatch: the index's)."""
+    if isinstance(match, SourcedMatch) and match.entry_id is not None and match.path is not None:
+        return match.entry_id, match.path
+    return None
+
+
+def cited_matches(engine: Engine, outcomes: Iterable[SearchOutcome]) -> list[list[dict[str, Any]]]:
     """The matches of each SearchOutcome as the tools show them, each with the ``citation`` ``resolve`` accepts
     (``doc://<resource id>#pages=P`` on paged formats, ``text://<resource id>#lines=L-L`` else): the files'
     resource ids come from one lookup for all the matches (:func:`hit_ids`)."""
     outcomes = list(outcomes)
-    sourced = [m for o in outcomes for m in o.matches if isinstance(m, SourcedMatch) and m.entry_id is not None]
-    ids = hit_ids(engine, ((m.entry_id, m.path) for m in sourced)) if sourced else {}
+    sources = [s for o in outcomes for s in map(_source, o.matches) if s is not None]
+    ids = hit_ids(engine, sources) if sources else {}
     out = []
     for outcome in outcomes:
         shown = []
         for m in outcome.matches:
             item = m.as_dict()
-            resource_id = ids.get(getattr(m, "entry_id", None))
-            if resource_id is not None:
-                item["citation"] = hit_address(resource_id, document_modality(m.path), page=m.page,
+            source = _source(m)
+            if source is not None and source[0] in ids:
+                entry_id, path = source
+                item["citation"] = hit_address(ids[entry_id], document_modality(path), page=m.page,
                                                line_start=m.line, line_end=m.line)
             shown.append(item)
         out.append(shown)

@@ -69,6 +69,12 @@ def _check_brackets(text: str) -> None:
         raise _error(text, opened[-1] + 1, "this '(' is never closed")
 
 
+def _start(token: Token) -> int:
+    """Where ``token`` starts in the query: lark's lexer sets the position on every token it makes (lark types it
+    Optional for tokens made by hand)."""
+    return token.start_pos or 0
+
+
 def _before(text: str, pos: int) -> str:
     """The last non-space character before ``pos`` ("" at the start)."""
     stripped = text[:pos].rstrip()
@@ -77,24 +83,26 @@ def _before(text: str, pos: int) -> str:
 
 def _syntax_error(text: str, exc: UnexpectedInput) -> DocumentError:
     if isinstance(exc, UnexpectedCharacters):
-        if text[exc.pos_in_stream] == "-":
-            return _error(text, exc.pos_in_stream + 1, "'-' must be written right before the word, phrase or group "
-                                                        'to exclude (quote a dash you are looking for: "-")')
-        return _error(text, exc.pos_in_stream + 1, f"unexpected {text[exc.pos_in_stream]!r}")
-    token = getattr(exc, "token", None)
-    at_end = isinstance(exc, UnexpectedEOF) or token is None or token.type == "$END"
-    pos = len(text.rstrip()) if at_end else token.start_pos
+        at = exc.pos_in_stream or 0  # always set by the lexer (lark declares it None on the base class)
+        if text[at] == "-":
+            return _error(text, at + 1, "'-' must be written right before the word, phrase or group to exclude "
+                                        '(quote a dash you are looking for: "-")')
+        return _error(text, at + 1, f"unexpected {text[at]!r}")
+    token: Token | None = getattr(exc, "token", None)  # the token the parser refused; None: the query ended
+    if isinstance(exc, UnexpectedEOF) or (token is not None and token.type == "$END"):
+        token = None  # UnexpectedEOF carries a placeholder token
+    pos = len(text.rstrip()) if token is None else _start(token)
     prev = _before(text, pos)
     column = pos + 1
     if prev == "|":
         return _error(text, len(text[:pos].rstrip()), "'|' needs a word, phrase or group on each side")
     if prev == "-":
         return _error(text, len(text[:pos].rstrip()), "'-' must be followed by the word, phrase or group to exclude")
-    if not at_end and token.type == "VBAR":
+    if token is not None and token.type == "VBAR":
         return _error(text, column, "'|' needs a word, phrase or group on each side")
-    if not at_end and token.type == "RPAR" and prev == "(":
+    if token is not None and token.type == "RPAR" and prev == "(":
         return _error(text, column, "empty parentheses")
-    what = "the end of the query" if at_end else repr(str(token))
+    what = "the end of the query" if token is None else repr(str(token))
     return _error(text, column, f"unexpected {what}")
 
 
@@ -116,7 +124,7 @@ class _Build(Transformer):
     def phrase(self, token: Token) -> Term:
         inner = str(token)[1:-1]
         if not inner.strip():
-            raise _error(self.text, token.start_pos + 1, "an empty phrase")
+            raise _error(self.text, _start(token) + 1, "an empty phrase")
         return self._term(inner, True)
 
     @v_args(inline=True)
@@ -132,16 +140,17 @@ class _Build(Transformer):
         return Or(tuple(flat))
 
 
-def _unbounded(tree: Union[Tree, Token]) -> Tree | None:
-    """The NOT that leaves (part of) the query without a word the line must contain, or None when every line it
-    matches has to hold some positive word or phrase."""
+def _unbounded(tree: Union[Tree[Token], Token]) -> Token | None:
+    """The '-' of the NOT that leaves (part of) the query without a word the line must contain, or None when every
+    line it matches has to hold some positive word or phrase."""
     if isinstance(tree, Token) or tree.data in ("word", "phrase"):
         return None
     if tree.data == "negate":
-        child = tree.children[1]
+        neg, child = tree.children
+        assert isinstance(neg, Token)  # the grammar: negate is NEG unary, and a named terminal is kept
         if isinstance(child, Tree) and child.data == "negate":
             return _unbounded(child.children[1])
-        return tree
+        return neg
     found = [_unbounded(c) for c in tree.children]
     if tree.data == "all_of":
         return None if any(f is None for f in found) else found[0]
@@ -162,7 +171,7 @@ def parse_query(text: str, *, fuzzy: bool = False) -> Query:
         raise _syntax_error(text, exc) from None
     culprit = _unbounded(tree)
     if culprit is not None:
-        column = culprit.children[0].start_pos + 1
+        column = _start(culprit) + 1
         raise _error(text, column, "this part only excludes ('-') and would match nearly every line; add a word "
                                    "or phrase the lines must contain, e.g. `attack -move`")
     try:
@@ -263,12 +272,12 @@ def line_needles(query: Query) -> tuple[str, ...] | None:
     if isinstance(query, NotQ):
         return None
     parts = [line_needles(c) for c in query.children]
+    kept = [p for p in parts if p is not None]
     if isinstance(query, And):
-        kept = [p for p in parts if p is not None]
         return max(kept, key=lambda p: min(len(n) for n in p)) if kept else None
-    if any(p is None for p in parts):
+    if len(kept) < len(parts):
         return None
-    return tuple(dict.fromkeys(n for p in parts for n in p))
+    return tuple(dict.fromkeys(n for p in kept for n in p))
 
 
 def lines_holding(text: str, needles: tuple[str, ...]) -> list[tuple[int, int, int]]:
@@ -312,12 +321,12 @@ def prefilter_terms(query: Query) -> Needles | None:
     if isinstance(query, NotQ):
         return None
     parts = [prefilter_terms(c) for c in query.children]
+    kept = tuple(p for p in parts if p is not None)
     if isinstance(query, And):
-        kept = tuple(p for p in parts if p is not None)
         return None if not kept else kept[0] if len(kept) == 1 else ("and", kept)
-    if any(p is None for p in parts):
+    if len(kept) < len(parts):
         return None
-    return parts[0] if len(parts) == 1 else ("or", tuple(parts))
+    return kept[0] if len(kept) == 1 else ("or", kept)
 
 
 def _fuzzy_trigrams(needle: str) -> Needles | None:

@@ -152,20 +152,21 @@ def get_file_details(engine: Engine, paths: DocumentPaths, file_path: str, *, ch
         if text.get("note"):
             notes.append(text["note"])
     else:
-        if chosen is None:
+        entry_id = located.entry_id
+        if chosen is None or entry_id is None:  # entry_id None: a file the index does not know, so in no collection
             raise DocumentError("INDEX_NOT_FOUND", f"{located.shown} is in no collection of the semantic index, so "
                                 "it has no chunks; index_files (its folder) or update_index (this file) adds it, "
                                 "or call get_file_details without chunkIndex for its text", field="chunkIndex",
                                 details={"path": located.shown})
         count = chosen["chunk_count"]
-        row = _chunk(engine, chosen["name"], located.entry_id, chunk_index) if chunk_index >= 0 else None
+        row = _chunk(engine, chosen["name"], entry_id, chunk_index) if chunk_index >= 0 else None
         if row is None:
             valid = f"0-{count - 1}" if count else "none: the file has no text to chunk"
             raise InvalidInput(f"chunkIndex {chunk_index} is out of range for {located.shown} in collection "
                                f"{chosen['name']!r}; valid chunk indexes: {valid}", field="chunkIndex")
-        resource_id = hit_ids(engine, [(located.entry_id, located.path)]).get(located.entry_id)
-        before = _lines(engine, located.entry_id, max(1, row["line_start"] - context_lines), row["line_start"] - 1)
-        after = _lines(engine, located.entry_id, row["line_end"] + 1, row["line_end"] + context_lines)
+        resource_id = hit_ids(engine, [(entry_id, located.path)]).get(entry_id)
+        before = _lines(engine, entry_id, max(1, row["line_start"] - context_lines), row["line_start"] - 1)
+        after = _lines(engine, entry_id, row["line_end"] + 1, row["line_end"] + context_lines)
         out["chunk"] = {
             "index": row["chunk_index"], "text": row["text"], "start": row["start"], "end": row["end"],
             "page": row["page"], "page_end": row["page_end"], "line_start": row["line_start"],
