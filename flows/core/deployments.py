@@ -9,6 +9,15 @@ cancel from the UI and when the server stops. Such a run finds everything else i
 this process exported to its environment (data dir, store URL, roots), so it does what the same run does when an
 agent starts it.
 
+A Cancel of a run the Runner started (the UI's, or the Runner's own as the server stops): the Runner sends the
+subprocess SIGTERM (SIGKILL after a 30 s grace), and once it is gone runs the flow's ``on_cancellation`` hooks here
+and marks the run Cancelled. The store's rows are finished by whoever can first, never by two at once: the
+subprocess itself, where the SIGTERM arrives as Prefect's ``TerminationSignal`` (the plan flow ends the execution as
+cancelled with what it counted, and ends its worker processes rather than wait for them: flows/plans/flow.py); then
+the hook, here, which finishes what a subprocess killed after the grace (or crashed) left running. A flow's own poll
+of its run's state (``flows.core.prefect.cancel_requested_in_prefect``) is for the runs executed in this process,
+which no Runner watches; in a subprocess it may see the Cancel first, to the same end.
+
 A run an agent starts is a flow run of the plan's deployment too (``flow_run_for``), executed in this process: the UI
 shows it under the deployment, and a Retry of it, once failed, is run by the Runner from its parameters.
 """

@@ -27,6 +27,7 @@ from __future__ import annotations
 import atexit
 import json
 import logging
+import multiprocessing
 import os
 import socket
 import subprocess
@@ -280,6 +281,25 @@ def cancel_requested_in_prefect(flow_run_id: str | None, *, every_seconds: float
         return state is not None and (state.is_cancelling() or state.is_cancelled())
 
     return check
+
+
+def stop_worker_processes(grace: float = 2.0) -> None:
+    """End this process's worker processes (its ``multiprocessing`` children: the classifier's and the extractors'
+    pools) now, for a process that is being stopped: SIGTERM, SIGKILL after ``grace`` seconds. Otherwise its exit
+    waits for the pools' files in flight, and a process killed meanwhile leaves its workers orphaned for good (each
+    waits on a queue whose write end it holds itself). Python's resource tracker is not such a child: it ends when
+    this process does."""
+    children = multiprocessing.active_children()
+    for child in children:
+        child.terminate()
+    deadline = time.monotonic() + grace
+    for child in children:
+        child.join(max(0.0, deadline - time.monotonic()))
+        if child.is_alive():
+            child.kill()
+            child.join(1.0)
+    if children:
+        log.info("stopped %d worker process(es)", len(children))
 
 
 def chosen_api_url(timeout: float) -> str | None:

@@ -88,34 +88,35 @@ class JobRunner:
     # -- starting --
 
     def submit(self, kind: str, job_id: int, *, on_progress: ProgressHook | None = None,
-               after: Callable[[dict[str, Any]], None] | None = None) -> int:
+               after: Callable[[dict[str, Any]], None] | None = None, use_prefect: bool | None = None) -> int:
         """Start job ``job_id`` (a row of kind ``kind``) in the background; returns its id at once. ``after`` gets
-        the finished row (in the worker thread)."""
+        the finished row (in the worker thread); ``use_prefect=False`` runs this job without Prefect (None: as the
+        runner does; True has no effect on a runner without Prefect)."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("the job runner is shut down")
             self._events[job_id] = threading.Event()
-            self._futures[job_id] = self._pool.submit(self._execute, kind, job_id, on_progress, after)
+            self._futures[job_id] = self._pool.submit(self._execute, kind, job_id, on_progress, after, use_prefect)
         return job_id
 
     def run(self, kind: str, job_id: int, *, on_progress: ProgressHook | None = None,
-            on_start: Callable[[int], None] | None = None) -> dict[str, Any]:
+            on_start: Callable[[int], None] | None = None, use_prefect: bool | None = None) -> dict[str, Any]:
         """Run job ``job_id`` in this thread; returns its finished row. ``on_start`` gets the id before the work
-        starts (so another thread can cancel it)."""
+        starts (so another thread can cancel it); ``use_prefect`` as for ``submit``."""
         with self._lock:
             self._events.setdefault(job_id, threading.Event())
         if on_start is not None:
             on_start(job_id)
-        return self._execute(kind, job_id, on_progress, None)
+        return self._execute(kind, job_id, on_progress, None, use_prefect)
 
     def _execute(self, kind_name: str, job_id: int, on_progress: ProgressHook | None,
-                 after: Callable[[dict[str, Any]], None] | None) -> dict[str, Any]:
+                 after: Callable[[dict[str, Any]], None] | None, use_prefect: bool | None = None) -> dict[str, Any]:
         kind = job_kind(kind_name)
         with self._lock:
             event = self._events.setdefault(job_id, threading.Event())
         hooks.register(job_id, cancel_event=event, on_progress=on_progress)
         try:
-            if self.use_prefect:
+            if self.use_prefect and use_prefect is not False:
                 job = store_jobs.get_job(self.engine, job_id=job_id)
                 try:
                     with flow_settings():

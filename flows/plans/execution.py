@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -25,6 +24,7 @@ from flows.core import hooks
 from flows.core.outcomes import Cancelled, installed_executors
 from flows.plans import stages
 from flows.plans.checks import validated
+from flows.plans.exclusive import plan_exclusive
 from flows.plans.stages import DEFAULT_BATCH, PlanContext
 from flows.core.roots import Roots
 from store import jobs as store_jobs
@@ -236,8 +236,8 @@ def run_stages(run: PlanRun, runner: Stages | None = None) -> dict[str, Any]:
     except Cancelled:
         run.outcome_summary()
         return store_plans.finish_execution(engine, execution_id=ctx.execution_id, status="error",
-                                            error_message="cancelled on request; outcomes applied so far were kept",
-                                            summary=run.summary, **run.counters(exact=False))
+                                            error_message=CANCELLED_MESSAGE, summary=run.summary,
+                                            **run.counters(exact=False))
     except AssayError as exc:
         return store_plans.finish_execution(engine, execution_id=ctx.execution_id, status="error",
                                             error_message=exc.message, summary=run.summary,
@@ -248,18 +248,19 @@ def run_stages(run: PlanRun, runner: Stages | None = None) -> dict[str, Any]:
                                      error_message=f"{type(exc).__name__}: {exc}", summary=run.summary,
                                      **run.counters(exact=False))
         raise
-
-
-_plan_locks: dict[tuple[str, str], threading.Lock] = {}
-_plan_locks_lock = threading.Lock()
-
-
-def _plan_lock(store: str, name: str) -> threading.Lock:
-    with _plan_locks_lock:
-        return _plan_locks.setdefault((store, name), threading.Lock())
+    except BaseException:
+        # the process is being stopped under the execution: a SIGTERM (Prefect's runner cancelling the run it started
+        # in this process, on a Cancel in the UI or as the server stops), a Ctrl-C. Its row ends now, with what it
+        # counted, while the process still can; the outcomes it applied are kept
+        run.outcome_summary()
+        store_plans.finish_execution(engine, execution_id=ctx.execution_id, status="error",
+                                     error_message=STOPPED_MESSAGE, summary=run.summary, **run.counters(exact=False))
+        raise
 
 
 CANCELLED_MESSAGE = "cancelled on request; outcomes applied so far were kept"
+STOPPED_MESSAGE = "cancelled: the process running it was stopped; outcomes applied so far were kept"
+NOT_STARTED_MESSAGE = "cancelled before it started"
 
 
 def run_plan_job(store: str, job_id: int, *, stages_runner: Stages | None = None,
@@ -273,13 +274,17 @@ def run_plan_job(store: str, job_id: int, *, stages_runner: Stages | None = None
         store_jobs.reopen_job(engine, job_id=job_id)
         store_plans.update_execution(engine, execution_id=execution_id, status="running", error_message=None,
                                      completed_at=None)
-    name = job["root"]
-    with _plan_lock(store, name):  # executions of one plan never overlap in this process
-        if not store_jobs.mark_running(engine, job_id=job_id, flow_run_id=flow_run_id):
+    if flow_run_id:  # known before it waits its turn: a run killed meanwhile is found by its flow run (flow.py)
+        store_jobs.set_flow_run(engine, job_id=job_id, flow_run_id=flow_run_id)
+        store_plans.update_execution(engine, execution_id=execution_id, flow_run_id=flow_run_id)
+    # executions of one plan never overlap, in this process or another (flows.plans.exclusive); one cancelled while
+    # it waits for its turn gives up waiting
+    with plan_exclusive(engine, store, job["root"], give_up=hooks.cancel_check(engine, job_id=job_id)) as turn:
+        if not turn or not store_jobs.mark_running(engine, job_id=job_id, flow_run_id=flow_run_id):
+            if store_jobs.get_job(engine, job_id=job_id)["status"] in store_jobs.ACTIVE:  # cancelled in Prefect
+                store_jobs.finish_job(engine, job_id=job_id, status="cancelled", error_message=NOT_STARTED_MESSAGE)
             return store_plans.finish_execution(engine, execution_id=execution_id, status="error",
-                                                error_message="cancelled before it started")
-        if flow_run_id:
-            store_plans.update_execution(engine, execution_id=execution_id, flow_run_id=flow_run_id)
+                                                error_message=NOT_STARTED_MESSAGE)
         ctx = stages.context(store, job_id)
         run = PlanRun(ctx)
         _percent_for_items(run)
@@ -287,6 +292,9 @@ def run_plan_job(store: str, job_id: int, *, stages_runner: Stages | None = None
             row = run_stages(run, stages_runner)
         except Exception as exc:
             store_jobs.finish_job(engine, job_id=job_id, status="failed", error_message=f"{type(exc).__name__}: {exc}")
+            raise
+        except BaseException:  # the process is being stopped (see run_stages)
+            store_jobs.finish_job(engine, job_id=job_id, status="cancelled", error_message=STOPPED_MESSAGE)
             raise
         finally:
             stages.forget(store, job_id)

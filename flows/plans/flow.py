@@ -18,12 +18,13 @@ from prefect import task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.client.schemas.objects import FlowRun
+from prefect.exceptions import TerminationSignal
 from prefect.runtime import flow_run as current_flow_run
 from prefect.states import Cancelled as CancelledState
 from prefect.states import State
 
 from flows.core import hooks
-from flows.core.prefect import cancel_requested_in_prefect
+from flows.core.prefect import cancel_requested_in_prefect, stop_worker_processes
 from flows.core.runner import JobKind
 from flows.core.settings import run_settings
 from flows.plans import execution, stages
@@ -91,7 +92,9 @@ def summary_markdown(row: dict[str, Any]) -> str:
 
 
 def _on_stopped_from_outside(flow: Any, flow_run: FlowRun, state: State) -> None:  # noqa: ARG001 (Prefect's hook)
-    """Prefect's runner killed the run's process (a cancel in the UI) or the process crashed: the run's rows end."""
+    """Prefect's runner stopped the run's process (a Cancel in the UI) or the process crashed: the run's rows end if
+    the process could not end them itself. Run by the runner in the server's process once that process is gone (the
+    engine turns these hooks off inside a runner's subprocess), so it never races the run's own writes."""
     store = flow_run.parameters.get("store") or run_settings().store_url
     job = store_jobs.find_by_flow_run(get_engine(store), flow_run_id=str(flow_run.id))
     if job is not None and job["status"] in store_jobs.ACTIVE:
@@ -113,12 +116,19 @@ def plan_flow(plan_name: str, run_id: int | None = None, store: str | None = Non
     hooks.register(run_id, external=cancel_requested_in_prefect(flow_run_id))
     try:
         row = execution.run_plan_job(url, run_id, stages_runner=TaskStages(url, run_id), flow_run_id=flow_run_id)
+    except TerminationSignal:
+        # a SIGTERM: Prefect's runner cancelling the run it started in this process (a Cancel in the UI, the server
+        # stopping). The rows are finished (run_plan_job); the worker processes (the classifier's, the extractors')
+        # are ended now, not waited for at exit: their files in flight can outlast the runner's grace, after which
+        # it kills this process and would leave them orphaned
+        stop_worker_processes()
+        raise
     finally:
         hooks.drop(run_id, external_only=True)
     key = re.sub(r"[^a-z0-9-]+", "-", f"plan-{plan_name}".lower()).strip("-")[:100]
     create_markdown_artifact(markdown=summary_markdown(row), key=key,
                              description=f"assay plan {plan_name}, execution {row['execution_id']}")
-    if row["error_message"] == execution.CANCELLED_MESSAGE:
+    if row["error_message"] in (execution.CANCELLED_MESSAGE, execution.NOT_STARTED_MESSAGE):
         return CancelledState(message=f"plan {plan_name} execution {row['execution_id']}: {row['error_message']}")
     if row["status"] == "error":
         raise RuntimeError(f"plan {plan_name} execution {row['execution_id']}: {row['error_message']}")

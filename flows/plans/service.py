@@ -41,7 +41,6 @@ class PlanService:
         self.id_batch_size = id_batch_size
         self.runner = runner or JobRunner(engine, store_url(engine), use_prefect=use_prefect)
         self._owns_runner = runner is None
-        self._plain = JobRunner(engine, store_url(engine), use_prefect=False, max_workers=1)
         self.watching: Any = None  # a flows.plans.watch.PlanWatchers, set by the app when watching is available
         self.deployments: Any = None  # flows.plans.deployments.PlanDeployments when the server serves them
 
@@ -100,17 +99,16 @@ class PlanService:
         execution_id, job_id = open_execution(
             self.engine, plan, trigger=trigger, roots=self.roots, restrict_ids=restrict_ids, scan=scan,
             batch_size=self.batch_size, id_batch_size=self.id_batch_size)
-        prefect = self.use_prefect if use_prefect is None else use_prefect
-        runner = self.runner if prefect or not self.runner.use_prefect else self._plain
+        prefect = self.use_prefect if use_prefect is None else use_prefect  # a runner without Prefect runs plainly
 
         def after(_job: dict[str, Any]) -> None:
             if plan.mode == "continuous" and trigger == "manual" and self.watching is not None:
                 self.watching.ensure(plan)
 
         if wait:
-            after(runner.run(PLAN_JOBS.name, job_id, on_progress=on_progress))
+            after(self.runner.run(PLAN_JOBS.name, job_id, on_progress=on_progress, use_prefect=prefect))
             return store_plans.get_execution(self.engine, execution_id=execution_id)
-        runner.submit(PLAN_JOBS.name, job_id, on_progress=on_progress, after=after)
+        self.runner.submit(PLAN_JOBS.name, job_id, on_progress=on_progress, after=after, use_prefect=prefect)
         return store_plans.get_execution(self.engine, execution_id=execution_id)
 
     def run_id(self, execution_id: int) -> int | None:
@@ -122,10 +120,8 @@ class PlanService:
 
     def wait(self, execution_id: int, timeout: float | None = None) -> dict[str, Any]:
         job_id = self.run_id(execution_id)
-        if job_id is not None:
-            for runner in (self.runner, self._plain):
-                if runner.is_running_here(job_id):
-                    runner.wait(job_id, timeout=timeout)
+        if job_id is not None and self.runner.is_running_here(job_id):
+            self.runner.wait(job_id, timeout=timeout)
         return store_plans.get_execution(self.engine, execution_id=execution_id)
 
     def cancel(self, execution_id: int) -> bool:
@@ -133,8 +129,7 @@ class PlanService:
         job_id = self.run_id(execution_id)
         if job_id is None:
             return False
-        runner = self._plain if self._plain.is_running_here(job_id) else self.runner
-        return bool(runner.cancel(job_id).get("cancelled"))
+        return bool(self.runner.cancel(job_id).get("cancelled"))
 
     # -- previews --
 
@@ -154,7 +149,6 @@ class PlanService:
     def shutdown(self) -> None:
         if self.watching is not None:
             self.watching.shutdown()
-        self._plain.shutdown()
         if self._owns_runner:
             self.runner.shutdown()
 

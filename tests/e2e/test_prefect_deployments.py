@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 import pytest
 from mcp import Client
 from PIL import Image
@@ -23,16 +24,23 @@ pytestmark = pytest.mark.e2e
 
 
 class Served:
-    def __init__(self, url: str, api: str, tree: Path, log: Path) -> None:
-        self.url, self.api, self.tree, self.log = url, api, tree, log
+    def __init__(self, url: str, api: str, tree: Path, log: Path, pid: int) -> None:
+        self.url, self.api, self.tree, self.log, self.pid = url, api, tree, log, pid
 
     def post(self, path: str, body: dict[str, Any]) -> Any:
-        response = httpx.post(f"{self.api}{path}", json=body, timeout=30)
-        response.raise_for_status()
-        return response.json()
+        return self._send("POST", path, body)
 
     def get(self, path: str) -> Any:
-        response = httpx.get(f"{self.api}{path}", timeout=30)
+        return self._send("GET", path, None)
+
+    def _send(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
+        """One API call; a 503 is asked again, as Prefect's own client does (its server answers so while its
+        database is busy, on a loaded machine; nothing was written then)."""
+        for attempt in range(5):
+            response = httpx.request(method, f"{self.api}{path}", json=body, timeout=30)
+            if response.status_code != 503:
+                break
+            time.sleep(1 + attempt)
         response.raise_for_status()
         return response.json()
 
@@ -64,13 +72,7 @@ def served(tmp_path_factory) -> Served:
     (tree / "notes").mkdir(parents=True)
     for i in range(3):
         (tree / "notes" / f"n{i}.txt").write_text(f"note {i}\n")
-    (tree / "pictures").mkdir()
-    # a run long enough to be cancelled midway on any machine: 240 large pictures (~0.15 s a thumbnail each), written
-    # cheaply as one PNG copied with a distinct trailing byte string (decoders ignore it; each file hashes apart)
-    Image.new("RGB", (4000, 4000), (10, 200, 30)).save(tmp / "big.png")
-    picture = (tmp / "big.png").read_bytes()
-    for i in range(240):
-        (tree / "pictures" / f"p{i:03}.png").write_bytes(picture + f"copy {i}".encode())
+    write_pictures(tree / "pictures")
     port = free_port()
     log = tmp / "server.log"
     env = server_env(tmp, prefect=True)
@@ -87,9 +89,23 @@ def served(tmp_path_factory) -> Served:
             assert time.monotonic() < deadline, f"Prefect did not start:\n{log.read_text()[-3000:]}"
             time.sleep(0.5)
         api = json.loads(record.read_text())["url"]
-        yield Served(f"http://127.0.0.1:{port}/mcp", api, tree, log)
+        yield Served(f"http://127.0.0.1:{port}/mcp", api, tree, log, proc.pid)
     finally:
         _stop(proc)
+
+
+PICTURES = 240
+
+
+def write_pictures(folder: Path) -> None:
+    """A run long enough to be cancelled midway on any machine: 240 large pictures (~0.15 s a thumbnail each), written
+    cheaply as one PNG copied with a distinct trailing byte string (decoders ignore it; each file hashes apart)."""
+    folder.mkdir(parents=True)
+    Image.new("RGB", (4000, 4000), (10, 200, 30)).save(folder / "big.bin", format="PNG")
+    picture = (folder / "big.bin").read_bytes()
+    (folder / "big.bin").unlink()
+    for i in range(PICTURES):
+        (folder / f"p{i:03}.png").write_bytes(picture + f"copy {i}".encode())
 
 
 def subprocess_popen(args: list[str], out: Any, env: dict[str, str]) -> subprocess.Popen[bytes]:
@@ -167,5 +183,71 @@ async def test_a_run_is_cancelled_from_prefect(served: Served) -> None:
         plan = await call(served, "plan-get", {"name": "thumbs"})
         execution = next(e for e in plan["executions"] if e["execution_id"] == started["execution_id"])
     assert execution["status"] == "error" and execution["error_message"].startswith("cancelled")
-    assert execution["outcomes_applied"] < 240  # stopped midway
+    assert execution["outcomes_applied"] < PICTURES  # stopped midway
     assert served.wait_final(execution["flow_run_id"])["state"]["type"] == "CANCELLED"
+
+
+def alive(process: psutil.Process) -> bool:
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def run_processes(server: psutil.Process, before: set[int], children: dict[int, psutil.Process],
+                  workers: dict[int, psutil.Process]) -> None:
+    """Adds the server's spawned children that were not there ``before`` to ``children``, their descendants to
+    ``workers``."""
+    for child in server.children():
+        try:
+            if child.pid in before or "spawn_main" not in " ".join(child.cmdline()):  # not the resource tracker
+                continue
+            children.setdefault(child.pid, child)
+            for worker in child.children(recursive=True):
+                workers.setdefault(worker.pid, worker)
+        except psutil.NoSuchProcess:
+            pass
+
+
+async def test_a_run_the_runner_started_is_cancelled_from_prefect(served: Served) -> None:
+    """The UI's Run, then its Cancel: the run executes in the subprocess the server's Prefect runner spawned (not in
+    the server's process, as an agent's run does); the cancel stops it midway, finishes its execution in the store as
+    cancelled and leaves none of its processes (the run's own, its classifier workers) behind."""
+    folder = served.tree / "ui-pictures"  # pictures of its own: the other cancel test left some of its thumbnails
+    write_pictures(folder)
+    await call(served, "plan-create", {"text": f"plan ui-thumbs\nsource s index {folder}\n"
+                                               "rule t when extension = .png\n  do classifier generate_thumbnail"})
+    server = psutil.Process(served.pid)
+    before = {p.pid for p in server.children(recursive=True)}
+    run = served.post(f"/deployments/{served.deployment('ui-thumbs')['id']}/create_flow_run", {})
+    # the run's processes: the runner's child (a spawned interpreter, a direct child of the server) and, once it makes
+    # thumbnails, its classifier workers; both seen while it runs, since once killed its children are reparented
+    children: dict[int, psutil.Process] = {}
+    workers: dict[int, psutil.Process] = {}
+    execution: dict[str, Any] | None = None
+    deadline = time.monotonic() + 90
+    while execution is None or not any(alive(p) for p in workers.values()):
+        assert time.monotonic() < deadline, f"the run made no thumbnails:\n{served.log.read_text()[-3000:]}"
+        time.sleep(0.2)
+        run_processes(server, before, children, workers)
+        plan = await call(served, "plan-get", {"name": "ui-thumbs"})
+        execution = next((e for e in plan["executions"] if e["flow_run_id"] == run["id"]), None)
+        assert served.get(f"/flow_runs/{run['id']}")["state"]["type"] in ("SCHEDULED", "PENDING", "RUNNING")
+    assert execution["status"] == "running" and execution["trigger"] == "prefect"
+    assert len(children) == 1, children  # the runner's child, nothing else spawned meanwhile
+    # the UI's Cancel
+    served.post(f"/flow_runs/{run['id']}/set_state", {"state": {"type": "CANCELLING"}, "force": True})
+    assert served.wait_final(run["id"], timeout=90)["state"]["type"] == "CANCELLED"
+    deadline = time.monotonic() + 30
+    while execution["status"] == "running":  # finished by whoever noticed the cancel (see flows/plans/flow.py)
+        assert time.monotonic() < deadline, f"execution left running:\n{served.log.read_text()[-3000:]}"
+        time.sleep(0.5)
+        plan = await call(served, "plan-get", {"name": "ui-thumbs"})
+        execution = next(e for e in plan["executions"] if e["flow_run_id"] == run["id"])
+    assert execution["status"] == "error" and execution["error_message"].startswith("cancelled"), execution
+    assert execution["outcomes_applied"] < PICTURES  # stopped midway
+    deadline = time.monotonic() + 10
+    while left := [p.pid for p in (*children.values(), *workers.values()) if alive(p)]:
+        assert time.monotonic() < deadline, f"processes of the cancelled run still run: {left}"
+        time.sleep(0.5)
+    shutil.rmtree(folder)
