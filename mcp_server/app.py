@@ -8,7 +8,6 @@ import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
@@ -16,31 +15,32 @@ from mcp_types import InputRequiredResult
 from pydantic import ValidationError
 from sqlalchemy.engine import Engine
 
-from flows.core.capability import load_capabilities
+from flows.citations.service import CitationService
 from flows.classify.service import classify_deployment
+from flows.core import capability as capabilities
 from flows.core import prefect
 from flows.core.deployments import Deployments
 from flows.core.prefect import ui_url
-from flows.core.settings import export_for_runs
-from flows.index.flow import index_deployment
-from flows.plans.deployments import PlanDeployments
 from flows.core.roots import Roots
 from flows.core.runner import JobRunner
+from flows.core.settings import export_for_runs
+from flows.documents import settings as doc_settings
+from flows.index.flow import index_deployment
 from flows.index.sources import SourceManager
-from mcp_server.config import TOOL_GROUPS, Settings, prepare_environment
-from mcp_server.tools import GROUP_MODULES
-from mcp_server.resources.common import answer_mime_type
-from mcp_server.tools.common import ToolSet, argument_error_result, crash_result, refusal
+from flows.plans.deployments import PlanDeployments
+from flows.plans.files import PlansDirectory
 from flows.plans.service import PlanService
 from flows.plans.watch import PlanWatchers
+from mcp_server.config import Settings, prepare_environment, tool_groups
+from mcp_server import resources
+from mcp_server.control import ControlSocket
+from mcp_server.resources.common import answer_mime_type
+from mcp_server.tools import group_modules
+from mcp_server.tools.common import ToolSet, argument_error_result, crash_result, refusal
 from store import jobs as store_jobs
 from store import plans as store_plans
 from store import sources as store_sources
 from store.engine import get_engine
-
-if TYPE_CHECKING:
-    from flows.citations.service import CitationService
-    from mcp_server.control import ControlSocket
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ class AssayApp:
     def create(cls, settings: Settings, *, reap: bool = True) -> "AssayApp":
         """``reap=False`` for a command-line call, which may run beside a server whose jobs are alive."""
         prepare_environment(settings)
-        load_capabilities()
+        capabilities.load_capabilities()
         engine = get_engine(settings.db_url, statement_timeout=settings.database.statement_timeout)
         reaped = store_jobs.reap_orphans(engine) if reap else 0
         if reaped:
@@ -95,8 +95,6 @@ class AssayApp:
         plans = PlanService(engine, roots, use_prefect=settings.use_prefect, runner=runner)
         plans.watching = PlanWatchers(plans)
         if settings.plans_dir is not None:
-            from flows.plans.files import PlansDirectory
-
             plans.plans_dir = PlansDirectory(settings.plans_dir, plans)
             plans.plans_dir.load_all()
         return cls(settings=settings, engine=engine, roots=roots, runner=runner, plans=plans,
@@ -107,9 +105,6 @@ class AssayApp:
         asked for a citation does not build it, and it reads the document settings (symlinks) when first needed."""
         with self._citations_lock:
             if self._citations is None:
-                from flows.citations.service import CitationService
-                from flows.documents import settings as doc_settings
-
                 self._citations = CitationService(self.engine, self.roots, self.settings.data_dir,
                                                   allow_symlinks=doc_settings.current().allow_symlinks)
             return self._citations
@@ -119,9 +114,6 @@ class AssayApp:
         continuous plans, listening for command-line calls (mcp_server/control.py)."""
         if self.settings.use_prefect:
             self._start_prefect()
-        from flows.core import capability as capabilities
-        from mcp_server.control import ControlSocket
-
         capabilities.start_background(self.engine)
         self.control = ControlSocket(self)
         self.control.start()
@@ -214,8 +206,9 @@ class AssayServer(MCPServer[AssayApp]):
 
 def build_server(app: AssayApp) -> AssayServer:
     tools = ToolSet()
-    for group in app.settings.tool_groups or list(TOOL_GROUPS):
-        importlib.import_module(f"mcp_server.tools.{GROUP_MODULES[group]}").register(tools, app)
+    modules = group_modules()
+    for group in app.settings.tool_groups or tool_groups():
+        importlib.import_module(f"mcp_server.tools.{modules[group]}").register(tools, app)
     mcp = AssayServer(app, tools)
-    importlib.import_module("mcp_server.resources").register(mcp, app)
+    resources.register(mcp, app)
     return mcp

@@ -23,8 +23,11 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
+from flows.core import capability as capabilities
+from flows.core import prefect as prefect_support
 from flows.core import settings as core
 from flows.core.settings import AssaySettings, ConfigError, ConfigFile
+from mcp_server.tools import group_modules
 
 __all__ = ["ConfigFile", "ConfigError", "Settings", "load_settings", "prepare_environment", "tool_groups"]
 
@@ -32,12 +35,10 @@ Settings = AssaySettings  # the name the server has always used
 
 
 def tool_groups() -> tuple[str, ...]:
-    """Every tool group this server has: the installed capabilities' and the server's own."""
-    # late: the groups come from the capabilities' declarations, which load Prefect, the store and the executors
-    # (seconds); settings are read by every command, and `assay index` handed to a server must stay light
-    from mcp_server.tools import GROUP_MODULES
-
-    return tuple(GROUP_MODULES)
+    """Every tool group this server has: the installed capabilities' and the server's own. Read from their
+    declarations when first asked for (mcp_server.tools.group_modules): a command that names no ``--tool-groups``
+    loads none of them."""
+    return tuple(group_modules())
 
 
 def __getattr__(name: str) -> Any:
@@ -75,11 +76,7 @@ def prepare_environment(settings: Settings) -> None:
     os.environ.setdefault("PREFECT_CLI_PROMPT", "false")
     if "statement_timeout" in settings.database.model_fields_set:  # the store reads it when it builds an engine
         os.environ["ASSAY_STATEMENT_TIMEOUT"] = f"{settings.database.statement_timeout:g}"
-    from flows.core import prefect as prefect_support
-
     prefect_support.configure(settings.data_dir)  # where a server records the Prefect API it shares
-    from flows.core import capability as capabilities
-
     capabilities.configure(settings.data_dir)  # e.g. the classifier's artifact cache under <data dir>/cache
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -1,31 +1,15 @@
 """The control socket, the server's side: `assay index` (and `assay classify`) beside a running `assay serve` hands
-its job to that server; the command's side is mcp_server/cli/handoff.py.
+its job to that server; the command's side is mcp_server/cli/handoff.py, the protocol between them
+mcp_server/control_protocol.py.
 
 A serving process listens on ``<data dir>/assay.sock`` (a Unix domain socket, mode 0600, removed on exit). A
 command-line call that finds a server there sends its job and only draws the progress and prints the result: the
 job runs in the server's process, as a Prefect flow with Prefect already warm, through the same ``index`` operation
-as the MCP tool (flows/index/service.py ``index_path`` on the app's JobRunner). The command never imports Prefect or
-the MCP SDK, so it costs little more than Python's start.
-
-The protocol is JSON, one object a line (UTF-8)::
-
-    client: {"op": "index", "path": "/abs/path", "force": false, "maxAge": 0, "followSymlinks": false,
-             "store": "<database URL>", "prefect": true}
-    server: {"refused": {"code", "message"}}    not for this server (path outside its roots, another store, no
-                                                Prefect): the client runs the job itself; or
-            {"accepted": {"pid": 1234}}         then
-            {"job": 17}                         the job row (when it is created), then
-            {"progress": 42.0, "files": n, "directories": n, "totalSize": bytes, "currentPath": "..."} ..., then
-            {"result": {...}}                   index_path's response; or {"error": {"code", "message"}}
-    client: {"op": "cancel"}                    at any time; closing the connection cancels the job too.
-
-``assay classify`` sends ``{"op": "classify", "path", "operations": [...], "force", "store", "prefect"}`` and gets
-the same answers, its progress lines being ``{"progress", "files", "total", "errors", "currentPath"}`` and its result
-flows/classify/service.py ``classify_path``'s.
+as the MCP tool (flows/index/service.py ``index_path`` on the app's JobRunner; ``classify_path`` for `assay
+classify`). The command never imports Prefect or the MCP SDK, so it costs little more than Python's start.
 
 A socket file left by a server that died (SIGKILL) is recognised by a refused connection: the client runs locally,
-the next server replaces it. This module imports nothing heavy at its top: the client imports its protocol
-(:func:`socket_path`, :func:`read_message`) in `assay index`.
+the next server replaces it.
 """
 
 from __future__ import annotations
@@ -37,43 +21,23 @@ import socket
 import stat
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
+from flows.classify.service import check_operations, classify_path
+from flows.index.service import index_path
+from mcp_server.control_protocol import read_message, socket_path
 from store.errors import AssayError
 
 log = logging.getLogger(__name__)
 
-SOCKET_NAME = "assay.sock"
-MAX_LINE = 1 << 20  # bytes of one request line
 PROGRESS_EVERY = 0.1  # seconds between progress lines (the bar redraws at most this often)
 SUN_PATH_MAX = 107  # bytes of a Unix socket path (Linux: 108 with the NUL)
-
-
-def socket_path(data_dir: Path | str) -> Path:
-    return Path(data_dir) / SOCKET_NAME
 
 
 def _send(conn: socket.socket, lock: threading.Lock, message: dict) -> None:
     data = (json.dumps(message, default=str) + "\n").encode()
     with lock:
         conn.sendall(data)
-
-
-def read_message(reader) -> dict | None:
-    """The next message on a connection (one JSON object a line); None once it is closed."""
-    line = reader.readline(MAX_LINE)
-    if not line:
-        return None
-    if not line.endswith(b"\n"):
-        raise ValueError("request line too long or cut short")
-    message = json.loads(line)
-    if not isinstance(message, dict):
-        raise ValueError("a message must be a JSON object")  # noqa: TRY004 (a bad line, as a cut one is)
-    return message
-
-
-# --- the server side ----------------------------------------------------------------------------------------------
 
 
 class _Session:
@@ -203,8 +167,6 @@ class ControlSocket:
             conn.close()
 
     def _index(self, session: _Session, reader, request: dict[str, Any]) -> None:
-        from flows.index.service import index_path
-
         app = self.app
         conn = session.conn
         refusal = None
@@ -261,8 +223,6 @@ class ControlSocket:
         try:
             try:
                 if request.get("op") == "classify":
-                    from flows.classify.service import check_operations, classify_path
-
                     operations = check_operations(request.get("operations"))
                     result = classify_path(app.runner, path=root, operations=operations,
                                            force=bool(request.get("force")), async_=False,

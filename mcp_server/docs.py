@@ -26,7 +26,7 @@ from flows.core.settings import AssaySettings
 from flows.env import env_of, leaves
 from mcp_server.app import AssayApp, build_server
 from mcp_server.config import Settings
-from mcp_server.tools import GROUP_MODULES
+from mcp_server.tools import group_modules
 from mcp_server.tools.common import ToolSet
 
 SECTIONS = ("tools", "resources", "settings", "fields", "outcomes")
@@ -91,7 +91,7 @@ def tools_table() -> str:
     app = _app()
     try:
         lines = ["| group | tool | parameters (= default) | what it does |", "| --- | --- | --- | --- |"]
-        for group, module_name in GROUP_MODULES.items():
+        for group, module_name in group_modules().items():
             tools = ToolSet()
             importlib.import_module(f"mcp_server.tools.{module_name}").register(tools, app)
             for t in anyio.run(MCPServer("docs", tools=tools.list()).list_tools):

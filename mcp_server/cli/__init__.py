@@ -2,31 +2,31 @@
 `map` and `plan` do on the command line what the MCP tools do, through the same application object
 (mcp_server.app.AssayApp) and the same service functions.
 
-One module per command (its options in ``add_parser``, its work in ``run``), the parser in :mod:`.parser`, what they
-share in :mod:`.common`, the hand-off of jobs to a running server in :mod:`.handoff`. This package is the only place
-that writes to the terminal: results on stdout, progress and messages on stderr; everything else logs (to stderr).
+One module per command (its options in ``add_parser``, its work in ``run``), named in the command table
+(:mod:`.commands`) and imported only when it is the command being run; the parser in :mod:`.parser`, what every
+command shares in :mod:`.common` (light: settings, the terminal), what the commands working through the app share
+in :mod:`.app`, the hand-off of jobs to a running server in :mod:`.handoff` and their local run in :mod:`.local`. This
+package is the only place that writes to the terminal: results on stdout, progress and messages on stderr;
+everything else logs (to stderr).
 """
 
 from __future__ import annotations
 
 import gc
+import sys
 
-from mcp_server.cli.ask import excerpt, format_hits, hit_place
-from mcp_server.cli.cite import copy_output
 from mcp_server.cli.common import ERROR, say, setup_logging
-from mcp_server.cli.map import format_map
-from mcp_server.cli.parser import build_parser
-from mcp_server.cli.search import format_matches, search_summary
+from mcp_server.cli.parser import build_parser, command_in
 from store.errors import AssayError
 
-__all__ = ["build_parser", "copy_output", "excerpt", "format_hits", "format_map", "format_matches", "hit_place",
-           "main", "search_summary"]
+__all__ = ["main"]
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run one `assay` command; its exit status (0 done, 1 nothing found or not completed, 2 an error)."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = sys.argv[1:] if argv is None else argv
+    parser = build_parser(command_in(words))
+    args = parser.parse_args(words)
     if args.command is None:
         parser.print_help()
         return ERROR

@@ -9,16 +9,10 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from mcp_server.cli.common import (
-    NOTHING,
-    OK,
-    from_cwd,
-    open_app,
-    out,
-    reading_settings,
-    say,
-    settings_from,
-)
+from flows.documents.paths import TOP, DocumentPaths
+from flows.semantic.search import Filters, search
+from mcp_server.cli.app import open_app, reading_settings
+from mcp_server.cli.common import NOTHING, OK, from_cwd, out, say, settings_from
 
 EPILOG = """examples:
   assay ask 'how do figures move on the board?'
@@ -30,8 +24,8 @@ The summary (on stderr) says how many hits and which collection answered. Exit s
 1 when nothing was, 2 on an error (e.g. INDEX_NOT_FOUND before anything was indexed)."""
 
 
-def add_parser(sub, common) -> argparse.ArgumentParser:
-    ask = sub.add_parser("ask", help="ask the semantic index a question in words, printing the best passages",
+def add_parser(sub, common, summary: str) -> argparse.ArgumentParser:
+    ask = sub.add_parser("ask", help=summary,
                          description="Search the semantic index (what index_files and embed outcomes build) for "
                                      "QUESTION and print the best passages with their places.",
                          epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -56,9 +50,6 @@ def add_parser(sub, common) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from flows.documents.paths import DocumentPaths
-    from flows.semantic.search import Filters, search
-
     with open_app(reading_settings(settings_from(args))) as app:
         paths = DocumentPaths(app.roots)
         filters = Filters(sets=args.sets, condition=args.where, paths=_scoped(paths, args.paths))
@@ -72,8 +63,6 @@ def run(args: argparse.Namespace) -> int:
 def _scoped(paths, given: list[str] | None) -> list[str] | None:
     """The --path values as absolute paths inside the roots: shown (root-relative) forms, absolute paths, or paths
     from the current directory when they exist there."""
-    from flows.documents.paths import TOP
-
     if not given:
         return None
     scoped: list[str] = []

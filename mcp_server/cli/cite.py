@@ -8,22 +8,15 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from mcp_server.cli.common import (
-    OK,
-    document_settings,
-    open_app,
-    out,
-    reading_settings,
-    say,
-    settings_from,
-)
+from flows.citations.service import CitationService
+from mcp_server.cli.app import document_settings, open_app, reading_settings
+from mcp_server.cli.common import OK, out, say, settings_from
 from store.errors import InvalidInput
-
-if TYPE_CHECKING:
-    from flows.citations.service import CitationService
 
 EPILOG = """addresses (ID: a resource id, as `assay map` or the listResources tool shows it):
   doc://ID#pages=3-5   doc://ID#pages=1,3,7     pages, 1-based, inclusive: a new PDF
@@ -42,8 +35,8 @@ Prints the canonical address, the source file, its content hash and the output f
 copies it to FILE). Exit status 0 when resolved, 2 on an error (the message on stderr: INVALID_ADDRESS, ...)."""
 
 
-def add_parser(sub, common) -> argparse.ArgumentParser:
-    cite = sub.add_parser("cite", help="resolve a citation address into its file: PDF pages, a clip, a crop, lines",
+def add_parser(sub, common, summary: str) -> argparse.ArgumentParser:
+    cite = sub.add_parser("cite", help=summary,
                           description="Resolve ADDRESS against the files under the roots, verify it against the "
                                       "source (its content hash) and extract the part it names into the content "
                                       "cache.",
@@ -90,9 +83,6 @@ def run(args: argparse.Namespace) -> int:
 def copy_output(source: str, target: str) -> str:
     """Copy a resolved output to ``target`` through a temporary file beside it, renamed into place (never a
     half-written FILE); the temporary file is removed on any failure. Returns the absolute target."""
-    import shutil
-    import tempfile
-
     target = os.path.abspath(os.path.expanduser(target))
     if os.path.isdir(target):
         raise InvalidInput(f"-o {target} is a directory; give a file name", field="--output")

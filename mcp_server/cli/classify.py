@@ -1,6 +1,7 @@
 """`assay classify PATH`: thumbnails, timelines, metadata and hashes of indexed files, as the ``classify`` tool
 runs them (flows/classify/service.py ``classify_path``), with a progress bar on stderr and a summary on stdout;
-handed to an `assay serve` on the same data dir when one takes it (its worker pool and Prefect are warm)."""
+handed to an `assay serve` on the same data dir when one takes it (its worker pool and Prefect are warm), else run
+here by mcp_server/cli/local.py (loaded through the command table then)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ import argparse
 import logging
 from typing import Any
 
+from flows.classify.service import check_operations
+from mcp_server.cli import handoff
+from mcp_server.cli.commands import local_run
 from mcp_server.cli.common import (
     NOTHING,
     OK,
     confined,
     end_bar,
-    open_app,
     out,
     progress_bar,
     settings_from,
@@ -22,8 +25,8 @@ from mcp_server.cli.common import (
 log = logging.getLogger("assay")
 
 
-def add_parser(sub, common) -> argparse.ArgumentParser:
-    classify = sub.add_parser("classify", help="thumbnails, timelines, metadata and hashes of indexed files",
+def add_parser(sub, common, summary: str) -> argparse.ArgumentParser:
+    classify = sub.add_parser("classify", help=summary,
                               description="Classify the indexed files at PATH (a file, or every file under a "
                                           "directory) and print a summary. Index PATH first.")
     classify.add_argument("path", help="indexed file or directory")
@@ -43,16 +46,12 @@ def classify_bar():
 
 
 def run(args: argparse.Namespace) -> int:
-    from flows.classify.service import check_operations, classify_path
-
     settings = settings_from(args, use_prefect=not args.no_prefect)
     path = confined(settings, args.path)
     operations = check_operations(args.operations)
     result = _via_server(settings, path, list(operations), args) if settings.use_prefect else None
     if result is None:
-        with open_app(settings) as app:
-            result = classify_path(app.runner, path=path, operations=operations, force=args.force, async_=False,
-                                   on_progress=classify_bar())
+        result = local_run("classify")(settings, path, operations, args)
     end_bar()
     out(summary(result))
     return OK if result["status"] == "completed" else NOTHING
@@ -70,8 +69,6 @@ def summary(result: dict[str, Any]) -> list[str]:
 
 def _via_server(settings, path: str, operations: list[str], args: argparse.Namespace) -> dict | None:
     """classify_path's result from the `assay serve` on this data dir, or None when no server takes the job."""
-    from mcp_server.cli import handoff
-
     def accepted(where: str, info: dict) -> None:
         log.info("classification handed to the assay server at %s (pid %s)", where, info.get("pid"))
 

@@ -1,24 +1,23 @@
-"""What every command shares: its settings from the arguments, the one application object it works through, the
-exit codes, and how it writes to the terminal (results on stdout, progress and messages on stderr).
+"""What every command shares: its settings from the arguments, the exit codes, and how it writes to the terminal
+(results on stdout, progress and messages on stderr). The application object the commands work through is in
+mcp_server/cli/app.py.
 
-Nothing heavy is imported at the top: `assay index` beside a running server hands its job over the control socket
+Nothing heavy is imported here: `assay index` beside a running server hands its job over the control socket
 without loading the store, Prefect or the MCP SDK (mcp_server/cli/handoff.py).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import os
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable
+from typing import Any
 
-if TYPE_CHECKING:
-    from mcp_server.app import AssayApp
-    from mcp_server.config import Settings
+from flows.core.roots import Roots
+from mcp_server.config import Settings, load_settings
 
 OK = 0  # done; something found
 NOTHING = 1  # nothing found, or the job did not complete, or a plan has problems
@@ -37,52 +36,13 @@ def setup_logging(level: str) -> None:
 def settings_from(args: argparse.Namespace, **extra: Any) -> Settings:
     """The settings of this call: the options every command takes (``--root``, ``--data-dir``, ...) and ``extra``
     over the environment over ``--config``."""
-    from mcp_server.config import load_settings
-
     cli = {"roots": args.roots, "data_dir": args.data_dir, "database_url": args.database_url, **extra}
     return load_settings(cli, config_file=args.config)
-
-
-@contextlib.contextmanager
-def open_app(settings: Settings, *, plans_dir: bool = False) -> Iterator[AssayApp]:
-    """The application object the MCP tools work through, for one command-line call: built without reaping
-    (a server on the same store may be running those jobs), closed (its job threads joined) and its store
-    connections released on the way out. ``plans_dir``: load the settings' plans directory (only the plan
-    commands do; the others leave the plan files to the server)."""
-    from mcp_server.app import AssayApp
-
-    if not plans_dir and settings.plans_dir is not None:
-        settings = settings.model_copy(update={"plans_dir": None})
-    app = AssayApp.create(settings, reap=False)
-    try:
-        yield app
-    finally:
-        try:
-            app.close()
-        finally:
-            app.engine.dispose()
-
-
-def reading_settings(settings: Settings) -> Settings:
-    """The settings of a command that reads what the server built (search, ask, cite, map): its roots are
-    ``--root`` (or ASSAY_ROOTS, the config's) when given, else the folders the server's built-in documents plan
-    covers (read from the store), else the home directory."""
-    if settings.roots:
-        return settings
-    from flows.documents.service import plan_roots
-    from mcp_server.config import prepare_environment
-    from store.engine import get_engine
-
-    prepare_environment(settings)  # before the store's engine is made (its statement timeout)
-    roots = plan_roots(get_engine(settings.db_url))
-    return settings.model_copy(update={"roots": roots}) if roots else settings
 
 
 def confined(settings: Settings, path: str) -> str:
     """PATH (from the current directory, ``~`` expanded) resolved inside the settings' roots, without building the
     app: `assay index` and `assay classify` check it before they hand their job to a server."""
-    from flows.core.roots import Roots
-
     return Roots.of(settings.effective_roots).resolve(os.path.abspath(os.path.expanduser(path)), field="path")
 
 
@@ -92,17 +52,6 @@ def from_cwd(path: str) -> str:
     if not os.path.isabs(os.path.expanduser(path)) and os.path.exists(path):
         return os.path.abspath(path)
     return os.path.expanduser(path)
-
-
-def document_settings():
-    """The documents' settings from the environment (flows.documents.settings), a bad value an InvalidInput."""
-    from flows.documents.settings import DocumentSettings
-    from store.errors import InvalidInput
-
-    try:
-        return DocumentSettings.from_env()
-    except ValueError as exc:
-        raise InvalidInput(str(exc)) from None
 
 
 # --- the terminal ---------------------------------------------------------------------------------------------------

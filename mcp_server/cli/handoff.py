@@ -1,6 +1,6 @@
 """The command's side of the control socket: `assay index` and `assay classify` hand their job to an `assay serve`
 on the same data dir, which runs it with Prefect warm, and only draw its progress and print its result. The
-protocol and the server's side are in mcp_server/control.py.
+protocol is in mcp_server/control_protocol.py, the server's side in mcp_server/control.py.
 
 This module imports nothing heavy: a handed-off `assay index` costs little more than Python's start (it loads
 neither Prefect, the MCP SDK nor the store).
@@ -13,7 +13,7 @@ import socket
 from collections.abc import Callable
 from pathlib import Path
 
-from mcp_server.control import read_message, socket_path
+from mcp_server.control_protocol import read_message, socket_path
 from store.errors import AssayError
 
 ANSWER_TIMEOUT = 30.0  # seconds for a server to accept or refuse a request

@@ -1,7 +1,8 @@
 """`assay index PATH`: index a path as the ``index`` tool does (flows/index/service.py ``index_path``), with a
 progress bar on stderr and a summary on stdout. Beside an `assay serve` on the same data dir the job is handed to
 that server (mcp_server/cli/handoff.py), which runs it with Prefect warm; this process then loads neither Prefect
-nor the store."""
+nor the store. Only when no server takes the job is it run here, by mcp_server/cli/local.py (loaded through the
+command table then, not imported here)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ import argparse
 import logging
 from typing import Any
 
+from mcp_server.cli import handoff
+from mcp_server.cli.commands import local_run
 from mcp_server.cli.common import (
     NOTHING,
     OK,
     confined,
     end_bar,
-    open_app,
     out,
     progress_bar,
     settings_from,
@@ -23,8 +25,8 @@ from mcp_server.cli.common import (
 log = logging.getLogger("assay")
 
 
-def add_parser(sub, common) -> argparse.ArgumentParser:
-    index = sub.add_parser("index", help="index a path into the store, with a progress bar",
+def add_parser(sub, common, summary: str) -> argparse.ArgumentParser:
+    index = sub.add_parser("index", help=summary,
                            description="Index PATH into the store (as a Prefect flow) and print a summary.")
     index.add_argument("path", help="file or directory to index")
     index.add_argument("--force", action="store_true", help="re-index even if scanned within --max-age")
@@ -47,11 +49,7 @@ def run(args: argparse.Namespace) -> int:
     root = confined(settings, args.path)
     result = _via_server(settings, root, args) if settings.use_prefect else None
     if result is None:
-        from flows.index.service import index_path
-
-        with open_app(settings) as app:
-            result = index_path(app.runner, root=root, async_=False, force=args.force, max_age=args.max_age,
-                                follow_symlinks=args.follow_symlinks, on_progress=index_bar())
+        result = local_run("index")(settings, root, args)
     end_bar()
     if result.get("skipped"):
         out(result["skipReason"])
@@ -73,8 +71,6 @@ def summary(result: dict[str, Any]) -> list[str]:
 
 def _via_server(settings, root: str, args: argparse.Namespace) -> dict | None:
     """index_path's result from the `assay serve` on this data dir, or None when no server takes the job."""
-    from mcp_server.cli import handoff
-
     def accepted(where: str, info: dict) -> None:
         log.info("indexing handed to the assay server at %s (pid %s)", where, info.get("pid"))
 

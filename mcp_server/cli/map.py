@@ -10,13 +10,14 @@ from typing import Any
 
 from mcp_server.cli.cite import citation_service
 from mcp_server.cli.common import OK, from_cwd, out
+from mcp_server.tools.citations import map_view
 from store.errors import InvalidInput
 
 STRATEGIES = ["auto", "outline", "headings", "chapters", "scenes", "windows"]
 
 
-def add_parser(sub, common) -> argparse.ArgumentParser:
-    map_ = sub.add_parser("map", help="build a file's citation map and print its tree of nodes",
+def add_parser(sub, common, summary: str) -> argparse.ArgumentParser:
+    map_ = sub.add_parser("map", help=summary,
                           description="Build (or rebuild) the citation map of FILE locally and print its nodes "
                                       "(id, title, place, address); the map is stored, so resolve and `assay cite` "
                                       "use it.")
@@ -33,8 +34,6 @@ def add_parser(sub, common) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mcp_server.tools.citations import map_view
-
     path = from_cwd(args.path)
     if args.window is not None and args.window <= 0:
         raise InvalidInput("--window takes a positive size", field="--window")

@@ -1,13 +1,14 @@
-"""The `assay` argument parser: the program's description, then one sub-command per module of this package, each
-adding its own options (``add_parser``) and naming the function that runs it (``run``, set as the default ``run``
-of its arguments)."""
+"""The `assay` argument parser: the program's description, then one sub-command per entry of the command table
+(mcp_server.cli.commands), each listed by its summary. The command being run gets its options from its module
+(``add_parser``, loaded now), which names the function that runs it (``run``, set as the default ``run`` of its
+arguments); the others' modules are not loaded."""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 
-from mcp_server.cli import ask, cite, classify, index, plan, search, serve
-from mcp_server.cli import map as map_command
+from mcp_server.cli.commands import COMMANDS, load
 from mcp_server.cli.common import common_options
 
 DESCRIPTION = """assay: a declarative workflow engine for files, exposed over MCP.
@@ -31,13 +32,23 @@ environment: ASSAY_DATA_DIR, ASSAY_DATABASE_URL, ASSAY_ROOTS (os.pathsep-separat
 ASSAY_ALLOWED_HOSTS (comma-separated), ASSAY_TOOL_GROUPS (comma-separated). Command-line options override the
 environment, which overrides --config."""
 
-COMMANDS = (serve, index, classify, search, ask, cite, map_command, plan)  # in the order `assay --help` lists them
 
 
-def build_parser() -> argparse.ArgumentParser:
+def command_in(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` runs: its first word when that names one (the program itself takes no option but
+    --help, so a command is always first); None for `assay`, `assay --help`, a misspelt command."""
+    return argv[0] if argv and argv[0] in COMMANDS else None
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of `assay`, with the options of ``command`` (None: only the list of commands)."""
     parser = argparse.ArgumentParser(prog="assay", description=DESCRIPTION, epilog=EPILOG,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for command in COMMANDS:
-        command.add_parser(sub, common_options).set_defaults(run=command.run)
+    for name, entry in COMMANDS.items():
+        if name == command:
+            module = load(name)
+            module.add_parser(sub, common_options, entry.summary).set_defaults(run=module.run)
+        else:
+            sub.add_parser(name, help=entry.summary)
     return parser

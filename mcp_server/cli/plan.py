@@ -12,13 +12,22 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from mcp_server.cli.common import ERROR, NOTHING, OK, open_app, out, say, settings_from
+from dsl.errors import PlanError
+from dsl.model import Plan
+from dsl.parse import parse_plan_file, parse_plan_text
+from dsl.printer import plan_to_dsl, plan_to_yaml
+from dsl.schema import plan_json_schema
+from flows.plans.service import validation_problems
+from mcp_server.cli.app import open_app
+from mcp_server.cli.common import ERROR, NOTHING, OK, out, say, settings_from
+from store import plans as store_plans
+from store.errors import NotFound
 
 PLAN_HELP = "a plan file (.yaml, .yml, .json, .plan DSL), - for standard input, or the name of a stored plan"
 
 
-def add_parser(sub, common) -> argparse.ArgumentParser:
-    plan = sub.add_parser("plan", help="validate, run, preview, explain, print plans; print the plan JSON Schema",
+def add_parser(sub, common, summary: str) -> argparse.ArgumentParser:
+    plan = sub.add_parser("plan", help=summary,
                           description="Work with plans: files in YAML / JSON / DSL, or plans stored by the server.")
     psub = plan.add_subparsers(dest="plan_command", metavar="ACTION", required=True)
 
@@ -53,12 +62,8 @@ def add_parser(sub, common) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dsl.errors import PlanError
-
     action = args.plan_command
     if action == "schema":
-        from dsl.schema import plan_json_schema
-
         out(json.dumps(plan_json_schema(), indent=2))
         return OK
     if action == "show":
@@ -85,18 +90,12 @@ def run(args: argparse.Namespace) -> int:
 
 def read_plan(spec: str, app: Any = None) -> Any:
     """The plan ``spec`` names: ``-`` (standard input), a plan file, or (given the app) a stored plan's name."""
-    from dsl.model import Plan
-    from dsl.parse import parse_plan_file, parse_plan_text
-    from store.errors import NotFound
-
     if spec == "-":
         return parse_plan_text(sys.stdin.read(), source="<stdin>")
     path = Path(spec).expanduser()
     if path.exists():
         return parse_plan_file(path).with_base_dir(str(path.resolve().parent))
     if app is not None:
-        from store import plans as store_plans
-
         row = store_plans.find_plan(app.engine, name=spec)
         if row is not None:
             return Plan.model_validate(row["definition"])
@@ -105,8 +104,6 @@ def read_plan(spec: str, app: Any = None) -> Any:
 
 def validate(app: Any, specs: list[str]) -> int:
     """Every problem of every plan, with its place; NOTHING when one has any."""
-    from flows.plans.service import validation_problems
-
     status = OK
     for spec in specs:
         path = Path(spec).expanduser()
@@ -125,8 +122,6 @@ def validate(app: Any, specs: list[str]) -> int:
 
 def show(args: argparse.Namespace) -> int:
     """The plan in canonical YAML, DSL or JSON."""
-    from dsl.printer import plan_to_dsl, plan_to_yaml
-
     plan = read_plan(args.plan)
     text = {"yaml": lambda: plan_to_yaml(plan), "dsl": lambda: plan_to_dsl(plan),
             "json": lambda: json.dumps(plan.to_object(), indent=2) + "\n"}[args.format]()
@@ -136,8 +131,6 @@ def show(args: argparse.Namespace) -> int:
 
 def execute(app: Any, plan: Any, *, save: bool) -> int:
     """Run the plan once (stored first when --save, or when no plan of its name is), the progress on stderr."""
-    from store import plans as store_plans
-
     app.plans.check(plan)
     if save or store_plans.find_plan(app.engine, name=plan.name) is None:
         app.plans.save(plan, create=None)

@@ -8,17 +8,12 @@ import argparse
 import os
 from typing import Any
 
-from mcp_server.cli.common import (
-    NOTHING,
-    OK,
-    document_settings,
-    from_cwd,
-    open_app,
-    out,
-    reading_settings,
-    say,
-    settings_from,
-)
+from flows.documents.paths import TOP, DocumentPaths
+from flows.documents.search import search
+from mcp_server.cli.app import document_settings, open_app, reading_settings
+from mcp_server.cli.common import NOTHING, OK, from_cwd, out, say, settings_from
+from store.entries import get_entry
+from store.errors import DocumentError, InvalidInput
 
 EPILOG = """examples:
   assay search 'dungeon dice'                   # lines holding both words
@@ -29,31 +24,27 @@ The summary (on stderr) says how many lines matched and how many documents in sc
 being extracted by a running server) or could not be read."""
 
 
-def add_parser(sub, common) -> argparse.ArgumentParser:
-    search = sub.add_parser("search", help="search the text of the indexed documents, printing matches like grep",
+def add_parser(sub, common, summary: str) -> argparse.ArgumentParser:
+    parser = sub.add_parser("search", help=summary,
                             description="Search the extracted text of the documents under the roots (what the "
                                         "built-in 'documents' plan indexes) and print matching lines like grep: "
                                         "path:line: text, context lines as path-line- text, -- between groups. "
                                         "Exit status 0 when something matched, 1 when nothing did, 2 on an error.",
                             epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    search.add_argument("query", help='words (space = AND), a | b (OR), -word (NOT), "a phrase", parentheses')
-    search.add_argument("--scope", metavar="PATH",
+    parser.add_argument("query", help='words (space = AND), a | b (OR), -word (NOT), "a phrase", parentheses')
+    parser.add_argument("--scope", metavar="PATH",
                         help="a folder or a document to search in: relative to the root as the document tools show "
                              "it, an absolute path, or a path from the current directory (default: every root)")
-    search.add_argument("--context", type=int, default=2, metavar="N",
+    parser.add_argument("--context", type=int, default=2, metavar="N",
                         help="lines of context before and after each match (default 2)")
-    search.add_argument("--max", type=int, default=100, metavar="N", dest="max_results",
+    parser.add_argument("--max", type=int, default=100, metavar="N", dest="max_results",
                         help="print at most N matching lines (default 100; the summary counts them all)")
-    search.add_argument("--fuzzy", action="store_true", help="tolerate small typos in the words")
-    common(search)
-    return search
+    parser.add_argument("--fuzzy", action="store_true", help="tolerate small typos in the words")
+    common(parser)
+    return parser
 
 
 def run(args: argparse.Namespace) -> int:
-    from flows.documents.paths import DocumentPaths
-    from flows.documents.search import search
-    from store.errors import InvalidInput
-
     if args.context < 0 or args.max_results < 1:
         raise InvalidInput("--context takes 0 or more lines and --max 1 or more matches", field="--context"
                            if args.context < 0 else "--max")
@@ -74,10 +65,6 @@ def scope_of(engine, paths, scope: str | None) -> tuple[list[str] | None, int | 
     """(under, entry_id) for ``search``: the roots when no scope is given; a folder; or one indexed document. A
     relative scope that exists from the current directory is taken from there (a command-line habit), else as the
     document tools take it, relative to its root."""
-    from flows.documents.paths import TOP
-    from store.entries import get_entry
-    from store.errors import DocumentError
-
     if scope is None:
         return list(paths.roots.paths), None
     resolved = paths.resolve(from_cwd(scope), field="--scope", not_found="SCOPE_NOT_FOUND")

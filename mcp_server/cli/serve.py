@@ -8,16 +8,21 @@ import logging
 import os
 import signal
 
+import anyio
+
+from flows.core import prefect
+from flows.index.service import index_path
+from flows.workers import spawn_only
+from mcp_server.app import AssayApp, build_server
 from mcp_server.cli.common import OK, settings_from
+from mcp_server.cli.parser import EPILOG
+from mcp_server.http import serve_http, transport_security
 
 log = logging.getLogger("assay")
 
 
-def add_parser(sub, common) -> argparse.ArgumentParser:
-    from mcp_server.cli.parser import EPILOG
-
-    serve = sub.add_parser("serve", help="run the MCP server (stdio or Streamable HTTP at /mcp)",
-                           description="Run the MCP server.", epilog=EPILOG,
+def add_parser(sub, common, summary: str) -> argparse.ArgumentParser:
+    serve = sub.add_parser("serve", help=summary, description="Run the MCP server.", epilog=EPILOG,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
     serve.add_argument("--transport", choices=["stdio", "http"], help="stdio (default) or http (Streamable HTTP)")
     serve.add_argument("--host", help="address to bind for http (default 127.0.0.1)")
@@ -54,12 +59,6 @@ def _stopping(signum, _frame) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import anyio
-
-    from flows.workers import spawn_only
-    from mcp_server.app import AssayApp, build_server
-    from mcp_server.http import serve_http
-
     spawn_only()  # a library's multiprocessing.Process is spawned, not a fork of this threaded server (issue 21)
 
     settings = settings_from(args, transport=args.transport, host=args.host, port=args.port,
@@ -67,33 +66,25 @@ def run(args: argparse.Namespace) -> int:
                              use_prefect=False if args.no_prefect else None, plans_dir=args.plans_dir,
                              prefect_ui=False if args.no_ui else None)
     if settings.transport == "http":
-        from mcp_server.http import transport_security
-
         transport_security(settings)  # refuses an open non-loopback binding before anything starts
     app = AssayApp.create(settings)
     try:
         mcp = build_server(app)
         signal.signal(signal.SIGTERM, _stop)
         if settings.use_prefect:
-            from flows.core import prefect
-
             prefect.configure(settings.data_dir, publish=True)  # `assay index` here reuses our Prefect API
         app.start_background()
         if app.sources is not None:
             app.sources.start_enabled()
         for path in args.index:
-            from flows.index.service import index_path
-
             result = index_path(app.runner, root=app.roots.resolve(os.path.abspath(path), field="--index"),
                                 async_=True, max_age=0)
             log.info("indexing %s in the background (job %s)", path, result.get("jobId"))
         prefect_url = ""
         if settings.use_prefect:
-            from flows.core.prefect import chosen_api_url, ui_url
-
-            api = chosen_api_url(timeout=5.0)
+            api = prefect.chosen_api_url(timeout=5.0)
             prefect_url = f"; Prefect {'UI' if settings.prefect_ui else 'API'} at " \
-                          f"{ui_url(api) if settings.prefect_ui else api} (runs, deployments)" if api else ""
+                          f"{prefect.ui_url(api) if settings.prefect_ui else api} (runs, deployments)" if api else ""
         log.info("assay serving over %s%s; store %s; roots %s%s", settings.transport,
                  f" at http://{settings.host}:{settings.port}/mcp" if settings.transport == "http" else "",
                  settings.db_url, app.roots.describe(), prefect_url)

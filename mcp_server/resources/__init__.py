@@ -1,23 +1,30 @@
-"""synthesis:// resources of reference 000, one module per area."""
+"""synthesis:// resources of reference 000, one module per area: those the installed capabilities declare
+(``Capability.resources``, ``flows.core.capability``), then the server's own over the store. Each module has
+``register(mcp, app)``, which adds its resources (and templates) to the server."""
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING
 
 from mcp.server.mcpserver import MCPServer
 
-from mcp_server.resources import completions, jobs, maps, metadata, nodes, plans, set_metrics, sets
+from flows.core.capability import installed
 
 if TYPE_CHECKING:
     from mcp_server.app import AssayApp
 
+# the server's own resource modules, over the store itself: resource sets, their metrics, jobs; and last the
+# completions of every template's arguments (one handler for them all)
+SERVER_RESOURCES: tuple[str, ...] = ("sets", "set_metrics", "jobs", "completions")
+
+
+def resource_modules() -> tuple[str, ...]:
+    """The modules under mcp_server.resources the server registers, in order: the installed capabilities', in the
+    order they are installed, then the server's own."""
+    return (*(r for capability in installed() for r in capability.resources), *SERVER_RESOURCES)
+
 
 def register(mcp: MCPServer, app: AssayApp) -> None:
-    nodes.register(mcp, app)
-    metadata.register(mcp, app)
-    sets.register(mcp, app)
-    set_metrics.register(mcp, app)
-    jobs.register(mcp, app)
-    plans.register(mcp, app)
-    maps.register(mcp, app)
-    completions.register(mcp, app)
+    for name in resource_modules():
+        importlib.import_module(f"mcp_server.resources.{name}").register(mcp, app)

@@ -3,7 +3,17 @@ its tools to a ``common.ToolSet`` (the server is built with them), and holds thi
 functions; an operator lists fewer groups with ``--tool-groups``.
 
 The groups are those the installed capabilities declare (``Capability.tool_groups``, ``flows.core.capability``),
-then the server's own over the store; a group's module is its name with ``_`` for ``-``."""
+then the server's own over the store; a group's module is its name with ``_`` for ``-``. They are read from the
+declarations on first use (:func:`group_modules`), not when this package is imported: the declarations import the
+executors, Prefect and the store (seconds), and every command reads its settings through mcp_server.config, which
+checks ``--tool-groups`` against these names, `assay index` handed to a server included."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import cache
+from types import MappingProxyType
+from typing import Any
 
 from flows.core.capability import installed
 
@@ -17,8 +27,15 @@ def module_of(group: str) -> str:
     return group.replace("-", "_")
 
 
-# tool group -> module under mcp_server.tools that registers it
-GROUP_MODULES: dict[str, str] = {
-    group: module_of(group)
-    for group in (*(g for capability in installed() for g in capability.tool_groups), *SERVER_GROUPS)
-}
+@cache
+def group_modules() -> Mapping[str, str]:
+    """Tool group -> module under mcp_server.tools that registers it: the installed capabilities' groups, in the
+    order they are installed, then the server's own."""
+    groups = (*(g for capability in installed() for g in capability.tool_groups), *SERVER_GROUPS)
+    return MappingProxyType({group: module_of(group) for group in groups})
+
+
+def __getattr__(name: str) -> Any:
+    if name == "GROUP_MODULES":  # group_modules(), under the name it has always had
+        return group_modules()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import logging
 import re
+import time
 from typing import Annotated, Any
 
+import anyio.from_thread
 from mcp.server.mcpserver.tools import Tool
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotations
-from pydantic import BeforeValidator, Field, ValidationError, WithJsonSchema, field_validator
+from pydantic import (BeforeValidator, Field, ValidationError, WithJsonSchema, create_model, field_validator,
+                      model_validator)
 from pydantic_core import ErrorDetails, PydanticCustomError
 
 from dsl.errors import PlanError
@@ -180,10 +185,6 @@ class McpProgress:
 
     def update(self, percent: float, message: str | None = None) -> None:
         """From a worker thread (anyio.to_thread): report ``percent`` (0-100) if it is time and it went up."""
-        import time
-
-        import anyio.from_thread
-
         value = round(min(max(float(percent), 0.0), 99.9), 1)  # 100 only once finished
         now = time.monotonic()
         if value <= self.sent or now - self.last < self.interval:
@@ -227,8 +228,6 @@ class ToolSet:
 def tool(tools: ToolSet, name: str, annotations: ToolAnnotations):
     """Register a tool whose AssayErrors reach the caller as tool errors (see ``error_result``) and that refuses
     arguments it does not know (see ``_reject_unknown_arguments``)."""
-    import functools
-    import inspect
 
     def decorator(fn):
         if inspect.iscoroutinefunction(fn):
@@ -261,8 +260,6 @@ def _reject_unknown_arguments(registered: Tool) -> None:
     dropped without a word and the call would quietly do something else: the fault reference 000's users hit with
     plan conditions. The JSON schema says so too (additionalProperties: false).
     """
-    from pydantic import create_model, model_validator
-
     meta = registered.fn_metadata
     base = meta.arg_model
     accepted = []

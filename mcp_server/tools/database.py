@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
+from flows.classify.sweep import find_orphans, missing_files
+from flows.core.capability import data_dir
 from mcp_server.tools.common import READ_ONLY, ToolSet, tool
 from store.diagnostics import artifact_cache_report, diagnose
 
@@ -57,9 +59,6 @@ def register(tools: ToolSet, app: AssayApp) -> None:
 
 def cache_report(engine) -> dict:
     """Orphan files in the classifier's cache and artifact rows whose file is missing (nothing is removed)."""
-    from flows.core.capability import data_dir
-    from flows.classify.sweep import find_orphans, missing_files
-
     root = data_dir()
     count = size = 0
     samples: list[str] = []

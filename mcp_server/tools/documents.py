@@ -21,7 +21,10 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from flows.documents import library
 from flows.documents import settings as doc_settings
+from flows.documents.executor import options_for
 from flows.documents.paths import DocumentPaths
+from flows.semantic import library as semantic_library
+from flows.semantic.search import semantic_search as run_semantic_search
 from mcp_server.tools.common import READ_ONLY, ToolSet, tool
 from store.errors import DocumentError, InvalidInput
 
@@ -268,11 +271,9 @@ def semantic_search(app, query: str, options: SemanticOptions | None) -> dict[st
     """Reference 002's search_documents: the chunks of the default collection most similar to ``query``
     (flows.semantic.search.semantic_search), as reference 002's chunk objects. INVALID_QUERY for an empty query,
     INDEX_NOT_FOUND when nothing was indexed."""
-    from flows.semantic import library as semantic_library
-    from flows.semantic.search import semantic_search as run
-
     opts = options or SemanticOptions()
-    result = run(app.engine, query, limit=opts.limit, min_score=opts.minScore, include_metadata=opts.includeMetadata)
+    result = run_semantic_search(app.engine, query, limit=opts.limit, min_score=opts.minScore,
+                                 include_metadata=opts.includeMetadata)
     return semantic_library.semantic_documents_view(_paths(app), result)
 
 
@@ -387,8 +388,6 @@ def register(tools: ToolSet, app: AssayApp) -> None:
         Says which pages were read with OCR and which have no text."""
         settings = doc_settings.current()
         paths = DocumentPaths(app.roots, settings.allow_symlinks)
-        from flows.documents.executor import options_for
-
         result = await anyio.to_thread.run_sync(
             lambda: library.read_document(app.engine, paths, path, list(pages), max_chars=settings.max_read_chars,
                                           options=options_for(None)))
@@ -402,8 +401,6 @@ def register(tools: ToolSet, app: AssayApp) -> None:
         outline with pages, Markdown headings with lines), title / author / created / keywords, and whether the
         document is in the full-text index yet (or why it could not be read)."""
         paths = _paths(app)
-        from flows.documents.executor import options_for
-
         result = await anyio.to_thread.run_sync(
             lambda: library.get_document_info(app.engine, paths, path, options=options_for(None)))
         return DocumentInfo(**result)

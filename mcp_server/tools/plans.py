@@ -10,11 +10,14 @@ import anyio
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel, ConfigDict, Field
 
+from dsl.errors import PlanValidationError
 from dsl.model import Plan
+from dsl.parse import locate_problems
 from dsl.printer import plan_to_dsl, plan_to_yaml
 from flows.plans.service import merge_update, plan_from_arguments, validation_problems
 from mcp_server.tools.common import DESTRUCTIVE, IDEMPOTENT_WRITE, READ_ONLY, WRITES, McpProgress, ToolSet, tool
 from store import plans as store_plans
+from store.errors import InvalidInput
 
 if TYPE_CHECKING:
     from mcp_server.app import AssayApp
@@ -99,9 +102,6 @@ def _info(row: dict[str, Any], *, last: dict[str, Any] | None = None) -> dict[st
 
 def _save(service, plan: Plan, *, create: bool, text, format: str) -> dict[str, Any]:
     """Save (checked); problems found by the check get their line and column from the plan's text, if any."""
-    from dsl.errors import PlanValidationError
-    from dsl.parse import locate_problems
-
     try:
         return service.save(plan, create=create)
     except PlanValidationError as exc:
@@ -254,8 +254,6 @@ def register(tools: ToolSet, app: AssayApp) -> None:
         if text is not None:
             return plan_from_arguments(text=text, format=format)
         if name is None:
-            from store.errors import InvalidInput
-
             raise InvalidInput("give name (a saved plan) or text (a plan to try)", field="name")
         return service.load(name)
 

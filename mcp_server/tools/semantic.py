@@ -10,6 +10,7 @@ INDEX_NOT_FOUND, GPU_NOT_AVAILABLE) as the start of the tool error's text.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import anyio
@@ -17,10 +18,13 @@ from mcp.server.mcpserver import Context
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from flows.documents import settings as doc_settings
+from flows.documents.executor import options_for
 from flows.documents.paths import DocumentPaths
-from flows.semantic import library
+from flows.semantic import library, service
+from flows.semantic import search as semantic_search
 from flows.semantic.model import DEFAULT_COLLECTION
 from mcp_server.tools.common import READ_ONLY, WRITES, McpProgress, StrList, ToolSet, tool
+from store.errors import DocumentError
 
 if TYPE_CHECKING:
     from mcp_server.app import AssayApp
@@ -176,10 +180,6 @@ def _folder(app, folder_path: str, field: str = "folderPath") -> str:
     """The absolute folder ``folder_path`` names (as the document tools read paths: relative to the root, the root's
     name first with several roots, or absolute inside them); any path that is no folder in the roots (missing,
     outside, through a symlink, a file) is reference 002's INVALID_PATH, saying which."""
-    import os
-
-    from store.errors import DocumentError
-
     try:
         target = _paths(app).resolve(folder_path, field=field, not_found="COLLECTION_NOT_FOUND")
     except DocumentError as exc:
@@ -197,14 +197,6 @@ def _stats(result: dict[str, Any], collection: str) -> IndexStats:
     data.setdefault("collection", collection)
     data.setdefault("status", "success")
     return IndexStats(**data)
-
-
-def _service():
-    """flows.semantic.service, imported on the first call (the semantic modules are not needed to start the
-    server)."""
-    from flows.semantic import service
-
-    return service
 
 
 def register(tools: ToolSet, app: AssayApp) -> None:
@@ -228,7 +220,7 @@ def register(tools: ToolSet, app: AssayApp) -> None:
         opts = options or IndexOptions()
         folder = _folder(app, folderPath)
         if not wait:
-            result = await anyio.to_thread.run_sync(lambda: _service().index_files(
+            result = await anyio.to_thread.run_sync(lambda: service.index_files(
                 app.plans, folder, chunk_size=opts.chunkSize, overlap=opts.overlap, max_files=opts.maxFiles,
                 file_types=opts.fileTypes, collection=collection, wait=False))
             return _stats(result, collection)
@@ -238,7 +230,7 @@ def register(tools: ToolSet, app: AssayApp) -> None:
             if isinstance(p, dict) and p.get("percent") is not None:
                 progress.update(p["percent"], p.get("message") or p.get("stage"))
 
-        result = await anyio.to_thread.run_sync(lambda: _service().index_files(
+        result = await anyio.to_thread.run_sync(lambda: service.index_files(
             app.plans, folder, chunk_size=opts.chunkSize, overlap=opts.overlap, max_files=opts.maxFiles,
             file_types=opts.fileTypes, collection=collection, wait=True, on_progress=on_progress))
         await progress.finish(str(result.get("status", "completed")))
@@ -259,7 +251,7 @@ def register(tools: ToolSet, app: AssayApp) -> None:
         INDEX_NOT_FOUND when the collection was never built (index_files builds it)."""
         folder = _folder(app, folderPath)
         result = await anyio.to_thread.run_sync(
-            lambda: _service().update_index(app.plans, folder, list(changes), collection=collection))
+            lambda: service.update_index(app.plans, folder, list(changes), collection=collection))
         return _stats(result, collection)
 
     @tool(tools, "get_file_details", READ_ONLY)
@@ -278,8 +270,6 @@ def register(tools: ToolSet, app: AssayApp) -> None:
         truncated) or, with chunkIndex, that chunk (text, offsets, pages, lines, citation) with contextLines lines
         before and after. A file in no collection still shows its text; asking for a chunk of it is
         INDEX_NOT_FOUND; a chunkIndex out of range names the valid range."""
-        from flows.documents.executor import options_for
-
         settings = doc_settings.current()
         paths = DocumentPaths(app.roots, settings.allow_symlinks)
         result = await anyio.to_thread.run_sync(lambda: library.get_file_details(
@@ -314,13 +304,10 @@ def register(tools: ToolSet, app: AssayApp) -> None:
         paths = _paths(app)
 
         def run() -> dict[str, Any]:
-            from flows.semantic import search as semantic_search_module
-
             scoped = [paths.resolve(p, field="path", not_found="SCOPE_NOT_FOUND") for p in path] if path else None
-            filters = semantic_search_module.Filters(sets=list(sets) if sets else None, condition=condition,
-                                                     paths=scoped)
-            result = semantic_search_module.search(app.engine, query, collection=collection, mode=mode, limit=limit,
-                                                   min_score=min_score, filters=filters, roots=app.roots)
+            filters = semantic_search.Filters(sets=list(sets) if sets else None, condition=condition, paths=scoped)
+            result = semantic_search.search(app.engine, query, collection=collection, mode=mode, limit=limit,
+                                            min_score=min_score, filters=filters, roots=app.roots)
             return library.search_view(app.engine, result, paths)
 
         return SearchHits(**await anyio.to_thread.run_sync(run))

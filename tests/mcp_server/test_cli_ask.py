@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from flows.semantic.model import Hit
-from mcp_server.cli import excerpt, format_hits, hit_place, main
+from mcp_server.cli import main
+from mcp_server.cli.ask import excerpt, format_hits, hit_place
 from tests.flows.semantic.fakes import FakeEncoder
 from tests.flows.semantic.test_search import DOCS, write_collection
 

@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from examples.mediagen import citations as citations_media
-from mcp_server.cli import copy_output, format_map, main
+from mcp_server.cli import main
+from mcp_server.cli.cite import copy_output
+from mcp_server.cli.map import format_map
 
 pytestmark = pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="ffmpeg is not installed")
 

@@ -12,7 +12,8 @@ import pytest
 
 from examples.mediagen import documents as documents_media
 from flows.documents.model import LineMatch, SearchOutcome
-from mcp_server.cli import format_matches, main, search_summary
+from mcp_server.cli import main
+from mcp_server.cli.search import format_matches, search_summary
 
 ROOT = Path(__file__).resolve().parents[2]
 

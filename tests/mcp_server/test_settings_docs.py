@@ -11,7 +11,7 @@ import yaml
 from flows.core.settings import FLAT, AssaySettings
 from flows.env import leaves, lookup, put
 from mcp_server import docs
-from mcp_server.cli import build_parser
+from mcp_server.cli.parser import build_parser
 from mcp_server.config import load_settings
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
@@ -99,6 +99,6 @@ def test_each_way_the_table_names_reaches_its_setting(setting, flag, variable, t
         name = next((flat for flat, place in FLAT.items() if place == key), key[-1])
         words = [flag] if isinstance(value, bool) else [flag, ",".join(map(str, value)) if isinstance(value, list)
                                                                else str(value)]
-        args = vars(build_parser().parse_args(["serve", *words]))
+        args = vars(build_parser("serve").parse_args(["serve", *words]))
         dest = "no_prefect" if name == "use_prefect" else name
         assert args.get(dest) not in (None, False, []), f"{flag} does not set {dest} ({setting})"
