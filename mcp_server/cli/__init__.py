@@ -3,11 +3,13 @@
 (mcp_server.app.AssayApp) and the same service functions.
 
 One module per command (its options in ``add_parser``, its work in ``run``), named in the command table
-(:mod:`.commands`) and imported only when it is the command being run; the parser in :mod:`.parser`, what every
-command shares in :mod:`.common` (light: settings, the terminal), what the commands working through the app share
-in :mod:`.app`, the hand-off of jobs to a running server in :mod:`.handoff` and their local run in :mod:`.local`. This
-package is the only place that writes to the terminal: results on stdout, progress and messages on stderr;
-everything else logs (to stderr).
+(:mod:`.commands`) and imported only when it is the command being run; the parser in :mod:`.parser`. What every
+command shares is in :mod:`.common` (the terminal, the exit codes: the standard library only) and :mod:`.settings`
+(its settings); what the commands working through the app share in :mod:`.app`. `assay index` and `assay classify`
+hand their job to a running server through :mod:`.handoff` and run it here through :mod:`.local` only when none
+takes it; `assay plan` opens the app only for the actions on the store (:mod:`.plan_app`). This package is the only
+place that writes to the terminal: results on stdout, progress and messages on stderr; everything else logs (to
+stderr).
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ from typing import Any
 from flows.documents.paths import TOP, DocumentPaths
 from flows.semantic.search import Filters, search
 from mcp_server.cli.app import open_app, reading_settings
-from mcp_server.cli.common import NOTHING, OK, from_cwd, out, say, settings_from
+from mcp_server.cli.common import NOTHING, OK, from_cwd, out, say
+from mcp_server.cli.settings import settings_from
 
 EPILOG = """examples:
   assay ask 'how do figures move on the board?'

@@ -15,7 +15,8 @@ from typing import Any
 
 from flows.citations.service import CitationService
 from mcp_server.cli.app import document_settings, open_app, reading_settings
-from mcp_server.cli.common import OK, out, say, settings_from
+from mcp_server.cli.common import OK, out, say
+from mcp_server.cli.settings import settings_from
 from store.errors import InvalidInput
 
 EPILOG = """addresses (ID: a resource id, as `assay map` or the listResources tool shows it):

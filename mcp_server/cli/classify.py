@@ -11,16 +11,9 @@ from typing import Any
 
 from flows.classify.service import check_operations
 from mcp_server.cli import handoff
-from mcp_server.cli.commands import local_run
-from mcp_server.cli.common import (
-    NOTHING,
-    OK,
-    confined,
-    end_bar,
-    out,
-    progress_bar,
-    settings_from,
-)
+from mcp_server.cli.commands import with_app
+from mcp_server.cli.common import NOTHING, OK, end_bar, out, progress_bar
+from mcp_server.cli.settings import confined, settings_from
 
 log = logging.getLogger("assay")
 
@@ -51,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     operations = check_operations(args.operations)
     result = _via_server(settings, path, list(operations), args) if settings.use_prefect else None
     if result is None:
-        result = local_run("classify")(settings, path, operations, args)
+        result = with_app("classify")(settings, path, operations, args)
     end_bar()
     out(summary(result))
     return OK if result["status"] == "completed" else NOTHING

@@ -1,9 +1,9 @@
-"""What every command shares: its settings from the arguments, the exit codes, and how it writes to the terminal
-(results on stdout, progress and messages on stderr). The application object the commands work through is in
-mcp_server/cli/app.py.
+"""What every command shares: the exit codes, the options every command takes, the logging, and how it writes to the
+terminal (results on stdout, progress and messages on stderr). A command's settings are read in
+mcp_server/cli/settings.py, the application object the commands work through opened in mcp_server/cli/app.py.
 
-Nothing heavy is imported here: `assay index` beside a running server hands its job over the control socket
-without loading the store, Prefect or the MCP SDK (mcp_server/cli/handoff.py).
+Only the standard library is imported here: the program's own start (`assay --help`) and `assay index` beside a
+running server (mcp_server/cli/handoff.py) load it.
 """
 
 from __future__ import annotations
@@ -15,9 +15,6 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
-
-from flows.core.roots import Roots
-from mcp_server.config import Settings, load_settings
 
 OK = 0  # done; something found
 NOTHING = 1  # nothing found, or the job did not complete, or a plan has problems
@@ -31,19 +28,6 @@ def setup_logging(level: str) -> None:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in NOISY_LOGGERS:
         logging.getLogger(noisy).setLevel(logging.WARNING)
-
-
-def settings_from(args: argparse.Namespace, **extra: Any) -> Settings:
-    """The settings of this call: the options every command takes (``--root``, ``--data-dir``, ...) and ``extra``
-    over the environment over ``--config``."""
-    cli = {"roots": args.roots, "data_dir": args.data_dir, "database_url": args.database_url, **extra}
-    return load_settings(cli, config_file=args.config)
-
-
-def confined(settings: Settings, path: str) -> str:
-    """PATH (from the current directory, ``~`` expanded) resolved inside the settings' roots, without building the
-    app: `assay index` and `assay classify` check it before they hand their job to a server."""
-    return Roots.of(settings.effective_roots).resolve(os.path.abspath(os.path.expanduser(path)), field="path")
 
 
 def from_cwd(path: str) -> str:

@@ -11,16 +11,9 @@ import logging
 from typing import Any
 
 from mcp_server.cli import handoff
-from mcp_server.cli.commands import local_run
-from mcp_server.cli.common import (
-    NOTHING,
-    OK,
-    confined,
-    end_bar,
-    out,
-    progress_bar,
-    settings_from,
-)
+from mcp_server.cli.commands import with_app
+from mcp_server.cli.common import NOTHING, OK, end_bar, out, progress_bar
+from mcp_server.cli.settings import confined, settings_from
 
 log = logging.getLogger("assay")
 
@@ -49,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     root = confined(settings, args.path)
     result = _via_server(settings, root, args) if settings.use_prefect else None
     if result is None:
-        result = local_run("index")(settings, root, args)
+        result = with_app("index")(settings, root, args)
     end_bar()
     if result.get("skipped"):
         out(result["skipReason"])

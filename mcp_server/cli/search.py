@@ -11,7 +11,8 @@ from typing import Any
 from flows.documents.paths import TOP, DocumentPaths
 from flows.documents.search import search
 from mcp_server.cli.app import document_settings, open_app, reading_settings
-from mcp_server.cli.common import NOTHING, OK, from_cwd, out, say, settings_from
+from mcp_server.cli.common import NOTHING, OK, from_cwd, out, say
+from mcp_server.cli.settings import settings_from
 from store.entries import get_entry
 from store.errors import DocumentError, InvalidInput
 

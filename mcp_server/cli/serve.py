@@ -14,8 +14,9 @@ from flows.core import prefect
 from flows.index.service import index_path
 from flows.workers import spawn_only
 from mcp_server.app import AssayApp, build_server
-from mcp_server.cli.common import OK, settings_from
+from mcp_server.cli.common import OK
 from mcp_server.cli.parser import EPILOG
+from mcp_server.cli.settings import settings_from
 from mcp_server.http import serve_http, transport_security
 
 log = logging.getLogger("assay")
