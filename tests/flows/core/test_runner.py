@@ -125,3 +125,47 @@ def test_the_external_cancel_check_is_asked_and_once_true_stays_true(engine) -> 
         assert check() is True  # not asked again
     finally:
         hooks.drop(job_id)
+
+
+def test_a_job_asked_to_run_without_prefect_runs_plainly_on_a_prefect_runner(engine) -> None:
+    """One runner serves both: a job started with ``use_prefect=False`` (a watcher's small run) never reaches
+    Prefect, in the caller's thread or in the background (the kinds here have no flow at all)."""
+    runner = JobRunner(engine, str(engine.url), use_prefect=True)
+    try:
+        job_id = store_jobs.create_job(engine, root="/x", kind="test-once")
+        assert runner.run("test-once", job_id, use_prefect=False)["status"] == "completed"
+        job_id = store_jobs.create_job(engine, root="/x", kind="test-once")
+        runner.submit("test-once", job_id, use_prefect=False)
+        assert runner.wait(job_id, timeout=10)["status"] == "completed"
+    finally:
+        runner.shutdown()
+
+
+def _ignore_sigterm_and_sleep(ready: Any) -> None:
+    import signal
+
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    ready.set()
+    time.sleep(60)
+
+
+def test_stop_worker_processes_ends_this_process_workers_even_those_ignoring_sigterm(monkeypatch) -> None:
+    import multiprocessing
+
+    from flows.core import prefect
+    from flows.core.prefect import stop_worker_processes
+
+    context = multiprocessing.get_context("spawn")
+    ready = context.Event()
+    workers = [context.Process(target=time.sleep, args=(60,)),
+               context.Process(target=_ignore_sigterm_and_sleep, args=(ready,))]
+    for worker in workers:
+        worker.start()
+    assert ready.wait(60)  # the second one ignores SIGTERM now
+    # these two only: a worker pool another test of this process left running is not this test's to end
+    monkeypatch.setattr(prefect.multiprocessing, "active_children", lambda: list(workers))
+    started = time.monotonic()
+    stop_worker_processes(grace=1.0)
+    assert not any(worker.is_alive() for worker in workers)
+    assert time.monotonic() - started < 10
+    assert workers[0].exitcode == -15 and workers[1].exitcode == -9  # SIGTERM; SIGKILL after the grace

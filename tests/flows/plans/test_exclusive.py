@@ -156,3 +156,28 @@ def test_a_running_execution_keeps_another_process_from_starting_the_plan(servic
     assert answer(probe) == "free"
     probe.wait()
     wait_for(lambda: job_status(service, started["execution_id"]) == "completed", what="the run's row")
+
+
+class Stopped(BaseException):
+    """What a SIGTERM becomes in a flow (Prefect's TerminationSignal) or a Ctrl-C: not an Exception."""
+
+
+class StopHere(flow_outcomes.OutcomeExecutor):
+    type = "classifier"
+
+    def apply_rows(self, conn, outcome, rows, ctx):
+        raise Stopped()
+
+
+def test_an_execution_whose_process_is_stopped_ends_as_cancelled_and_frees_the_plan(service, tree, monkeypatch):
+    flow_outcomes.installed_executors()
+    monkeypatch.setitem(flow_outcomes.EXECUTORS, "classifier", StopHere())
+    plan = media_plan(service, tree, conditions="media_type = image", outcomes=[{"type": "classifier"}])
+    with pytest.raises(Stopped):
+        service.execute(plan, wait=True)
+    row = store_plans.list_executions(service.engine, plan_name="media", limit=1)[0][0]
+    assert row["status"] == "error" and row["error_message"].startswith("cancelled: the process"), row
+    assert job_status(service, row["execution_id"]) == "cancelled"
+    probe = other_process(service.engine, "try")  # its lock went with it
+    assert answer(probe) == "free"
+    probe.wait()
