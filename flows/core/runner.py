@@ -9,7 +9,8 @@ in-process extras a flow's parameters cannot carry (a cancel event, a progress c
 waits for it, cancels it, and at ``shutdown`` asks every job it runs to stop and waits for them. A flow that dies
 before its code finished the row (a crash inside Prefect, say) leaves the row failed, not running.
 
-Without Prefect (``use_prefect=False``: tests, a store opened by a script) the same kind runs through
+Without Prefect (``use_prefect=False``: tests, a store opened by a script; or one job started so, such as a
+watcher's run on a few changed files) the same kind runs through
 ``JobKind.run_plain``, the plain function its flow wraps, with the same row, events and progress.
 """
 
