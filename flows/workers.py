@@ -68,6 +68,22 @@ def spawn_only() -> None:
     os.register_at_fork(before=_forking, after_in_child=_forked_child)
 
 
+def exit_with_parent(every_seconds: float = 1.0) -> None:
+    """In a pool worker, once as it starts (``ProcessPoolExecutor(initializer=...)``): end this process when the
+    process that started it is gone. A worker of ``ProcessPoolExecutor`` waits on a queue whose write end it holds
+    itself, so a parent killed by SIGKILL (the OOM killer, Prefect's Runner after its grace) never sends it EOF and it
+    would sleep for good, orphaned. A daemon thread compares ``os.getppid()`` with the parent it started under; once
+    the parent has died there is nothing to report to, so it exits at once (``os._exit``: no atexit work is owed)."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(every_seconds)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
 class _Pool(Protocol):
     def shutdown(self) -> None: ...
 

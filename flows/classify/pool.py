@@ -24,7 +24,7 @@ from typing import Callable, Iterable, Iterator
 from flows.classify.model import FileResult, FileTask
 from flows.classify.worker import classify_file
 from flows.core import settings
-from flows.workers import PoolsByMode
+from flows.workers import PoolsByMode, exit_with_parent
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,8 @@ class Pool:
             if self._executor is None:
                 if self.mode == "process":
                     self._executor = ProcessPoolExecutor(max_workers=self.workers,
-                                                         mp_context=multiprocessing.get_context("spawn"))
+                                                         mp_context=multiprocessing.get_context("spawn"),
+                                                         initializer=exit_with_parent)
                 else:
                     self._executor = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="classify")
             return self._executor
