@@ -17,7 +17,7 @@ from __future__ import annotations
 import gc
 import sys
 
-from mcp_server.cli.common import ERROR, say, setup_logging
+from mcp_server.cli.common import ERROR, say, set_log_level, setup_logging
 from mcp_server.cli.parser import build_parser, command_in
 from store.errors import AssayError
 
@@ -27,12 +27,14 @@ __all__ = ["main"]
 def main(argv: list[str] | None = None) -> int:
     """Run one `assay` command; its exit status (0 done, 1 nothing found or not completed, 2 an error)."""
     words = sys.argv[1:] if argv is None else argv
+    ours = setup_logging()  # before the command's module is imported (see setup_logging)
     parser = build_parser(command_in(words))
     args = parser.parse_args(words)
     if args.command is None:
         parser.print_help()
         return ERROR
-    setup_logging(args.log_level)
+    if ours:
+        set_log_level(args.log_level)
     try:
         code = args.run(args)
     except AssayError as exc:

@@ -23,11 +23,22 @@ ERROR = 2  # an error (its message on stderr) or a usage error
 NOISY_LOGGERS = ("httpx", "httpcore", "uvicorn.access", "sqlalchemy", "mcp.server.lowlevel")
 
 
-def setup_logging(level: str) -> None:
-    logging.basicConfig(level=getattr(logging, level), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+def setup_logging() -> bool:
+    """Logs on stderr, through a handler of ours on the root logger unless logging is set up already (by a caller
+    such as a test): whether ours was installed, its level to be set once the command line is parsed
+    (:func:`set_log_level`). `assay` calls it before it imports the command's module: Prefect, which most commands
+    import, configures the root logger when it is imported unless the root has a handler, and its console handler
+    (level WARNING) would drop our INFO lines."""
+    installed = not logging.getLogger().handlers
+    logging.basicConfig(stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in NOISY_LOGGERS:
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    return installed
+
+
+def set_log_level(level: str) -> None:
+    """The level of the root logger: ``--log-level``'s (DEBUG, INFO, WARNING, ERROR)."""
+    logging.getLogger().setLevel(getattr(logging, level))
 
 
 def from_cwd(path: str) -> str:
