@@ -1,5 +1,5 @@
 """dsl.evaluate: conditions over one entry, the explanation tree, and the glob translation shared with dsl.sql.
-(SQL and Python agreeing on a real store is tests/dsl/test_sql.py.)"""
+(SQL and Python agreeing on a real store is tests/dsl/test_sql_*.py.)"""
 
 from __future__ import annotations
 
