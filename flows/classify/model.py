@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from store.errors import InvalidInput
+
 OPERATIONS = ("thumbnail", "timeline", "metadata")
 # every spelling a caller may use -> the operations it means
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -41,6 +43,15 @@ def parse_operations(names: Iterable[str] | str | None) -> tuple[str, ...]:
     if not wanted:
         raise ValueError(f"no classifier operation given; use any of: {', '.join(ALIASES)}")
     return tuple(op for op in OPERATIONS if op in wanted)
+
+
+def check_operations(operations: list[str] | str | None) -> tuple[str, ...]:
+    """The operations a caller named, or InvalidInput naming the accepted ones (for the tools, the command line and
+    the control socket: this module is light, so `assay classify` handed to a server loads no store or Prefect)."""
+    try:
+        return parse_operations(operations)
+    except ValueError as exc:
+        raise InvalidInput(str(exc), field="operations") from None
 
 
 @dataclass(frozen=True)

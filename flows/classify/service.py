@@ -25,7 +25,7 @@ from sqlalchemy import and_, func, or_, select
 from sqlalchemy.engine import Engine, RowMapping
 
 from flows.classify.executor import ClassifyRun, classify_rows, params_from
-from flows.classify.model import FileResult, parse_operations
+from flows.classify.model import FileResult, check_operations
 from flows.classify.sweep import sweep_after
 from flows.core import hooks
 from flows.core.prefect import cancel_requested_in_prefect
@@ -42,14 +42,6 @@ log = logging.getLogger(__name__)
 KIND = "classify"
 BATCH = 64  # files per batch (one Prefect task run)
 ProgressHook = Callable[[dict], None]
-
-
-def check_operations(operations: list[str] | str | None) -> tuple[str, ...]:
-    """The operations a caller named, or InvalidInput naming the accepted ones."""
-    try:
-        return parse_operations(operations)
-    except ValueError as exc:
-        raise InvalidInput(str(exc), field="operations") from None
 
 
 def _scope(path: str):

@@ -9,7 +9,7 @@ import argparse
 import logging
 from typing import Any
 
-from flows.classify.service import check_operations
+from flows.classify.model import check_operations
 from mcp_server.cli import handoff
 from mcp_server.cli.commands import with_app
 from mcp_server.cli.common import NOTHING, OK, end_bar, out, progress_bar
