@@ -68,13 +68,14 @@ def spawn_only() -> None:
     os.register_at_fork(before=_forking, after_in_child=_forked_child)
 
 
-def exit_with_parent(every_seconds: float = 1.0) -> None:
+def exit_with_parent(parent: int, every_seconds: float = 1.0) -> None:
     """In a pool worker, once as it starts (``ProcessPoolExecutor(initializer=...)``): end this process when the
     process that started it is gone. A worker of ``ProcessPoolExecutor`` waits on a queue whose write end it holds
     itself, so a parent killed by SIGKILL (the OOM killer, Prefect's Runner after its grace) never sends it EOF and it
     would sleep for good, orphaned. A daemon thread compares ``os.getppid()`` with the parent it started under; once
-    the parent has died there is nothing to report to, so it exits at once (``os._exit``: no atexit work is owed)."""
-    parent = os.getppid()
+    the parent has died there is nothing to report to, so it exits at once (``os._exit``: no atexit work is owed).
+    ``parent`` is the pid of the process that made the pool (``initargs=(os.getpid(),)``), not read here: a worker
+    still starting when its parent died would read the pid of whoever adopted it, and wait for that one instead."""
 
     def watch() -> None:
         while os.getppid() == parent:

@@ -64,7 +64,8 @@ class Pool:
                 if self.mode == "process":
                     self._executor = ProcessPoolExecutor(max_workers=self.workers,
                                                          mp_context=multiprocessing.get_context("spawn"),
-                                                         initializer=exit_with_parent)
+                                                         initializer=exit_with_parent,
+                                                         initargs=(os.getpid(),))
                 else:
                     self._executor = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="classify")
             return self._executor

@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
+from prefect.exceptions import TerminationSignal
 from prefect.runtime import flow_run as current_flow_run
 from prefect.states import Cancelled as CancelledState
 from sqlalchemy import and_, func, or_, select
@@ -28,7 +29,7 @@ from flows.classify.executor import ClassifyRun, classify_rows, params_from
 from flows.classify.model import FileResult, check_operations
 from flows.classify.sweep import sweep_after
 from flows.core import hooks
-from flows.core.prefect import cancel_requested_in_prefect
+from flows.core.prefect import cancel_requested_in_prefect, stop_worker_processes
 from flows.core.runner import JobKind, JobRunner
 from flows.core.settings import run_settings
 from store import jobs as store_jobs
@@ -253,7 +254,7 @@ def classify_batch(store: str, run_id: int, k: int, after: str) -> dict[str, Any
 
 
 @flow(name="classify", flow_run_name="classify {path}", persist_result=False, log_prints=False,
-      validate_parameters=False)
+      validate_parameters=False, on_cancellation=[hooks.finish_stopped_job], on_crashed=[hooks.finish_stopped_job])
 def classify_flow(path: str, run_id: int | None = None, operations: list[str] | None = None, force: bool = True,
                   store: str | None = None) -> Any:
     """Regenerate thumbnails, timelines and metadata of the indexed files at a path (a file or a folder)."""
@@ -267,6 +268,11 @@ def classify_flow(path: str, run_id: int | None = None, operations: list[str] | 
     try:
         job = run_classify_job(url, run_id, flow_run_id=flow_run_id,
                                batch_call=lambda k, after: classify_batch(url, run_id, k, after))
+    except TerminationSignal:
+        # a SIGTERM from Prefect's runner (a Cancel in the UI): the pool's workers end now rather than be waited for
+        # at exit (their files in flight can outlast the runner's grace); the runner's hook finishes the row
+        stop_worker_processes()
+        raise
     finally:
         hooks.drop(run_id, external_only=True)
     if job["status"] == "cancelled":

@@ -12,7 +12,9 @@ from typing import Any, Callable
 
 from sqlalchemy.engine import Engine
 
+from flows.core.settings import run_settings
 from store import jobs as store_jobs
+from store.engine import get_engine
 
 _lock = threading.Lock()
 _cancel: dict[int, threading.Event] = {}
@@ -92,3 +94,21 @@ def cancel_check(engine: Engine, *, job_id: int, every_seconds: float = 0.5) -> 
         return stopped
 
     return check
+
+
+def finish_stopped_job(flow: Any, flow_run: Any, state: Any) -> None:  # noqa: ARG001 (Prefect's hook signature)
+    """Prefect's ``on_cancellation`` / ``on_crashed`` hook of the job flows (index, classify): the runner stopped the
+    run's process (a Cancel in the UI, SIGKILL after its grace) or the process crashed, so the job's row may still say
+    running. Run by the runner in the serving process once the run's process is gone (Prefect turns these hooks off
+    inside a runner's subprocess), so it never races the run's own writes; a row the run finished is left alone."""
+    store = (flow_run.parameters or {}).get("store") or run_settings().store_url
+    engine = get_engine(store)
+    job = store_jobs.find_by_flow_run(engine, flow_run_id=str(flow_run.id))
+    if job is None or job["status"] not in store_jobs.ACTIVE:
+        return
+    if state.is_cancelled() or state.is_cancelling():
+        store_jobs.finish_job(engine, job_id=job["id"], status="cancelled",
+                              error_message="cancelled from Prefect; what the job wrote was kept")
+    else:
+        store_jobs.finish_job(engine, job_id=job["id"], status="failed",
+                              error_message=f"the flow run crashed: {state.message}")

@@ -102,7 +102,8 @@ def scan(store: str, run_id: int, root: str, follow_symlinks: bool, batch_size: 
     return {k: job[k] for k in ("id", "status", "files", "directories", "total_size", "removed")}
 
 
-@flow(name="index", flow_run_name="index {root}", persist_result=False, log_prints=False, validate_parameters=False)
+@flow(name="index", flow_run_name="index {root}", persist_result=False, log_prints=False, validate_parameters=False,
+      on_cancellation=[hooks.finish_stopped_job], on_crashed=[hooks.finish_stopped_job])
 def index_flow(root: str, run_id: int | None = None, follow_symlinks: bool = False, batch_size: int = 2000,
                store: str | None = None) -> Any:
     """Index a directory tree into the assay store. From the UI give the folder; the rest is found in the store."""
