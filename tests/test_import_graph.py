@@ -305,7 +305,7 @@ def test_the_temporary_list_names_files_that_still_need_it():
 
 # --- the pool workers -------------------------------------------------------------------------------------------
 
-WORKER_MODULES = ("flows.classify.worker", "flows.documents.extract")
+WORKER_MODULES = ("flows.classify.worker", "flows.documents.extract_process")  # what a spawned worker imports
 
 
 @pytest.mark.parametrize("module", WORKER_MODULES)

@@ -26,7 +26,6 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
-import signal
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -37,14 +36,13 @@ from typing import Any, Callable, Generic, Iterable, Iterator, TypeVar
 
 from flows.core import settings
 from flows.documents.extract import extract_file
-from flows.documents.formats import format_of
-from flows.documents.model import FILTER_FAILED, ExtractOptions, Extracted
+from flows.documents.extract_process import ExtractFn, failed, timed_call, worker_main
+from flows.documents.model import ExtractOptions, Extracted
 from flows.workers import PoolsByMode
 
 log = logging.getLogger(__name__)
 
 K = TypeVar("K")
-ExtractFn = Callable[[str, ExtractOptions], Extracted]
 MODES = ("process", "thread")
 DEPTH = 2  # files sent to one worker at a time: one running, one waiting
 MAX_TASKS = 500  # a worker process is replaced after this many files (memory MuPDF keeps)
@@ -68,54 +66,6 @@ def _deadline(task: _Task, options: ExtractOptions) -> float:
     if task.started is not None:
         return task.started + options.timeout
     return (task.first or time.monotonic()) + options.timeout + STARTUP_GRACE
-
-
-def failed(path: str, reason: str) -> Extracted:
-    return Extracted(path=path, format=format_of(os.path.basename(path)) or "unknown", error_code=FILTER_FAILED,
-                     error=reason)
-
-
-def _call(fn: ExtractFn, path: str, options: ExtractOptions) -> Extracted:
-    """``fn`` on one file, turned into an Extracted whatever happens (``extract_file`` never raises, a test's
-    function might)."""
-    try:
-        result = fn(path, options)
-    except Exception as exc:
-        log.warning("extracting %s raised", path, exc_info=True)
-        return failed(path, f"extraction failed: {type(exc).__name__}: {exc}")
-    if not isinstance(result, Extracted):
-        return failed(path, f"the extractor returned {type(result).__name__}, not an Extracted")
-    return result
-
-
-def _timed(started: list[float | None], fn: ExtractFn, path: str, options: ExtractOptions) -> Extracted:
-    """``_call`` in a thread, noting when it starts (thread mode's deadlines count from there)."""
-    started[0] = time.monotonic()
-    return _call(fn, path, options)
-
-
-def _worker_main(conn: Connection) -> None:
-    """A worker process: receive ``(task id, path, options, fn)``, report ``("start", id, t)`` then ``("done", id,
-    Extracted)``; stop on None or when the parent is gone. ``fn`` travels by reference (a module-level function's
-    name), None meaning ``extract_file``."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when workers stop
-    while True:
-        try:
-            message = conn.recv()
-        except (EOFError, OSError):
-            return
-        if message is None:
-            return
-        task_id, path, options, fn = message
-        try:
-            conn.send(("start", task_id, time.monotonic()))
-            result = _call(fn or extract_file, path, options)
-            try:
-                conn.send(("done", task_id, result))
-            except Exception as exc:  # not picklable: a bug in fn, reported for this file
-                conn.send(("done", task_id, failed(path, f"the result could not be sent back: {exc}")))
-        except (BrokenPipeError, EOFError, OSError):
-            return
 
 
 @dataclass
@@ -177,7 +127,7 @@ class Pool:
 
     def _spawn(self) -> _Worker:
         parent, child = self._context.Pipe()
-        process = self._context.Process(target=_worker_main, args=(child,), daemon=True, name="assay-extract")
+        process = self._context.Process(target=worker_main, args=(child,), daemon=True, name="assay-extract")
         process.start()
         child.close()
         return _Worker(process=process, conn=parent)
@@ -365,7 +315,7 @@ class Pool:
                     exhausted = True
                     break
                 started: list[float | None] = [None]
-                pending[executor.submit(_timed, started, fn, item[1], options)] = (item[0], item[1], started)
+                pending[executor.submit(timed_call, started, fn, item[1], options)] = (item[0], item[1], started)
             if not pending:
                 return
             # a thread cannot be killed: a file past its deadline is reported timed out and abandoned (its thread
