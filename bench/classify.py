@@ -49,11 +49,12 @@ from bench.classify_baselines import (  # noqa: E402
     baseline_metadata, baseline_thumbnails, baseline_xxh128sum, baseline_xxhash_loop, raw_timeline,
 )
 from bench.classify_runs import (  # noqa: E402
-    Stores, classifier_plan, count, job_timeline, pool_hashing, run_plan, timeline_timestamps, warm_pool,
+    Stores, classifier_plan, count, job_timeline, pool_hashing, timeline_timestamps, warm_pool,
     worker_timeline,
 )
 from bench.common import bench_logging, publish, render, secs  # noqa: E402
 from bench.media import Corpus, ensure_corpus  # noqa: E402
+from bench.plan_runs import run_plan  # noqa: E402
 from bench.sampling import ProcessSampler, available_cores  # noqa: E402
 from bench.warm_up import read_all, start_prefect  # noqa: E402
 

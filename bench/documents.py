@@ -51,9 +51,10 @@ if str(REPO) not in sys.path:
 from bench.common import bench_logging, percentile, publish, render, secs  # noqa: E402
 from bench.documents_corpus import QUERIES, DocCorpus, ensure_corpus  # noqa: E402
 from bench.documents_extract import (  # noqa: E402
-    Stores, baseline_extract, export_text, extract_plan, fts_floor, index_size, pool_extract, run_plan, stored_counts,
+    Stores, baseline_extract, export_text, extract_plan, fts_floor, index_size, pool_extract, stored_counts,
 )
 from bench.documents_search import MULTI, mcp_searches, run_rg  # noqa: E402
+from bench.plan_runs import run_plan  # noqa: E402
 from bench.sampling import ProcessSampler, available_cores  # noqa: E402
 from bench.warm_up import read_all, start_prefect  # noqa: E402
 

@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 from bench.documents_corpus import DocCorpus
-from bench.sampling import ProcessSampler
 
 EXTENSIONS = (".pdf", ".md", ".txt")
 
@@ -66,23 +65,6 @@ class Stores:
             run_index_job(engine, job_id=store_jobs.create_job(engine, root=str(folder)), root=str(folder))
         service = PlanService(engine, Roots.of([str(r) for r in self.roots]), use_prefect=use_prefect)
         return engine, service, data
-
-
-def run_plan(service, plan, *, use_prefect: bool, sampler: ProcessSampler | None = None) -> dict:
-    """Run ``plan`` to its end; returns seconds, the CPU each part used and the outcome's counters."""
-    service.save(plan, create=None)
-    cpu0 = sampler.cpu_seconds() if sampler else {}
-    started = time.perf_counter()
-    row = service.execute(plan, wait=True, scan=False, use_prefect=use_prefect)
-    seconds = time.perf_counter() - started
-    cpu = {k: v - cpu0[k] for k, v in sampler.cpu_seconds().items()} if sampler else {}
-    if row["status"] not in ("success", "partial"):
-        raise RuntimeError(f"plan {plan.name} ended {row['status']}: {row['error_message']}")
-    outcome = row["summary"]["rules"][plan.rules[0].name]["outcomes"][0]
-    ours = cpu.get("main", 0.0) + cpu.get("workers", 0.0)
-    return {"seconds": seconds, "cores": ours / seconds if seconds else 0.0, "cpu": cpu, "status": row["status"],
-            "matched": row["entries_matched"], "applied": outcome["applied"], "errors": outcome["errors"],
-            "error_samples": outcome["error_samples"]}
 
 
 def stored_counts(engine) -> dict:
