@@ -73,14 +73,16 @@ def exit_with_parent(parent: int, every_seconds: float = 1.0) -> None:
     process that started it is gone. A worker of ``ProcessPoolExecutor`` waits on a queue whose write end it holds
     itself, so a parent killed by SIGKILL (the OOM killer, Prefect's Runner after its grace) never sends it EOF and it
     would sleep for good, orphaned. A daemon thread compares ``os.getppid()`` with the parent it started under; once
-    the parent has died there is nothing to report to, so it exits at once (``os._exit``: no atexit work is owed).
+    the parent has died there is nothing to report to, so the worker sends itself SIGTERM, ending as a ``kill`` from
+    its parent would have (a spawned worker keeps SIGTERM's default action; its main thread is blocked on the queue,
+    so no ordinary return can reach it).
     ``parent`` is the pid of the process that made the pool (``initargs=(os.getpid(),)``), not read here: a worker
     still starting when its parent died would read the pid of whoever adopted it, and wait for that one instead."""
 
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(every_seconds)
-        os._exit(1)
+        signal.raise_signal(signal.SIGTERM)
 
     threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
