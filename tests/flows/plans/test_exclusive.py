@@ -9,6 +9,7 @@ import sys
 import textwrap
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -76,6 +77,18 @@ def other_process(engine: Engine, what: str) -> subprocess.Popen[str]:
                             stdout=subprocess.PIPE, text=True)
 
 
+@contextmanager
+def another_process_holding_the_plan(engine: Engine) -> Iterator[subprocess.Popen[str]]:
+    """A second process that has taken the plan "media" and keeps it until it is killed (at the latest on leaving)."""
+    other = other_process(engine, "hold")
+    try:
+        assert answer(other) == "held"
+        yield other
+    finally:
+        other.kill()
+        other.wait()
+
+
 def answer(proc: subprocess.Popen[str]) -> str:
     assert proc.stdout is not None
     return proc.stdout.readline().strip()
@@ -89,9 +102,7 @@ def job_status(service: PlanService, execution_id: int) -> str:
 
 def test_an_execution_waits_while_another_process_runs_the_plan(service, tree):
     plan = media_plan(service, tree)
-    other = other_process(service.engine, "hold")
-    try:
-        assert answer(other) == "held"
+    with another_process_holding_the_plan(service.engine) as other:
         started = service.execute(plan, wait=False)
         time.sleep(1.5)  # several turns of its wait: it must still be waiting
         assert job_status(service, started["execution_id"]) == "pending"
@@ -101,16 +112,11 @@ def test_an_execution_waits_while_another_process_runs_the_plan(service, tree):
         done = service.wait(started["execution_id"], timeout=60)
         assert done["status"] == "success" and done["outcomes_applied"] > 0, done
         assert job_status(service, started["execution_id"]) == "completed"
-    finally:
-        other.kill()
-        other.wait()
 
 
 def test_an_execution_cancelled_while_it_waits_its_turn_never_starts(service, tree):
     plan = media_plan(service, tree)
-    other = other_process(service.engine, "hold")
-    try:
-        assert answer(other) == "held"
+    with another_process_holding_the_plan(service.engine) as other:
         started = service.execute(plan, wait=False)
         time.sleep(0.5)
         assert service.cancel(started["execution_id"])
@@ -118,9 +124,6 @@ def test_an_execution_cancelled_while_it_waits_its_turn_never_starts(service, tr
         assert done["status"] == "error" and done["error_message"] == "cancelled before it started"
         assert done["outcomes_applied"] == 0 and job_status(service, started["execution_id"]) == "cancelled"
         assert other.poll() is None
-    finally:
-        other.kill()
-        other.wait()
 
 
 class BlockingWork(flow_outcomes.OutcomeExecutor):
