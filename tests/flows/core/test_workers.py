@@ -15,12 +15,12 @@ REPO = Path(__file__).resolve().parents[3]
 
 # a parent that starts the process pool, prints its workers' pids, then sleeps until it is killed
 PARENT = """
-import os, sys, time
+import multiprocessing, os, sys, time
 from flows.classify.pool import Pool
 pool = Pool(mode="process", workers=2)
 executor = pool._get()
 list(executor.map(abs, [1, 2, 3, 4]))
-print(" ".join(str(p) for p in executor._processes), flush=True)
+print(" ".join(str(p.pid) for p in multiprocessing.active_children()), flush=True)
 time.sleep(600)
 """
 
