@@ -1,6 +1,7 @@
 """The documents benchmark's extraction figures: the one-core PyMuPDF / read loop, the extract_text plan run over a
 fresh store (the corpus indexed first), extraction alone through the pool, what the store holds afterwards (counts,
-index size), the index's own floor (bare FTS5 inserts), and the stored text written out for ripgrep.
+index size), the text engine's own floor (indexing the stored text alone), and the stored text written out for
+ripgrep.
 """
 
 from __future__ import annotations
@@ -80,25 +81,34 @@ def stored_counts(engine) -> dict:
             "chars": int(chars), "segments": int(segments)}
 
 
-def index_size(db: Path) -> dict:
-    """Bytes of the full-text tables (document_fts and its shadow tables), of document_segments with its indexes,
-    and of the whole database file, read with SQLite's dbstat."""
+def index_size(db: Path, index_dir: Path) -> dict:
+    """Bytes of the text engine's files (postings, vocabulary and its copy of the lines), of document_segments with
+    its indexes (the store's text, read with SQLite's dbstat) and of the whole database file."""
     conn = sqlite3.connect(db)
     try:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         seg_names = {r[0] for r in conn.execute(
             "SELECT name FROM sqlite_master WHERE tbl_name = 'document_segments'")}
-        fts = seg = 0
-        for name, size in conn.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name"):
-            if name.startswith("document_fts"):
-                fts += size
-            elif name in seg_names:
-                seg += size
+        seg = sum(size for name, size in conn.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name")
+                  if name in seg_names)
         page_size = conn.execute("PRAGMA page_size").fetchone()[0]
         pages = conn.execute("PRAGMA page_count").fetchone()[0]
     finally:
         conn.close()
-    return {"fts": fts, "segments": seg, "file": page_size * pages}
+    engine_bytes = sum(p.stat().st_size for p in index_dir.iterdir() if p.is_file())
+    text_copy = sum(_section(p, "text") for p in index_dir.glob("seg-*.tx"))
+    return {"engine": engine_bytes, "engine_text": text_copy, "segments": seg, "file": page_size * pages}
+
+
+def _section(path: Path, name: str) -> int:
+    """The length of one section of a segment file (its header says)."""
+    from store.textindex.segment import Segment
+
+    seg = Segment(path)
+    try:
+        return len(seg._views[name])
+    finally:
+        seg.close()
 
 
 def pool_extract(corpus: DocCorpus) -> dict:
@@ -116,38 +126,18 @@ def pool_extract(corpus: DocCorpus) -> dict:
     return {"seconds": time.perf_counter() - started, "chars": chars, "errors": errors}
 
 
-def fts_floor(engine, target: Path, tx_chars: int = 4_000_000) -> dict:
-    """The index's own floor: the stored segments, folded, inserted into a bare contentless FTS5 trigram table (the
-    store's definition, no segment rows, no triggers) in a fresh file with the store's pragmas, in transactions of
-    about ``tx_chars`` characters. Only the inserts are timed (reading the segments back is not)."""
-    from sqlalchemy import text
+def engine_floor(engine, target: Path) -> dict:
+    """The text engine's own floor: the whole store indexed from scratch into an empty directory (reading the text
+    back from the store, tokenising, writing segments), one thread, nothing else running."""
+    from store.textindex import TextIndex
 
-    from store.fold import fold
-
-    conn = sqlite3.connect(target)
-    for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "temp_store=MEMORY", "cache_size=-65536"):
-        conn.execute(f"PRAGMA {pragma}")
-    conn.execute("CREATE VIRTUAL TABLE fts USING fts5(text, content='', tokenize='trigram case_sensitive 1')")
-    seconds, chars, batch, size = 0.0, 0, [], 0
-
-    def flush() -> float:
-        started = time.perf_counter()
-        with conn:
-            conn.executemany("INSERT INTO fts(rowid, text) VALUES (?, ?)", batch)
-        return time.perf_counter() - started
-
-    with engine.connect() as source:
-        for seg_id, seg_text in source.execute(text("SELECT id, text FROM document_segments ORDER BY id")):
-            batch.append((seg_id, fold(seg_text)))
-            size += len(seg_text)
-            chars += len(seg_text)
-            if size >= tx_chars:
-                seconds += flush()
-                batch, size = [], 0
-    if batch:
-        seconds += flush()
-    conn.close()
-    return {"seconds": seconds, "chars": chars}
+    index = TextIndex(target, engine)
+    started = time.perf_counter()
+    snapshot = index.sync(None)
+    seconds = time.perf_counter() - started
+    chars = sum(seg.text_bytes for seg in snapshot.segments)
+    index.close()
+    return {"seconds": seconds, "chars": chars, "segments": len(snapshot.segments)}
 
 
 def export_text(engine, folder: Path, out: Path) -> int:

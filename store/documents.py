@@ -1,6 +1,6 @@
 """The store of extracted text: one ``documents`` row per extracted entry and its text in ``document_segments``
-(runs of whole lines of one page, at most about SEGMENT_CHARS characters each), which the full-text index covers
-(SQLite: the FTS5 trigram table kept by triggers; PostgreSQL: ``folded`` under a pg_trgm index).
+(runs of whole lines of one page, at most about SEGMENT_CHARS characters each). The text engine (store.textindex)
+indexes it, following the ``document_changes`` log the documents table's triggers append to.
 
 Writes are short transactions with the documents row written last, so a search (which joins ``documents``) never
 sees a half-written document. Reads stream segments in order and never hold a whole document.
@@ -18,11 +18,9 @@ from dataclasses import asdict, dataclass, is_dataclass
 from typing import Any, Generator, Iterable, Iterator, Protocol, Sequence
 
 from sqlalchemy import ColumnElement, and_, delete, false, func, insert, or_, select
-from sqlalchemy import text as sql_text
 from sqlalchemy.engine import Connection, Engine
 
 from store.entries import existing_ids, subtree_clause
-from store.fold import fold
 from store.models import Document, DocumentSegment, Entry
 
 log = logging.getLogger(__name__)
@@ -155,25 +153,11 @@ def _document_row(item: DocumentWrite, *, lines: int, chars: int) -> dict[str, A
 
 def _delete_rows(conn: Connection, entry_ids: Sequence[int]) -> None:
     """Delete the documents rows first (the document leaves searches at once), then the segments (one DELETE per
-    chunk: on SQLite each row's trigger takes its text out of the full-text index)."""
+    chunk)."""
     ids = list(entry_ids)
     for i in range(0, len(ids), _CHUNK):
         conn.execute(delete(D).where(D.c.entry_id.in_(ids[i:i + _CHUNK])))
         conn.execute(delete(S).where(S.c.entry_id.in_(ids[i:i + _CHUNK])))
-
-
-def _index_segments(conn: Connection, rows: list[dict[str, Any]]) -> None:
-    """Add the segments just inserted to SQLite's full-text index (rowid = the segment's id, text folded), in the
-    same transaction. Their ids are read back by (entry, seq), which the unique index answers."""
-    by_entry: dict[int, list[int]] = {}
-    for row in rows:
-        by_entry.setdefault(row["entry_id"], []).append(row["seq"])
-    ids: dict[tuple[int, int], int] = {}
-    for entry_id, seqs in by_entry.items():
-        ids.update(((entry_id, seq), sid) for sid, seq in conn.execute(
-            select(S.c.id, S.c.seq).where(S.c.entry_id == entry_id, S.c.seq.between(min(seqs), max(seqs)))))
-    conn.exec_driver_sql("INSERT INTO document_fts(rowid, text) VALUES (?, ?)",
-                         [(ids[(row["entry_id"], row["seq"])], fold(row["text"])) for row in rows])
 
 
 def write_extracted_many(engine: Engine, items: Iterable[DocumentWrite], *,
@@ -183,7 +167,6 @@ def write_extracted_many(engine: Engine, items: Iterable[DocumentWrite], *,
     document's last segments), so a search never sees a half-written document. Small documents share a
     transaction; a large one spans several, each of at most TX_SEGMENTS segments / TX_CHARS characters. An entry
     removed meanwhile is skipped. Returns how many documents were written."""
-    postgres = engine.dialect.name == "postgresql"
     written = 0
     # (item, its segments in this transaction, its documents row when this is its last part, first part?)
     batch: list[tuple[DocumentWrite, list[SegmentRow], dict[str, Any] | None, bool]] = []
@@ -198,13 +181,10 @@ def write_extracted_many(engine: Engine, items: Iterable[DocumentWrite], *,
             live = existing_ids(conn, list({item.entry_id for item, _, _, _ in batch}))
             _delete_rows(conn, [item.entry_id for item, _, _, first in batch if first and item.entry_id in live])
             rows = [{"entry_id": s.entry_id, "seq": s.seq, "page": s.page, "line_start": s.line_start,
-                     "line_count": s.line_count, "ocr": s.ocr, "text": s.text,
-                     "folded": fold(s.text) if postgres else None}
+                     "line_count": s.line_count, "ocr": s.ocr, "text": s.text}
                     for item, segs, _, _ in batch if item.entry_id in live for s in segs]
             if rows:
                 conn.execute(insert(S), rows)
-                if not postgres:
-                    _index_segments(conn, rows)
             docs = [doc for item, _, doc, _ in batch if doc is not None and item.entry_id in live]
             if docs:
                 conn.execute(insert(D), docs)
@@ -383,70 +363,25 @@ def pending_count(engine: Engine, *, under: Sequence[str] | None = None, entry_i
         return pending, conn.execute(failed).scalar_one()
 
 
-# --- candidates of a search --------------------------------------------------------------------------------------
-
-
-def _like_escape(needle: str) -> str:
-    return needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-
-
-def like_clause(tree: Any) -> ColumnElement[bool]:
-    """A prefilter tree (a folded needle str, or ("and"|"or", children)) as LIKE tests on ``folded``."""
-    if isinstance(tree, str):
-        return S.c.folded.like(f"%{_like_escape(tree)}%", escape="\\")
-    op, children = tree
-    parts = [like_clause(c) for c in children]
-    return and_(*parts) if op == "and" else or_(*parts)
-
-
-@dataclass
-class Candidate:
-    """A segment that may hold matching lines (the index says it contains the needed substrings)."""
-
-    id: int
-    entry_id: int
-    path: str
-    format: str
-    seq: int
-    page: int
-    line_start: int
-    line_count: int
-    ocr: bool
-    text: str
-
-
-def candidate_segments(engine: Engine, *, match: str | None = None, like: Any = None,
-                       under: Sequence[str] | None = None, entry_id: int | None = None,
-                       batch: int = _READ_BATCH) -> Generator[Candidate, None, None]:
-    """The segments of searchable documents (status ok) in scope that the index cannot rule out, in (path, seq)
-    order, streamed: one ordered read of the keys (ids and positions, no text), the texts fetched ``batch`` at a
-    time. ``match``: an FTS5 MATCH expression (SQLite); ``like``: a prefilter tree (PostgreSQL); neither: every
-    segment in scope."""
-    q = (select(S.c.id, S.c.entry_id, E.c.path, D.c.format, S.c.seq, S.c.page, S.c.line_start, S.c.line_count, S.c.ocr)
-         .select_from(S.join(D, D.c.entry_id == S.c.entry_id).join(E, E.c.id == S.c.entry_id))
-         .where(D.c.status == "ok").order_by(E.c.path, S.c.seq))
+def searchable_count(engine: Engine, entry_ids: Iterable[int], *, under: Sequence[str] | None = None,
+                     entry_id: int | None = None) -> int:
+    """How many of ``entry_ids`` in scope have searchable text (documents status ok): the text index counts those
+    it has not indexed yet as pending."""
+    ids = sorted(set(entry_ids))
+    if entry_id is not None:
+        ids = [entry_id] if entry_id in ids else []
     scope = scope_clause(under, entry_id)
-    if scope is not None:
-        q = q.where(scope)
-    if engine.dialect.name == "sqlite":
-        if match is not None:
-            fts = select(sql_text("rowid")).select_from(sql_text("document_fts")).where(
-                sql_text("document_fts MATCH :fts_match").bindparams(fts_match=match))
-            q = q.where(S.c.id.in_(fts))
-    elif like is not None:
-        q = q.where(like_clause(like))
+    found = 0
     with engine.connect() as conn:
-        result = conn.execution_options(stream_results=True, yield_per=batch).execute(q)
-        for keys in result.partitions(batch):
-            texts = {sid: text for sid, text in conn.execute(
-                select(S.c.id, S.c.text).where(S.c.id.in_([k.id for k in keys])))}
-            for k in keys:
-                text = texts.get(k.id)
-                if text is not None:
-                    yield Candidate(k.id, k.entry_id, k.path, k.format, k.seq, k.page, k.line_start, k.line_count,
-                                    bool(k.ocr), text)
+        for i in range(0, len(ids), _CHUNK):
+            q = (select(func.count()).select_from(E.join(D, D.c.entry_id == E.c.id))
+                 .where(D.c.status == "ok", E.c.id.in_(ids[i:i + _CHUNK])))
+            if scope is not None:
+                q = q.where(scope)
+            found += conn.execute(q).scalar_one()
+    return found
 
 
-__all__ = ["Candidate", "DocumentWrite", "ExtractedText", "PageText", "SEGMENT_CHARS", "SegmentRow",
-           "candidate_segments", "current_work_keys", "delete_documents", "document_row", "entry_lines", "like_clause",
-           "pending_count", "read_pages", "scope_clause", "segment_pages", "write_extracted_many"]
+__all__ = ["DocumentWrite", "ExtractedText", "PageText", "SEGMENT_CHARS", "SegmentRow", "current_work_keys",
+           "delete_documents", "document_row", "entry_lines", "pending_count", "read_pages", "scope_clause",
+           "searchable_count", "segment_pages", "write_extracted_many"]

@@ -88,13 +88,13 @@ def computed_field(name: str) -> ComputedField:
 class ContentField:
     """How to test one content field (``text``).
 
-    ``prefilter(op, value, dialect)``: a clause over the entries table ``store.entries.T`` true for every entry
+    ``prefilter(op, value, engine)``: a clause over the entries table ``store.entries.T`` true for every entry
     whose content can satisfy ``op value`` (a superset; None: no narrowing); ``match(conn, entry, op, value)``:
     (verdict, what was seen) for one entry row, as ``dsl.evaluate.EvalContext.content`` describes.
     """
 
     name: str
-    prefilter: Callable[[str, Any, str], ColumnElement[bool] | None]
+    prefilter: Callable[[str, Any, Engine], ColumnElement[bool] | None]
     match: Callable[[Connection, Mapping[str, Any], str, Any], tuple[bool, Any]]
 
 
@@ -193,6 +193,7 @@ class SqlStore:
 
     def __init__(self, engine: Engine, *, now: float) -> None:
         self.now = now
+        self.engine = engine
         self.dialect = engine.dialect.name
 
     def column(self, field: str):
@@ -208,7 +209,7 @@ class SqlStore:
         return computed_field(name).sql()
 
     def content_prefilter(self, name: str, op: str, value: Any):
-        return content_field(name).prefilter(op, value, self.dialect)
+        return content_field(name).prefilter(op, value, self.engine)
 
     def field_clause(self, name: str, op: str, value: Any, arg: str | None):
         return registered_field(name).clause(op, value, arg, self.dialect)

@@ -6,6 +6,7 @@ from flows.core.capability import Capability
 from flows.documents.conditions import FILLS, PRODUCER, TEXT
 from flows.documents.executor import TextExtractor
 from flows.documents.service import ensure_builtin_plan
+from flows.documents.text_index import start_text_index
 
 CAPABILITY = Capability(
     name="documents",
@@ -16,4 +17,5 @@ CAPABILITY = Capability(
     fillers=(FILLS,),
     tool_groups=("documents",),
     start_plans=ensure_builtin_plan,
+    start_background=start_text_index,  # the text engine follows the store from a thread of the server
 )

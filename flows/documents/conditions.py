@@ -13,14 +13,13 @@ Semantics (``dsl.evaluate`` states them for every content field):
 - An entry without extracted text (no documents row yet, or extraction failed) has no value: both are false and
   ``not (text contains "x")`` is true, as for any missing value.
 
-Pushdown: SQL cannot decide a leaf, but the full-text index gives a superset (``dsl.sql.Superset``), so the plan
-engine reads only the entries that may match and checks those line by line:
+Pushdown: SQL cannot decide a leaf, but the text engine (store.textindex, the one document search uses) gives a
+superset (``dsl.sql.Superset``), so the plan engine reads only the entries that may match and checks those line by
+line:
 
 - entries with extracted text (a ``documents`` row with status ok), and, when the leaf needs literal text
   (``dsl.sql.content_literals``: the value of ``contains``; the literal runs a plain regex requires, in lower case
-  for a ``(?i)`` one), whose segments hold it, folded (``store.fold``), for every such piece of at least 3
-  characters: on SQLite the FTS5 trigram table ``document_fts``, on PostgreSQL ``folded LIKE '%piece%'`` that the
-  pg_trgm index answers.
+  for a ``(?i)`` one), a line the engine cannot rule out for all the pieces, folded (``store.fold``).
 - A line that contains ``x`` has a fold that contains ``fold(x)``, except around a capital sigma (``str.lower``
   makes a final Σ into ς by its neighbours), so pieces are cut at Σ.
 
@@ -33,23 +32,25 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from sqlalchemy import and_, column, exists, select, table
-from sqlalchemy.engine import Connection
+from sqlalchemy import Boolean, Integer, and_, bindparam, exists, or_, select
+from sqlalchemy.engine import Connection, Engine
 
 from dsl.regex import compile_regex, regex_search
 from dsl.sql import content_literals
 from flows.core.conditions import ContentField, Filler
 from flows.documents.model import PAGED_FORMATS
+from flows.documents.text_index import text_index
 from store.entries import T
 from store.fold import fold
 from store.models import Document, DocumentSegment
+from store.textindex import AllOf, Leaf, candidate_entries
 
 PRODUCER = "text"
 D = Document.__table__
 S = DocumentSegment.__table__
-FTS = table("document_fts", column("rowid"), column("document_fts"))
 
-MIN_PIECE = 3  # the trigram index answers strings of 3 characters or more; shorter ones narrow nothing
+MIN_PIECE = 1  # every piece narrows (the text engine finds any substring of a token)
+MAX_LISTED = 20_000  # entries a prefilter lists at most; more, and it asks only "has text"
 READ_BATCH = 8  # segments read per query (up to ~32k characters each)
 EXCERPT = 240  # characters of a matching line plan-explain shows
 
@@ -75,29 +76,42 @@ def has_text():
     return exists().where(D.c.entry_id == T.c.id, D.c.status == "ok")
 
 
-def _fts_phrase(piece: str) -> str:
-    return '"' + piece.replace('"', '""') + '"'
+class _Candidates:
+    """The entries the text engine finds for some pieces, looked up when the statement runs (a plan builds its
+    SQL once and runs it after earlier rules have extracted text), again when the index has changed since."""
+
+    def __init__(self, engine: Engine, pieces: list[str]) -> None:
+        self.engine, self.query = engine, AllOf(tuple(Leaf(p) for p in pieces))
+        self._seen: tuple[int, frozenset[int]] | None = None
+        self._found: set[int] = set()
+
+    def _lookup(self) -> set[int]:
+        snapshot = text_index(self.engine).snapshot()
+        key = (snapshot.generation, snapshot.queued)
+        if self._seen != key:
+            self._seen, self._found = key, candidate_entries(snapshot, self.query)
+        return self._found
+
+    def too_many(self) -> bool:
+        return len(self._lookup()) > MAX_LISTED
+
+    def listed(self) -> list[int]:
+        found = self._lookup()
+        return [] if len(found) > MAX_LISTED else sorted(found)
 
 
-def _like_pattern(piece: str) -> str:
-    return "%" + piece.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-
-
-def text_prefilter(op: str, value: Any, dialect: str):
+def text_prefilter(op: str, value: Any, engine: Engine):
     """A clause over the entries table true for every entry whose text can satisfy ``op value``: it has extracted
-    text and, when the leaf needs literal pieces, one of its segments holds them all (a matching line lies in one
-    segment). SQLite asks the FTS5 trigram index, PostgreSQL ``folded LIKE`` (pg_trgm); other backends only test
-    that there is text."""
+    text and, when the leaf needs literal pieces, the text engine finds a line that may hold them all (entries not
+    indexed yet are kept: the line check decides them). The entries are listed when the statement runs; when more
+    than MAX_LISTED may match, the pieces do not narrow enough to be worth the list and only "has text" is asked."""
     pieces = index_pieces(op, value)
-    if not pieces or dialect not in ("sqlite", "postgresql"):
+    if not pieces:
         return has_text()
-    if dialect == "sqlite":
-        match = " AND ".join(_fts_phrase(p) for p in pieces)
-        segments = select(S.c.entry_id).where(
-            S.c.id.in_(select(FTS.c.rowid).where(FTS.c.document_fts.op("MATCH")(match))))
-    else:
-        segments = select(S.c.entry_id).where(*(S.c.folded.like(_like_pattern(p), escape="\\") for p in pieces))
-    return and_(T.c.id.in_(segments), has_text())
+    found = _Candidates(engine, pieces)
+    every = bindparam(None, callable_=found.too_many, type_=Boolean)
+    ids = bindparam(None, callable_=found.listed, expanding=True, type_=Integer)
+    return and_(or_(every, T.c.id.in_(ids)), has_text())
 
 
 # --- the exact check, line by line ------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from store.models.jobs import Job, JobIssue
 from store.models.preferences import Preference
 from store.models.plans import OutcomeRecord, Plan, PlanExecution, Source
 from store.models.artifacts import Artifact, MetadataValue
-from store.models.documents import SQLITE_FTS, Document, DocumentSegment
+from store.models.documents import Document, DocumentChange, DocumentSegment
 from store.models.semantic import (POSTGRES_CHUNK_FTS, SQLITE_CHUNK_FTS, Chunk, Collection,
                                    CollectionEntry, Embedding, EntryLabel)
 from store.models.citations import MapNodeRow, ResourceMapRow
@@ -31,8 +31,9 @@ from store.fold import fold  # the folding the FTS triggers call
 # isort: on
 
 __all__ = [
-    "ADDED_COLUMNS", "POSTGRES_CHUNK_FTS", "SQLITE_CHUNK_FTS", "SQLITE_FTS", "Artifact", "Chunk", "Collection",
-    "CollectionEntry", "Document", "DocumentSegment", "Embedding", "Entry", "EntryLabel", "Job", "JobIssue",
+    "ADDED_COLUMNS", "POSTGRES_CHUNK_FTS", "SQLITE_CHUNK_FTS", "Artifact", "Chunk", "Collection",
+    "CollectionEntry", "Document", "DocumentChange", "DocumentSegment", "Embedding", "Entry", "EntryLabel", "Job",
+    "JobIssue",
     "MapNodeRow", "MetadataValue", "OutcomeRecord", "Plan", "PlanExecution", "Preference", "ResourceMapRow",
     "ResourceSet", "SavedQuery", "SetEdge", "SetMember", "Source", "fold", "now",
 ]

@@ -24,6 +24,13 @@ ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("plan_executions", "run_id", "INTEGER"),
 )
 
+# Schema a store made by an older version has and this one no longer uses, dropped at start: the FTS5 trigram index
+# of document segments (and its delete trigger) that the text engine (store.textindex) replaced.
+RETIRED_SQLITE: tuple[str, ...] = (
+    "DROP TRIGGER IF EXISTS document_segments_ad",
+    "DROP TABLE IF EXISTS document_fts",
+)
+
 _RUN_STATUS = {"running": "failed", "success": "completed", "partial": "completed", "error": "failed"}
 
 
@@ -34,6 +41,9 @@ def _add_missing_columns(metadata: MetaData, connection: Connection, **_kw: Any)
     for table, column, sql_type in ADDED_COLUMNS:
         if table in tables and column not in {c["name"] for c in insp.get_columns(table)}:
             connection.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {column} {sql_type}")
+    if connection.dialect.name == "sqlite" and "document_fts" in tables:
+        for statement in RETIRED_SQLITE:
+            connection.exec_driver_sql(statement)
     if "plan_executions" in tables and "jobs" in tables:
         backfill_plan_runs(connection)
 

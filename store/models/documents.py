@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from sqlalchemy import BigInteger, Column, Connection, ForeignKey, Index, Integer, Table, Text, event
-from sqlmodel import Field
+from sqlalchemy import BigInteger, Column, Connection, ForeignKey, Index, Integer, MetaData, Text, event, inspect
+from sqlmodel import Field, SQLModel
 
 from store.models.columns import TableModel, now
 
@@ -44,10 +44,9 @@ class DocumentSegment(TableModel, table=True):
     """A run of whole lines of one page of a document's extracted text (at most ~32k characters), in order.
 
     The document's lines are its pages' lines in page order, numbered from 1; ``line_start`` is the number of the
-    segment's first line, so a match's line number is ``line_start`` + its index in ``text.split("\n")``. On SQLite
-    the contentless FTS5 table ``document_fts`` (trigram tokenizer over ``fold(text)``, rowid = ``id``) gets each
-    segment from store.documents as it is written and loses it through a DELETE trigger; on PostgreSQL ``folded``
-    holds ``fold(text)`` under a pg_trgm GIN index (see :func:`_document_index`)."""
+    segment's first line, so a match's line number is ``line_start`` + its index in ``text.split("\n")``. The text
+    engine (store.textindex) indexes the lines; ``folded`` is no longer written (PostgreSQL stores made before the
+    engine kept ``fold(text)`` there for a pg_trgm index)."""
 
     __tablename__ = "document_segments"
     __table_args__ = (Index("ix_document_segments_entry_seq", "entry_id", "seq", unique=True),)
@@ -60,33 +59,52 @@ class DocumentSegment(TableModel, table=True):
     line_count: int = 1
     ocr: bool = False  # the page's text came from OCR
     text: str = Field(sa_column=Column(Text, nullable=False))
-    folded: str | None = Field(default=None, sa_column=Column(Text, nullable=True))  # PostgreSQL only: fold(text)
+    folded: str | None = Field(default=None, sa_column=Column(Text, nullable=True))  # unused (see above)
 
 
-SQLITE_FTS = (
-    "CREATE VIRTUAL TABLE IF NOT EXISTS document_fts USING fts5(text, content='', "
-    "tokenize='trigram case_sensitive 1')",
-    # rows are added by store.documents with the segments (a trigger per row cost a quarter of the write time);
-    # removed by this trigger, so deleting an entry (ON DELETE CASCADE) takes its text out of the index too
-    "CREATE TRIGGER IF NOT EXISTS document_segments_ad AFTER DELETE ON document_segments BEGIN "
-    "INSERT INTO document_fts(document_fts, rowid, text) VALUES ('delete', old.id, assay_fold(old.text)); END",
+class DocumentChange(TableModel, table=True):
+    """The change log the text engine (store.textindex) follows: a row each time an entry's documents row is
+    written, replaced or deleted, or the entry holding one moves, appended by triggers in the same transaction. The
+    engine keeps the last ``seq`` it applied and reads only the rows after it, so any process that writes documents
+    (a server, ``assay index``, a worker on another machine) is seen by every server's index."""
+
+    __tablename__ = "document_changes"
+
+    seq: int | None = Field(default=None, sa_column=Column(Integer, primary_key=True, autoincrement=True))
+    entry_id: int = Field(sa_column=Column(Integer, nullable=False))
+
+
+SQLITE_CHANGE_TRIGGERS = (
+    "CREATE TRIGGER IF NOT EXISTS documents_changed_ai AFTER INSERT ON documents BEGIN "
+    "INSERT INTO document_changes(entry_id) VALUES (new.entry_id); END",
+    "CREATE TRIGGER IF NOT EXISTS documents_changed_au AFTER UPDATE ON documents BEGIN "
+    "INSERT INTO document_changes(entry_id) VALUES (new.entry_id); END",
+    "CREATE TRIGGER IF NOT EXISTS documents_changed_ad AFTER DELETE ON documents BEGIN "
+    "INSERT INTO document_changes(entry_id) VALUES (old.entry_id); END",
+    "CREATE TRIGGER IF NOT EXISTS entries_moved_au AFTER UPDATE OF path ON entries "
+    "WHEN new.path IS NOT old.path AND EXISTS (SELECT 1 FROM documents WHERE entry_id = new.id) BEGIN "
+    "INSERT INTO document_changes(entry_id) VALUES (new.id); END",
 )
 
+POSTGRES_CHANGE_TRIGGERS = (
+    "CREATE OR REPLACE FUNCTION assay_document_changed() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+    "IF TG_OP = 'DELETE' THEN INSERT INTO document_changes(entry_id) VALUES (OLD.entry_id); RETURN OLD; END IF; "
+    "INSERT INTO document_changes(entry_id) VALUES (NEW.entry_id); RETURN NEW; END $$",
+    "CREATE OR REPLACE TRIGGER documents_changed AFTER INSERT OR UPDATE OR DELETE ON documents FOR EACH ROW "
+    "EXECUTE FUNCTION assay_document_changed()",
+    "CREATE OR REPLACE FUNCTION assay_entry_moved() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+    "IF NEW.path IS DISTINCT FROM OLD.path AND EXISTS (SELECT 1 FROM documents WHERE entry_id = NEW.id) THEN "
+    "INSERT INTO document_changes(entry_id) VALUES (NEW.id); END IF; RETURN NEW; END $$",
+    "CREATE OR REPLACE TRIGGER entries_moved AFTER UPDATE OF path ON entries FOR EACH ROW "
+    "EXECUTE FUNCTION assay_entry_moved()",
+)
 
-@event.listens_for(DocumentSegment.__table__, "after_create")
-def _document_index(table: Table, connection: Connection, **_kw: Any) -> None:
-    """The full-text index of the segments. SQLite: a contentless FTS5 trigram table (substring matching, as the
-    line check does; it stores no second copy of the text), filled by the writer, emptied by a trigger that calls
-    ``assay_fold`` (registered on every connection by store.engine). PostgreSQL: a pg_trgm GIN index over
-    ``folded``; where the extension cannot be created the searches still work, by scanning."""
-    if connection.dialect.name == "sqlite":
-        for statement in SQLITE_FTS:
-            connection.exec_driver_sql(statement)
-    elif connection.dialect.name == "postgresql":
-        try:
-            with connection.begin_nested():
-                connection.exec_driver_sql("CREATE EXTENSION IF NOT EXISTS pg_trgm")
-                connection.exec_driver_sql("CREATE INDEX IF NOT EXISTS ix_document_segments_trgm ON "
-                                           "document_segments USING gin (folded gin_trgm_ops)")
-        except Exception as exc:  # no pg_trgm here (a managed server without it): searches scan instead
-            log.warning("no trigram index for document search (%s); searches will scan", exc)
+@event.listens_for(SQLModel.metadata, "after_create")
+def _change_triggers(metadata: MetaData, connection: Connection, **_kw: Any) -> None:
+    """The triggers that fill the change log, made once every table exists (each statement is idempotent: a store
+    from before the text engine gets them at its next start)."""
+    if "document_changes" not in inspect(connection).get_table_names():
+        return
+    statements = {"sqlite": SQLITE_CHANGE_TRIGGERS, "postgresql": POSTGRES_CHANGE_TRIGGERS}
+    for statement in statements.get(connection.dialect.name, ()):
+        connection.exec_driver_sql(statement)

@@ -162,8 +162,8 @@ def fill(engine) -> None:
 
 
 class StoreSqlContext:
-    def __init__(self, dialect: str, now: float = NOW) -> None:
-        self.dialect, self.now = dialect, now
+    def __init__(self, engine, now: float = NOW) -> None:
+        self.engine, self.dialect, self.now = engine, engine.dialect.name, now
 
     def column(self, name: str):
         return ENTRIES.c[name]
@@ -180,7 +180,7 @@ class StoreSqlContext:
         return computed_field(name).sql()
 
     def content_prefilter(self, name: str, op: str, value):
-        return content_field(name).prefilter(op, value, self.dialect)
+        return content_field(name).prefilter(op, value, self.engine)
 
 
 class StoreEvalContext:
@@ -213,7 +213,7 @@ class Store:
         self.conn = engine.connect()
         self.entries = [dict(r) for r in self.conn.execute(select(ENTRIES)).mappings()]
         self.py = StoreEvalContext(self.conn)
-        self.sql = StoreSqlContext(self.dialect)
+        self.sql = StoreSqlContext(engine)
 
     def sql_names(self, cond) -> set[str]:
         return set(self.conn.execute(select(ENTRIES.c.name).where(to_sql(cond, self.sql))).scalars())

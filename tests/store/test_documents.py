@@ -1,4 +1,5 @@
-"""The store of extracted text: segmenting, replacing, reading back, staleness and the full-text index triggers."""
+"""The store of extracted text: segmenting, replacing, reading back, staleness and the change log triggers the text
+engine follows."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from flows.documents.model import SEGMENT_CHARS, Extracted, Page, TocItem
 from store import documents as docs
 from store.entries import get_entry, make_row, upsert_entries
 from store.models import DocumentSegment
+from store.textindex.source import changes_after, last_change
 from tests.conftest import BACKENDS, backend_engine
 
 
@@ -35,10 +37,9 @@ def store(request, tmp_path_factory):
         yield engine
 
 
-def fts_rowids(engine, match: str) -> set[int]:
-    with engine.connect() as conn:
-        return set(conn.execute(text("SELECT rowid FROM document_fts WHERE document_fts MATCH :m"),
-                                {"m": match}).scalars())
+def logged_since(engine, seq: int) -> list[int]:
+    """The entries of the change log after ``seq``, in order."""
+    return [e for _, e in changes_after(engine, seq)]
 
 
 def test_segment_size_matches_the_documents_contract():
@@ -73,18 +74,16 @@ def test_written_document_reads_back_by_page_and_by_line(store):
     assert [n for n, *_ in docs.entry_lines(store, eid, line_from=2, line_to=4)] == [2, 3, 4]
 
 
-def test_rewriting_a_document_replaces_its_segments_and_index_entries(store):
+def test_rewriting_a_document_replaces_its_segments_and_logs_each_change(store):
     eid = add_files(store, "/lib/re.md")["/lib/re.md"]
+    before = last_change(store)
     write(store, eid, ["zebra crossing\nold words"], fmt="markdown")
     write(store, eid, ["giraffe neck"], fmt="markdown", key="k2")
+    assert logged_since(store, before) == [eid, eid, eid]  # written, deleted, written again
     assert list(docs.read_pages(store, eid)) == [(1, "giraffe neck", False)]
     assert docs.current_work_keys(store, [eid, 10**9]) == {eid: "k2"}
     with store.connect() as conn:
         assert conn.execute(select(func.count()).where(DocumentSegment.__table__.c.entry_id == eid)).scalar() == 1
-    if store.dialect.name == "sqlite":
-        seg_ids = {c.id for c in docs.candidate_segments(store, match='"giraffe"', entry_id=eid)}
-        assert seg_ids and fts_rowids(store, '"zebra"').isdisjoint(seg_ids | {0}) and not list(
-            docs.candidate_segments(store, match='"zebra"', entry_id=eid))
 
 
 def test_a_large_document_spans_transactions_and_stays_whole(store, monkeypatch):
@@ -144,10 +143,11 @@ def test_files_under_hidden_folders_are_not_waited_for(store):
     assert docs.pending_count(store, entry_id=ids["/h/.hidden.md"], extensions=EXTENSIONS) == (1, 0)
 
 
-def test_deleting_documents_and_entries_removes_their_text(store):
+def test_deleting_documents_and_entries_removes_their_text_and_logs_it(store):
     ids = add_files(store, "/del/a.md", "/del/b.md")
     for eid in ids.values():
         write(store, eid, ["platypus"], fmt="markdown")
+    before = last_change(store)
     assert docs.delete_documents(store, [ids["/del/a.md"]]) == 1
     assert docs.document_row(store, ids["/del/a.md"]) is None
     with store.begin() as conn:
@@ -156,21 +156,18 @@ def test_deleting_documents_and_entries_removes_their_text(store):
         left = conn.execute(select(func.count()).where(
             DocumentSegment.__table__.c.entry_id.in_(list(ids.values())))).scalar()
     assert left == 0
-    if store.dialect.name == "sqlite":
-        assert fts_rowids(store, '"platypus"') == set()
+    assert logged_since(store, before) == [ids["/del/a.md"], ids["/del/b.md"]]  # the cascade is logged too
 
 
-def test_candidates_come_in_path_order_from_ok_documents_in_scope(store):
-    ids = add_files(store, "/c/z.md", "/c/a.md", "/c/m/b.md", "/elsewhere/a.md")
-    for eid in ids.values():
-        write(store, eid, ["wombat one", "wombat two"], fmt="markdown", segment_chars=5)
-    sqlite = store.dialect.name == "sqlite"
-    kw = {"match": '"wombat"'} if sqlite else {"like": "wombat"}
-    got = [(c.path, c.seq, c.page) for c in docs.candidate_segments(store, under=["/c"], batch=2, **kw)]
-    assert got == [(p, s, s + 1) for p in ("/c/a.md", "/c/m/b.md", "/c/z.md") for s in (0, 1)]
-    kw = {"match": '"wombat" AND "two"'} if sqlite else {"like": ("and", ("wombat", "two"))}
-    assert [(c.path, c.text) for c in docs.candidate_segments(store, entry_id=ids["/c/z.md"], **kw)] == [
-        ("/c/z.md", "wombat two")]
+def test_moving_an_entry_with_text_is_logged_and_one_without_is_not(store):
+    ids = add_files(store, "/mv/a.md", "/mv/b.md")
+    write(store, ids["/mv/a.md"], ["wombat"], fmt="markdown")
+    before = last_change(store)
+    with store.begin() as conn:
+        conn.execute(text("UPDATE entries SET path = '/mv/c.md' WHERE path = '/mv/a.md'"))
+        conn.execute(text("UPDATE entries SET path = '/mv/d.md' WHERE path = '/mv/b.md'"))
+        conn.execute(text("UPDATE entries SET size = 99 WHERE path = '/mv/c.md'"))
+    assert logged_since(store, before) == [ids["/mv/a.md"]]
 
 
 def test_the_last_of_two_results_for_one_entry_wins(store):

@@ -68,9 +68,10 @@ def library(store):
     return base, ids, pages
 
 
-def test_matches_come_in_path_and_line_order_with_pages_for_paged_formats(store, library):
+def test_sorted_by_path_matches_come_in_path_and_line_order_with_pages_for_paged_formats(store, library):
     base, _, _ = library
-    out = search(store, "attack", under=[base], context_lines=0, display=lambda p: p.removeprefix(base + "/"))
+    out = search(store, "attack", under=[base], context_lines=0, display=lambda p: p.removeprefix(base + "/"),
+                 sort="path")
     assert [(m.document, m.line, m.text, m.page, m.ocr) for m in out.matches] == [
         ("notes/n.md", 2, "an Attack of opportunity", None, False),
         ("rules.pdf", 2, "the attack begins", 1, False),
@@ -261,8 +262,16 @@ def test_the_index_answers_what_a_line_by_line_scan_does(store, documents, query
             if (line_matches(fuzzy_tree, line) if fuzzy else holds(query, line)):
                 expected.append((path, i + 1, line, lines[max(0, i - context):i], lines[i + 1:i + 1 + context],
                                  page_of[i] if fmt == "pdf" else None))
-    out = search(store, text, under=[base], context_lines=context, max_results=max_results, fuzzy=fuzzy)
+    out = search(store, text, under=[base], context_lines=context, max_results=max_results, fuzzy=fuzzy, sort="path")
     got = [(m.document, m.line, m.text, m.context_before, m.context_after, m.page) for m in out.matches]
     assert got == expected[:max_results]
     assert out.total_matches == len(expected) and out.truncated == (len(expected) > max_results)
     assert (out.pending_documents, out.failed_documents) == (0, 0)
+    # ranked by relevance: the same count, matches drawn from the same lines, each document's in line order
+    ranked = search(store, text, under=[base], context_lines=context, max_results=max_results, fuzzy=fuzzy)
+    shown = [(m.document, m.line, m.text, m.context_before, m.context_after, m.page) for m in ranked.matches]
+    assert ranked.total_matches == len(expected) and len(shown) == min(max_results, len(expected))
+    assert all(item in expected for item in shown)
+    for doc in {m.document for m in ranked.matches}:
+        lines = [m.line for m in ranked.matches if m.document == doc]
+        assert lines == sorted(lines)

@@ -1,0 +1,58 @@
+"""The text engine (store.textindex) of a store, one per store in a process: where its files live and when it
+catches up.
+
+Files: SQLite: ``<database file>.textindex/`` beside it; any other store (PostgreSQL): ``<data dir>/textindex/<12 hex
+digits of the store URL's hash>/``. A serving process keeps the index caught up from a background thread
+(``start_text_index``, the documents capability's ``start_background``); any search catches up first with a small
+budget, so text written a moment ago by another process is found.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from pathlib import Path
+
+from sqlalchemy.engine import Engine
+
+from flows.core.capability import data_dir
+from store.engine import database_file
+from store.textindex import TextIndex
+
+_lock = threading.Lock()
+_indexes: dict[str, TextIndex] = {}
+
+
+def text_index_dir(engine: Engine) -> Path:
+    """The directory of ``engine``'s text index (created)."""
+    db = database_file(engine)
+    if db is not None:
+        path = db.with_name(db.name + ".textindex")
+    else:
+        url = engine.url.render_as_string(hide_password=True)
+        path = data_dir() / "textindex" / hashlib.sha256(url.encode()).hexdigest()[:12]
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def text_index(engine: Engine) -> TextIndex:
+    """The process's TextIndex of ``engine``'s store."""
+    key = engine.url.render_as_string(hide_password=False)
+    with _lock:
+        index = _indexes.get(key)
+        if index is None or index.engine is not engine and index.engine.url != engine.url:
+            index = _indexes[key] = TextIndex(text_index_dir(engine), engine)
+        return index
+
+
+def start_text_index(engine: Engine) -> None:
+    """Keep the store's text index caught up in the background (a serving process)."""
+    text_index(engine).start()
+
+
+def close_text_indexes() -> None:
+    """Stop the background threads and let go of the files (tests; a process that ends needs nothing)."""
+    with _lock:
+        for index in _indexes.values():
+            index.close()
+        _indexes.clear()

@@ -1,0 +1,365 @@
+"""The text engine's index: a directory of immutable segments and a manifest, kept in step with the store.
+
+Files in the directory the caller names (one per store; flows.documents.paths.text_index_dir):
+
+- ``seg-<n>.tx``: segments (store.textindex.segment), each written whole and renamed into place;
+- ``manifest.json``: the live segments, the documents deleted from each (tombstones), the last change of the
+  store's log applied (``applied``) and the entries changed but not indexed yet (``queued``); written atomically;
+- ``writer.lock``: held (flock) by the one process that writes the index. Any other process reads it: it reloads
+  the manifest when it changes and treats entries changed in the store after ``applied`` as not searchable yet.
+
+The store is the source of truth. Catching up (``sync``) reads the change log after ``applied``: each changed entry
+leaves the index at once (its document is tombstoned) and is queued; queued entries are read back from the store and
+indexed, a few thousand documents per segment. A search calls ``sync`` with a small budget, so a document written a
+moment ago is found; what is still queued is reported as pending by the caller. A manifest or segment that cannot
+be read, or a store whose log went back (a restored backup), makes the index rebuild itself from the store.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.engine import Engine
+
+from store.textindex import source
+from store.textindex.segment import CorruptSegment, DocIn, Segment, SegmentBuilder
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not on Linux/macOS: one process per index
+    fcntl = None  # type: ignore[assignment]
+
+log = logging.getLogger(__name__)
+
+MANIFEST = "manifest.json"
+LOCK = "writer.lock"
+FORMAT = 1
+FLUSH_BYTES = 48_000_000  # text per segment written by a catch-up
+SEARCH_BUDGET = 400  # queued documents a search indexes itself before it answers; the rest are pending
+MAX_SEGMENTS = 16  # more than this, and the smallest are merged
+POLL_SECONDS = 0.5
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What a search reads: the live segments, each one's tombstoned documents, and the entries not searchable yet
+    (changed in the store, not indexed again)."""
+
+    segments: tuple[Segment, ...] = ()
+    deleted: dict[str, frozenset[int]] = field(default_factory=dict)
+    queued: frozenset[int] = frozenset()
+    generation: int = 0
+
+
+class TextIndex:
+    """One store's text index in ``directory``. ``writer`` None: write when this process can take the lock."""
+
+    def __init__(self, directory: Path, engine: Engine) -> None:
+        self.dir = Path(directory)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.engine = engine
+        self._lock = threading.RLock()  # the manifest, the open segments, the snapshot: held briefly
+        self._indexing = threading.Lock()  # one thread indexes queued documents at a time
+        self._lock_fd: int | None = None
+        self._segments: dict[str, Segment] = {}
+        self._manifest: dict[str, Any] = {}
+        self._manifest_stamp: tuple[int, int] | None = None
+        self._where: dict[int, tuple[str, int]] = {}  # entry id -> (segment, document index) of its live version
+        self._snapshot = Snapshot()
+        self._generation = 0
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._load()
+
+    # --- state ----------------------------------------------------------------------------------------------
+
+    @property
+    def writer(self) -> bool:
+        if self._lock_fd is not None:
+            return True
+        if fcntl is None:
+            return True
+        fd = os.open(self.dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return False
+        self._lock_fd = fd
+        self._load()  # the last writer may have left more than this process saw
+        return True
+
+    def _stamp(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.dir / MANIFEST)
+        except FileNotFoundError:
+            return None
+        return st.st_mtime_ns, st.st_size
+
+    def _load(self) -> None:
+        """Read the manifest and open its segments; an unreadable one (or none, in a writer) means a rebuild."""
+        with self._lock:
+            stamp = self._stamp()
+            manifest: dict[str, Any] | None = None
+            segments: dict[str, Segment] = {}
+            if stamp is not None:
+                try:
+                    manifest = json.loads((self.dir / MANIFEST).read_text())
+                    if manifest.get("format") != FORMAT:
+                        raise ValueError(f"format {manifest.get('format')}")
+                    for item in manifest["segments"]:
+                        name = item["name"]
+                        segments[name] = self._segments.get(name) or Segment(self.dir / name)
+                except (OSError, ValueError, KeyError, TypeError, CorruptSegment) as exc:
+                    log.warning("the text index in %s cannot be read (%s): it is rebuilt from the store", self.dir,
+                                exc)
+                    manifest = None
+            if manifest is None:
+                manifest = {"format": FORMAT, "applied": 0, "queued": [], "segments": [], "next": 1,
+                            "rebuild": True}
+                segments = {}
+            self._manifest, self._segments, self._manifest_stamp = manifest, segments, stamp
+            self._where = {}
+            for item in manifest["segments"]:
+                seg = segments[item["name"]]
+                gone = set(item.get("deleted", ()))
+                for k, doc in enumerate(seg.docs):
+                    if k not in gone:
+                        self._where[doc.entry_id] = (item["name"], k)
+            self._publish(frozenset(self._queued()))
+
+    def _publish(self, queued: frozenset[int]) -> None:
+        self._generation += 1
+        names = [item["name"] for item in self._manifest["segments"]]
+        self._snapshot = Snapshot(
+            segments=tuple(self._segments[n] for n in names),
+            deleted={item["name"]: frozenset(item.get("deleted", ())) for item in self._manifest["segments"]},
+            queued=queued, generation=self._generation)
+
+    def _save(self) -> None:
+        tmp = self.dir / (MANIFEST + ".tmp")
+        tmp.write_text(json.dumps(self._manifest, separators=(",", ":")))
+        os.replace(tmp, self.dir / MANIFEST)
+        self._manifest_stamp = self._stamp()
+
+    # --- catching up ----------------------------------------------------------------------------------------
+
+    def snapshot(self, budget: int | None = SEARCH_BUDGET) -> Snapshot:
+        """The index as a search should read it now: caught up with the store's log, with at most ``budget``
+        queued documents indexed first (None: all of them). While another thread is indexing, the queued ones
+        are left to it (they stay in ``queued``)."""
+        return self.sync(budget, wait=False)
+
+    def sync(self, budget: int | None = None, *, wait: bool = True) -> Snapshot:
+        """Apply the store's changes since the last sync, then index up to ``budget`` queued documents (None: all;
+        ``wait`` False: not when another thread is indexing already)."""
+        with self._lock:
+            if not self.writer:
+                return self._follow()
+            if self._manifest.get("rebuild") or source.last_change(self.engine) < self._manifest["applied"]:
+                self._rebuild()
+            self._apply_changes()
+        if budget != 0 and self._manifest["queued"] and self._indexing.acquire(blocking=wait):
+            try:
+                self._index_queued(budget)
+            finally:
+                self._indexing.release()
+        return self._snapshot
+
+    def _queued(self) -> dict[int, int]:
+        """Entry id -> the change number that queued it."""
+        return {int(e): int(v) for e, v in self._manifest["queued"]}
+
+    def _follow(self) -> Snapshot:
+        """A reader: the writer's manifest, and what changed in the store after it, as not searchable yet."""
+        if self._stamp() != self._manifest_stamp:
+            self._load()
+        if self._manifest.get("rebuild"):  # no index written yet: everything searchable is pending
+            queued = set(source.searchable_entries(self.engine))
+        else:
+            queued = set(self._queued())
+        changed = {e for _, e in source.changes_after(self.engine, self._manifest["applied"])}
+        queued |= changed
+        if queued != set(self._snapshot.queued):
+            self._snapshot = Snapshot(self._snapshot.segments, self._snapshot.deleted, frozenset(queued),
+                                      self._snapshot.generation)
+        return self._snapshot
+
+    def _rebuild(self) -> None:
+        applied = source.last_change(self.engine)  # read first: a write after it is in the log as well
+        queued = source.searchable_entries(self.engine)
+        log.info("text index: rebuilding %s from the store (%d documents)", self.dir, len(queued))
+        old = set(self._segments)
+        self._manifest = {"format": FORMAT, "applied": applied, "queued": [[e, applied] for e in queued],
+                          "segments": [], "next": self._manifest.get("next", 1)}
+        self._segments, self._where = {}, {}
+        self._save()
+        self._remove_files(old)
+        self._publish(frozenset(queued))
+
+    def _apply_changes(self) -> None:
+        changes = source.changes_after(self.engine, self._manifest["applied"])
+        if not changes:
+            return
+        queued = self._queued()
+        by_name = {item["name"]: item for item in self._manifest["segments"]}
+        for seq, entry_id in changes:
+            where = self._where.pop(entry_id, None)
+            if where is not None:
+                item = by_name[where[0]]
+                item["deleted"] = sorted(set(item.get("deleted", ())) | {where[1]})
+            queued[entry_id] = seq
+        self._manifest["applied"] = changes[-1][0]
+        self._manifest["queued"] = sorted([e, v] for e, v in queued.items())
+        self._save()
+        self._publish(frozenset(queued))
+
+    def _index_queued(self, budget: int | None) -> None:
+        """Read queued documents from the store and write them as segments (no lock held while reading and
+        tokenising: searches go on; the manifest changes under the lock at each flush)."""
+        with self._lock:
+            take = sorted(self._queued().items())
+        if budget is not None:
+            take = take[:budget]
+        builder = SegmentBuilder()
+        done: dict[int, int] = {}
+        for i in range(0, len(take), source.CHUNK):
+            part = dict(take[i:i + source.CHUNK])
+            for doc in source.read_documents(self.engine, part, 0):
+                doc.version = part[doc.entry_id]
+                builder.add(doc)
+            done.update(part)
+            if builder.text_bytes >= FLUSH_BYTES:
+                self._flush(builder, done)
+                builder, done = SegmentBuilder(), {}
+            if self._stop.is_set():
+                break
+        self._flush(builder, done)
+
+    def _flush(self, builder: SegmentBuilder, done: dict[int, int]) -> None:
+        """Write what ``builder`` holds as a segment and take the entries of ``done`` (entry -> the change it was
+        read for) off the queue, in one manifest write. An entry changed again since it was read stays queued,
+        and the version just written is tombstoned at once."""
+        if not done and not len(builder):
+            return
+        name = f"seg-{self._manifest['next']:06d}.tx"
+        if len(builder):
+            builder.write(self.dir / name)
+        with self._lock:
+            queued = self._queued()
+            finished = {e for e, v in done.items() if queued.get(e) == v}
+            if len(builder):
+                self._manifest["next"] += 1
+                seg = Segment(self.dir / name)
+                self._segments[name] = seg
+                stale = [k for k, doc in enumerate(seg.docs) if doc.entry_id not in finished]
+                self._manifest["segments"].append({"name": name, "deleted": stale})
+                for k, doc in enumerate(seg.docs):
+                    if doc.entry_id in finished:
+                        self._where[doc.entry_id] = (name, k)
+            for e in finished:
+                queued.pop(e, None)
+            self._manifest["queued"] = sorted([e, v] for e, v in queued.items())
+            self._save()
+            self._publish(frozenset(queued))
+
+    # --- merging --------------------------------------------------------------------------------------------
+
+    def merge(self, max_segments: int = MAX_SEGMENTS) -> bool:
+        """Merge the smallest segments into one when there are more than ``max_segments``, and rewrite a segment
+        more than half of whose lines are deleted; returns whether anything changed. Writer only; searches go on
+        reading the old segments until the new one replaces them."""
+        if not self.writer:
+            return False
+        with self._indexing:
+            with self._lock:
+                items = self._manifest["segments"]
+                pick = [it["name"] for it in items
+                        if 2 * sum(self._segments[it["name"]].docs[k].count for k in it.get("deleted", ()))
+                        > max(1, self._segments[it["name"]].lines)]
+                if len(items) > max_segments:
+                    by_size = sorted(items, key=lambda it: self._segments[it["name"]].text_bytes)
+                    pick += [it["name"] for it in by_size[:len(items) - max_segments + 1] if it["name"] not in pick]
+                if not pick:
+                    return False
+                sources = [(n, self._segments[n], set(next(it for it in items if it["name"] == n)["deleted"]))
+                           for n in pick]
+                name = f"seg-{self._manifest['next']:06d}.tx"
+                self._manifest["next"] += 1
+            builder = SegmentBuilder()
+            origin: list[tuple[str, int]] = []
+            for seg_name, seg, gone in sources:
+                for k, doc in enumerate(seg.docs):
+                    if k not in gone:
+                        builder.add(DocIn(doc.entry_id, doc.version, doc.path, doc.format,
+                                          seg.line_range(doc.first, doc.first + doc.count), seg.runs_of(k)))
+                        origin.append((seg_name, k))
+            if len(builder):
+                builder.write(self.dir / name)
+            with self._lock:
+                picked = set(pick)
+                self._manifest["segments"] = [it for it in self._manifest["segments"] if it["name"] not in picked]
+                if len(builder):
+                    merged = Segment(self.dir / name)
+                    self._segments[name] = merged
+                    live = [self._where.get(doc.entry_id) == origin[k] for k, doc in enumerate(merged.docs)]
+                    self._manifest["segments"].append(
+                        {"name": name, "deleted": [k for k, ok in enumerate(live) if not ok]})
+                    for k, doc in enumerate(merged.docs):
+                        if live[k]:
+                            self._where[doc.entry_id] = (name, k)
+                for n in picked:
+                    self._segments.pop(n, None)
+                self._save()
+                self._publish(frozenset(self._queued()))
+                self._remove_files(picked)
+            return True
+
+    def _remove_files(self, names: set[str]) -> None:
+        for name in names:
+            try:
+                (self.dir / name).unlink()
+            except FileNotFoundError:
+                pass
+        for path in self.dir.glob("seg-*.tx*"):  # a segment a crash left out of the manifest
+            if path.name not in self._segments and time.time() - path.stat().st_mtime > 60:
+                path.unlink(missing_ok=True)
+
+    # --- in the background ----------------------------------------------------------------------------------
+
+    def start(self, interval: float = POLL_SECONDS) -> None:
+        """Keep the index caught up from a daemon thread (a server does; a one-off search syncs itself)."""
+        if self._thread is not None:
+            return
+        self._stop.clear()
+
+        def loop() -> None:
+            while not self._stop.wait(interval):
+                try:
+                    self.sync(budget=None)
+                    self.merge()
+                except Exception:  # the store or the disk failed this round: logged, tried again
+                    log.exception("text index: catching up failed")
+
+        self._thread = threading.Thread(target=loop, name="textindex", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+            self._thread = None
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def files_size(self) -> int:
+        """Bytes of the index's files."""
+        return sum(p.stat().st_size for p in self.dir.iterdir() if p.is_file())
