@@ -138,18 +138,19 @@ class SegmentBuilder:
 
 
 def _group(ids: np.ndarray, lines: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(token, line) pairs sorted by token then line, duplicates removed. The pairs come in line order, so a
-    stable sort by token keeps each token's lines in order; it runs as radix passes over 16-bit halves."""
+    """(token, line) pairs sorted by token then line, duplicates removed: one 64-bit key per pair, sorted in place
+    (NumPy's vectorised sort: several times faster than stable argsorts and the gathers they need)."""
     if len(ids) == 0:
         return ids, lines
-    order = np.argsort((ids & 0xFFFF).astype(np.uint16), kind="stable")
-    if ids.max() > 0xFFFF:
-        high = (ids[order] >> 16).astype(np.uint16)
-        order = order[np.argsort(high, kind="stable")]
-    t, line = ids[order], lines[order]
-    keep = np.ones(len(t), dtype=bool)
-    keep[1:] = (t[1:] != t[:-1]) | (line[1:] != line[:-1])
-    return t[keep], line[keep]
+    keys = ids.astype(np.uint64)
+    keys <<= np.uint64(32)
+    keys |= lines
+    keys.sort()
+    keep = np.empty(len(keys), dtype=bool)
+    keep[0] = True
+    np.not_equal(keys[1:], keys[:-1], out=keep[1:])
+    keys = keys[keep]
+    return (keys >> np.uint64(32)).astype(np.uint32), (keys & np.uint64(0xFFFFFFFF)).astype(np.uint32)
 
 
 def _postings(tokens: np.ndarray, lines: np.ndarray, vocab: int) -> dict[str, Any]:

@@ -5,16 +5,18 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Iterator
 
+import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 
-from store.models import Document, DocumentChange, DocumentSegment, Entry
+from store.models import Chunk, Document, DocumentChange, DocumentSegment, Entry
 from store.textindex.segment import DocIn
 
 C = DocumentChange.__table__
 D = Document.__table__
 S = DocumentSegment.__table__
 E = Entry.__table__
+K = Chunk.__table__
 
 CHUNK = 200  # entries per read
 CHARS = 16_000_000  # ... and about this many characters of text
@@ -47,6 +49,18 @@ def entry_paths(engine: Engine, entry_ids: Iterable[int]) -> dict[int, str]:
             out.update((int(k), p) for k, p in conn.execute(
                 select(E.c.id, E.c.path).where(E.c.id.in_(ids[i:i + 900]))))
     return out
+
+
+def collection_units(engine: Engine, collection_id: int
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A semantic collection's chunks as passages of lines: (ids, entries, first lines, last lines, lengths in
+    characters), ordered by id."""
+    with engine.connect() as conn:
+        rows = conn.execute(select(K.c.id, K.c.entry_id, K.c.line_start, K.c.line_end, K.c.end - K.c.start)
+                            .where(K.c.collection_id == collection_id).order_by(K.c.id)).all()
+    cols = list(zip(*rows)) if rows else [(), (), (), (), ()]
+    return (np.array(cols[0], dtype=np.int64), np.array(cols[1], dtype=np.int64), np.array(cols[2], dtype=np.int64),
+            np.array(cols[3], dtype=np.int64), np.maximum(np.array(cols[4], dtype=np.float64), 1.0))
 
 
 def read_documents(engine: Engine, entry_ids: Iterable[int], version: int) -> Iterator[DocIn]:

@@ -31,7 +31,7 @@ _STEMMER = snowballstemmer.stemmer("english")
 
 @lru_cache(maxsize=65_536)
 def stem(word: str) -> str:
-    return _STEMMER.stemWord(word)
+    return str(_STEMMER.stemWord(word))
 
 
 @dataclass(frozen=True)
