@@ -1,11 +1,11 @@
 """Reference 001's boolean search queries: parsed with a Lark grammar (``query.lark``) into the query tree of
-:mod:`flows.documents.model`, checked line by line (:func:`line_matches`), and turned into what the full-text index
-can answer (:func:`prefilter` for SQLite FTS5, :func:`prefilter_terms` for PostgreSQL's trigram LIKE).
+:mod:`flows.documents.model`, checked line by line (:func:`line_matches`), and turned into the text engine's tree
+(:func:`to_node`, store.textindex).
 
 Matching is per line and case-folded with :func:`store.fold.fold`: a word or a phrase matches a line whose folded
-text contains its folded text (like ``grep -i -F``). The index narrows a search to the segments that hold every
-needed substring; the line check decides. The prefilter is always a superset of what the line check accepts, so the
-index never loses a line a plain scan would find (the property test in tests/flows/documents/test_search.py).
+text contains its folded text (like ``grep -i -F``). The engine answers exactly where its postings can and leaves the
+other lines it cannot rule out to the line check, so a search never loses a line a plain scan would find (the
+property test in tests/flows/documents/test_search.py).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from dsl.limits import MAX_DEPTH
 from flows.documents.model import And, NotQ, Or, Query, Term
 from store.errors import DocumentError
 from store.fold import fold
+from store.textindex.search import AllOf, AnyOf, Leaf, Node, NoneOf
 
 MAX_QUERY_CHARS = 4_000
-MIN_INDEXED = 3  # the trigram index cannot look up shorter strings: they are checked on the lines only
 FUZZY_MIN = 4  # words shorter than this are matched exactly even with fuzzy
 FUZZY_LONG = 8  # words this long tolerate two edits, shorter ones one
 SYNTAX = ('space = AND, | = OR, a leading - = NOT, "..." = a phrase, ( ) to group; e.g. '
@@ -262,100 +262,15 @@ def line_matches(query: Query, line: str) -> bool:
     return compile_query(query)(fold(line))
 
 
-def line_needles(query: Query) -> tuple[str, ...] | None:
-    """Folded substrings of which every matching line holds at least one, or None (a NOT, a fuzzy term): search
-    finds them with ``str.find`` over a whole segment and checks only the lines they are on, instead of every line.
-    A term gives itself; an AND the longest such set among its children (a longer needle is rarer); an OR the
-    union of its children's (every child must have one)."""
+def to_node(query: Query) -> Node:
+    """The query tree as the text engine takes it (store.textindex): each term its folded needle (None for a fuzzy
+    one: the index cannot narrow what a typo may turn into, so the line check decides every line)."""
     if isinstance(query, Term):
-        return None if query.fuzzy else (fold(query.text),)
+        return Leaf(None if query.fuzzy else fold(query.text))
     if isinstance(query, NotQ):
-        return None
-    parts = [line_needles(c) for c in query.children]
-    kept = [p for p in parts if p is not None]
-    if isinstance(query, And):
-        return max(kept, key=lambda p: min(len(n) for n in p)) if kept else None
-    if len(kept) < len(parts):
-        return None
-    return tuple(dict.fromkeys(n for p in kept for n in p))
-
-
-def lines_holding(text: str, needles: tuple[str, ...]) -> list[tuple[int, int, int]]:
-    """The lines of ``text`` that contain any of ``needles``, in order, as (index in ``text.split("\\n")``, start,
-    end offsets): each needle is found with str.find (C speed) and a line is listed once however many hits it has,
-    so a search checks those lines only and never splits a segment it only counts in."""
-    found: dict[int, tuple[int, int, int]] = {}
-    for needle in needles:
-        if "\n" in needle:  # a line never holds a newline: no line can match this needle
-            continue
-        pos = text.find(needle)
-        line, last = 0, 0
-        while pos != -1:
-            line += text.count("\n", last, pos)
-            start = text.rfind("\n", 0, pos) + 1
-            end = text.find("\n", pos)
-            end = len(text) if end == -1 else end
-            found.setdefault(line, (line, start, end))
-            if end == len(text):
-                break
-            line += 1  # go on from the next line: this one is listed
-            last = end + 1
-            pos = text.find(needle, last)
-    return [found[k] for k in sorted(found)]
-
-
-# --- what the index can answer ------------------------------------------------------------------------------------
-
-Needles = Union[str, tuple[str, tuple["Needles", ...]]]
-
-
-def prefilter_terms(query: Query) -> Needles | None:
-    """The folded substrings a segment must hold for a line of it to match, as a tree: a str, or ("and" | "or",
-    children); None when the index cannot narrow (a NOT, a string under 3 characters, a fuzzy term too short for
-    some of its trigrams to survive every typo it tolerates: see _fuzzy_trigrams)."""
-    if isinstance(query, Term):
-        needle = fold(query.text)
-        if query.fuzzy:
-            return _fuzzy_trigrams(needle)
-        return None if len(needle) < MIN_INDEXED else needle
-    if isinstance(query, NotQ):
-        return None
-    parts = [prefilter_terms(c) for c in query.children]
-    kept = tuple(p for p in parts if p is not None)
-    if isinstance(query, And):
-        return None if not kept else kept[0] if len(kept) == 1 else ("and", kept)
-    if len(kept) < len(parts):
-        return None
-    return kept[0] if len(kept) == 1 else ("or", kept)
-
-
-def _fuzzy_trigrams(needle: str) -> Needles | None:
-    """The trigrams a word within the fuzzy distance of ``needle`` must share with it, as an OR: one edit
-    (insertion, deletion, substitution, or a swap of neighbours) changes at most 4 of a word's trigrams, so a word
-    of L characters within k edits keeps at least L - 2 - 4k of them intact, and they are substrings of the line's
-    word. When that bound is not positive (short words, phrases whose words the line may space differently), the
-    index cannot narrow: None."""
-    if needle != needle.strip() or any(ch.isspace() for ch in needle):
-        return None
-    limit = 2 if len(needle) >= FUZZY_LONG else 1
-    if len(needle) - 2 - 4 * limit < 1:
-        return None
-    grams = tuple(sorted({needle[i:i + 3] for i in range(len(needle) - 2)}))
-    return grams[0] if len(grams) == 1 else ("or", grams)
-
-
-def _fts(tree: Needles) -> str:
-    if isinstance(tree, str):
-        return '"' + tree.replace('"', '""') + '"'
-    op, children = tree
-    return "(" + f" {op.upper()} ".join(_fts(c) for c in children) + ")"
-
-
-def prefilter(query: Query) -> str | None:
-    """The FTS5 MATCH expression (over the trigram index of folded segments) selecting a superset of the segments
-    that hold a matching line; None when the index cannot narrow the search."""
-    tree = prefilter_terms(query)
-    return None if tree is None else _fts(tree)
+        return NoneOf(to_node(query.child))
+    kind = AllOf if isinstance(query, And) else AnyOf
+    return kind(tuple(to_node(c) for c in query.children))
 
 
 def to_text(query: Query) -> str:

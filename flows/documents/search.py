@@ -5,27 +5,27 @@ which the line check of flows.documents.query decides, so results always equal a
 ``search`` catches the engine up with the store first (a few hundred documents at most; the rest, and documents not
 extracted yet or unreadable, are counted as pending / failed so a search never silently returns less), ranks the
 documents (BM25; ``sort="path"`` for path order) and returns the first ``max_results`` matches with their context.
-``search_many`` runs several queries at once, each failing alone.
+``search_many`` runs several queries at once, on every core (flows.documents.search_pool), each failing alone.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Callable, Iterable
 
 from sqlalchemy.engine import Engine
 
+from flows.documents import search_pool
 from flows.documents.formats import EXTENSIONS
-from flows.documents.model import PAGED_FORMATS, And, LineMatch, NotQ, Or, Query, SearchOutcome, Term
-from flows.documents.query import compile_query, parse_query
+from flows.documents.model import PAGED_FORMATS, LineMatch, SearchOutcome
+from flows.documents.query import compile_query, parse_query, to_node
 from flows.documents.text_index import text_index
 from store import documents as store
 from store.errors import AssayError, DocumentError, InvalidInput
-from store.fold import fold
-from store.textindex import AllOf, AnyOf, Leaf, Node, NoneOf, Scope, SearchTimeout, Snapshot
+from store.textindex import Result, Scope, SearchTimeout, Snapshot
 from store.textindex import search as engine_search
 
 log = logging.getLogger(__name__)
@@ -33,7 +33,6 @@ log = logging.getLogger(__name__)
 TIMEOUT_ENV = "ASSAY_SEARCH_TIMEOUT"
 MAX_CONTEXT_LINES = 50
 MAX_RESULTS = 10_000  # the tools allow 500 (reference 001); the CLI may print more, kept in memory all the same
-CONCURRENCY = 4  # queries of one search_many run at once
 SORTS = ("relevance", "path")
 
 
@@ -62,18 +61,6 @@ def _check_limits(context_lines: int, max_results: int, sort: str = "relevance")
         raise InvalidInput(f"sort must be one of: {', '.join(SORTS)}; got {sort!r}", field="sort")
 
 
-def to_node(query: Query) -> Node:
-    """The query tree as the engine takes it: each term its folded needle (None for a fuzzy one: the index cannot
-    narrow what a typo may turn into, so the line check decides every line)."""
-    if isinstance(query, Term):
-        return Leaf(None if query.fuzzy else fold(query.text))
-    if isinstance(query, NotQ):
-        return NoneOf(to_node(query.child))
-    kind = AllOf if isinstance(query, And) else AnyOf
-    assert isinstance(query, (And, Or))
-    return kind(tuple(to_node(c) for c in query.children))
-
-
 def search(engine: Engine, query: str, *, under: list[str] | None = None, entry_id: int | None = None,
            context_lines: int = 5, max_results: int = 20, fuzzy: bool = False, timeout: float | None = None,
            display: Callable[[str], str] = str, count_pending: bool = True, sort: str = "relevance",
@@ -97,12 +84,17 @@ def search(engine: Engine, query: str, *, under: list[str] | None = None, entry_
                                sort=sort, deadline=deadline)
     except SearchTimeout:
         raise _timeout(query, timeout or 0.0) from None  # a deadline means a timeout was given
+    pending, failed = _pending(engine, snap, under, entry_id) if count_pending else (0, 0)
+    return _outcome(query, result, display, pending, failed, started)
+
+
+def _outcome(query: str, result: Result, display: Callable[[str], str], pending: int, failed: int,
+             started: float) -> SearchOutcome:
     matches: list[LineMatch] = [
         SourcedMatch(document=display(h.path), line=h.line, text=h.text, context_before=h.before,
                      context_after=h.after, page=h.page if h.format in PAGED_FORMATS else None, ocr=h.ocr,
                      entry_id=h.entry_id, path=h.path)
         for h in result.hits]
-    pending, failed = _pending(engine, snap, under, entry_id) if count_pending else (0, 0)
     elapsed_ms = (time.monotonic() - started) * 1000
     log.debug("search %r: %d matching lines, %d pending, %d failed, %.1f ms", query, result.total, pending, failed,
               elapsed_ms)
@@ -120,28 +112,57 @@ def _pending(engine: Engine, snap: Snapshot, under: list[str] | None, entry_id: 
     return pending, failed
 
 
-def search_many(engine: Engine, queries: Iterable[str], **options: Any) -> dict[str, SearchOutcome | AssayError]:
-    """Run each query (the same options as :func:`search`) at once in threads; the result maps each query to its
-    SearchOutcome, or to the error that stopped it (one failing query does not stop the others)."""
+def search_many(engine: Engine, queries: Iterable[str], *, under: list[str] | None = None,
+                entry_id: int | None = None, context_lines: int = 5, max_results: int = 20, fuzzy: bool = False,
+                timeout: float | None = None, display: Callable[[str], str] = str, sort: str = "relevance",
+                parallel: bool = True) -> dict[str, SearchOutcome | AssayError]:
+    """Run the queries (the options of :func:`search`) at once over one snapshot of the index: each in a worker
+    process of flows.documents.search_pool (every core), or one after another when ``parallel`` is False or there
+    is one. The result maps each query to its SearchOutcome, or to the error that stopped it (one failing query
+    does not stop the others); what is not searchable yet is counted once for all of them."""
     unique = list(dict.fromkeys(queries))
     if not unique:
         return {}
-    snap = text_index(engine).snapshot()
-
-    def run(q: str) -> SearchOutcome | AssayError:
+    started = time.monotonic()
+    _check_limits(context_lines, max_results, sort)
+    index = text_index(engine)
+    snap = index.snapshot()
+    scope = Scope(tuple(under) if under is not None else None, entry_id)
+    deadline = started + timeout if timeout else None
+    results: dict[str, SearchOutcome | AssayError] = {}
+    valid: list[str] = []
+    for q in unique:
         try:
-            return search(engine, q, count_pending=False, snapshot=snap, **options)
+            parse_query(q, fuzzy=fuzzy)
+            valid.append(q)
         except AssayError as exc:
-            return exc
-        except Exception as exc:  # a store failure on one query: reported with the query, the others go on
+            results[q] = exc
+    pending, failed = _pending(engine, snap, under, entry_id)
+    futures: dict[str, Future[Result]] = {}
+    if parallel and len(valid) > 1 and search_pool.WORKERS > 1:
+        for q in valid:
+            futures[q] = search_pool.submit(search_pool.job_of(
+                snap, index.dir, q, fuzzy=fuzzy, scope=scope, limit=max_results, context=context_lines, sort=sort,
+                deadline=deadline))
+    for q in valid:
+        try:
+            future = futures.get(q)
+            result = None
+            if future is not None:
+                try:
+                    result = future.result()
+                except (SearchTimeout, AssayError):
+                    raise
+                except Exception:  # the worker could not (a segment merged away meanwhile): answered here
+                    log.info("search %r: its worker failed; answered in this process", q, exc_info=True)
+            if result is None:
+                tree = parse_query(q, fuzzy=fuzzy)
+                result = engine_search(snap, to_node(tree), compile_query(tree), scope=scope, limit=max_results,
+                                       context=context_lines, sort=sort, deadline=deadline)
+            results[q] = _outcome(q, result, display, pending, failed, started)
+        except SearchTimeout:
+            results[q] = _timeout(q, timeout or 0.0)
+        except Exception as exc:  # a failure on one query: reported with the query, the others go on
             log.exception("search %r failed", q)
-            return AssayError(f"the search failed: {exc}")
-
-    with ThreadPoolExecutor(max_workers=min(len(unique), CONCURRENCY), thread_name_prefix="search") as pool:
-        results = dict(zip(unique, pool.map(run, unique)))
-    # the same scope for every query: what is not searchable yet is counted once, not per query
-    pending, failed = _pending(engine, snap, options.get("under"), options.get("entry_id"))
-    for outcome in results.values():
-        if isinstance(outcome, SearchOutcome):
-            outcome.pending_documents, outcome.failed_documents = pending, failed
-    return results
+            results[q] = AssayError(f"the search failed: {exc}")
+    return {q: results[q] for q in unique}

@@ -16,6 +16,7 @@ from pathlib import Path
 from sqlalchemy.engine import Engine
 
 from flows.core.capability import data_dir
+from flows.documents import search_pool
 from store.engine import database_file
 from store.textindex import TextIndex
 
@@ -46,8 +47,10 @@ def text_index(engine: Engine) -> TextIndex:
 
 
 def start_text_index(engine: Engine) -> None:
-    """Keep the store's text index caught up in the background (a serving process)."""
+    """Keep the store's text index caught up in the background, and start the search workers of search_multiple
+    (a serving process)."""
     text_index(engine).start()
+    threading.Thread(target=search_pool.warm, name="search-pool", daemon=True).start()
 
 
 def close_text_indexes() -> None:

@@ -45,6 +45,7 @@ FLUSH_BYTES = 48_000_000  # text per segment written by a catch-up
 SEARCH_BUDGET = 400  # queued documents a search indexes itself before it answers; the rest are pending
 MAX_SEGMENTS = 16  # more than this, and the smallest are merged
 POLL_SECONDS = 0.5
+RETIRE_SECONDS = 60.0  # a replaced segment file stays this long for the searches that still name it
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,7 @@ class TextIndex:
         self._where: dict[int, tuple[str, int]] = {}  # entry id -> (segment, document index) of its live version
         self._snapshot = Snapshot()
         self._generation = 0
+        self._retired: dict[str, float] = {}  # segment files out of the manifest -> since when
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._load()
@@ -323,14 +325,21 @@ class TextIndex:
             return True
 
     def _remove_files(self, names: set[str]) -> None:
+        """Retire the files of segments no longer in the manifest: deleted a while later (RETIRE_SECONDS), since a
+        search that took a snapshot before may still open them by name (search_multiple's workers do); segment
+        files a crash left out of the manifest go the same way."""
+        now = time.monotonic()
         for name in names:
-            try:
-                (self.dir / name).unlink()
-            except FileNotFoundError:
-                pass
-        for path in self.dir.glob("seg-*.tx*"):  # a segment a crash left out of the manifest
-            if path.name not in self._segments and time.time() - path.stat().st_mtime > 60:
-                path.unlink(missing_ok=True)
+            self._retired.setdefault(name, now)
+        for path in self.dir.glob("seg-*.tx*"):
+            if path.name not in self._segments:
+                self._retired.setdefault(path.name, now)
+        for name, since in list(self._retired.items()):
+            if name in self._segments:
+                del self._retired[name]
+            elif now - since >= RETIRE_SECONDS:
+                (self.dir / name).unlink(missing_ok=True)
+                del self._retired[name]
 
     # --- in the background ----------------------------------------------------------------------------------
 
@@ -344,7 +353,9 @@ class TextIndex:
             while not self._stop.wait(interval):
                 try:
                     self.sync(budget=None)
-                    self.merge()
+                    if not self.merge() and self._retired and self.writer:
+                        with self._lock:
+                            self._remove_files(set())
                 except Exception:  # the store or the disk failed this round: logged, tried again
                     log.exception("text index: catching up failed")
 

@@ -1,14 +1,14 @@
-"""Reference 001's boolean query syntax: parsing, errors with their column, the per-line check and the index
-prefilter."""
+"""Reference 001's boolean query syntax: parsing, errors with their column, the per-line check and the tree the
+text engine takes."""
 
 from __future__ import annotations
 
 import pytest
 
 from flows.documents.model import And, NotQ, Or, Term
-from flows.documents.query import (line_matches, line_needles, lines_holding, parse_query, prefilter,
-                                   prefilter_terms, to_text, within_distance)
+from flows.documents.query import line_matches, parse_query, to_node, to_text, within_distance
 from store.errors import DocumentError
+from store.textindex import AllOf, AnyOf, Leaf, NoneOf
 
 T = Term
 
@@ -101,57 +101,7 @@ def test_bounded_edit_distance(a, b, limit, expected):
     assert within_distance(a, b, limit) is expected
 
 
-@pytest.mark.parametrize("query, expected", [
-    ("attack", '"attack"'),
-    ("move|teleport attack", '(("move" OR "teleport") AND "attack")'),
-    ("attack -free", '"attack"'),
-    ("ab attack", '"attack"'),  # under 3 characters: not in the trigram index
-    ("ab|attack", None),
-    ("ab", None),
-    ('"a b" xyz|"cd e"', '("a b" AND ("xyz" OR "cd e"))'),
-    ('ab xyz|"cd e"', '("xyz" OR "cd e")'),
-])
-def test_prefilter_is_the_fts_expression_of_the_needed_substrings(query, expected):
-    assert prefilter(parse_query(query)) == expected
-
-
-def test_prefilter_folds_and_doubles_quotes():
-    assert prefilter(And((T('Say "HI"', phrase=True), T("Ünï")))) == '("say ""hi""" AND "ünï")'
-    assert prefilter_terms(parse_query("Move|TELEport x")) == ("or", ("move", "teleport"))
-
-
-def test_fuzzy_terms_narrow_through_the_index_only_by_trigrams_every_typo_leaves():
-    assert prefilter(parse_query("teleport attack", fuzzy=True)) is None  # a typo or two can touch every trigram
-    assert prefilter(parse_query("teleport cat", fuzzy=True)) == '"cat"'  # short words stay exact
-    assert prefilter(parse_query("Ünïcode", fuzzy=True)) == '("cod" OR "nïc" OR "ode" OR "ïco" OR "ünï")'
-    assert prefilter(parse_query('"free action"', fuzzy=True)) is None
-
-
-@pytest.mark.parametrize("typo", ["unïcode", "Ünïcdoe", "Ünïcodes", "nïcode", "Ünïcod"])
-def test_a_fuzzy_word_found_in_a_line_shares_a_trigram_of_its_prefilter(typo):
-    tree = parse_query("Ünïcode", fuzzy=True)
-    assert line_matches(tree, f"x {typo}.")
-    assert any(gram in typo.lower() for gram in prefilter_terms(tree)[1])
-
-
-# --- the lines a search checks -----------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("query, needles", [
-    ("attack", ("attack",)), ("Attack armor", ("attack",)), ("move|teleport", ("move", "teleport")),
-    ("(a|bb) ccc", ("ccc",)), ("(a -b)|cc", ("a", "cc")), ("a -b", ("a",)), ('"end of turn" x', ("end of turn",)),
-])
-def test_line_needles_name_what_every_matching_line_holds(query, needles):
-    assert line_needles(parse_query(query)) == needles
-
-
-def test_fuzzy_terms_have_no_line_needles():
-    assert line_needles(parse_query("attack", fuzzy=True)) is None
-
-
-def test_lines_holding_lists_each_line_once_with_its_offsets():
-    text = "abc abc\nx\nzabc\n\nabc"
-    found = lines_holding(text, ("abc", "zab"))
-    assert found == [(0, 0, 7), (2, 10, 14), (4, 16, 19)]
-    assert [text[s:e] for _, s, e in found] == ["abc abc", "zabc", "abc"]
-    assert lines_holding(text, ("a\nb",)) == [] and lines_holding("", ("a",)) == []
+def test_the_engine_gets_folded_needles_and_no_needle_for_fuzzy_terms():
+    assert to_node(parse_query('Move|TELEport -"Free Action"')) == AllOf(
+        (AnyOf((Leaf("move"), Leaf("teleport"))), NoneOf(Leaf("free action"))))
+    assert to_node(parse_query("attack ab", fuzzy=True)) == AllOf((Leaf(None), Leaf("ab")))  # short words stay exact
