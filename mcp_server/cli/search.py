@@ -9,7 +9,8 @@ import os
 from typing import Any
 
 from flows.documents.paths import TOP, DocumentPaths
-from flows.documents.search import search
+from flows.documents.search import SORTS, search
+from flows.documents.text_index import text_index
 from mcp_server.cli.app import document_settings, open_app, reading_settings
 from mcp_server.cli.common import NOTHING, OK, from_cwd, out, say
 from mcp_server.cli.settings import settings_from
@@ -41,6 +42,9 @@ def add_parser(sub, common, summary: str) -> argparse.ArgumentParser:
     parser.add_argument("--max", type=int, default=100, metavar="N", dest="max_results",
                         help="print at most N matching lines (default 100; the summary counts them all)")
     parser.add_argument("--fuzzy", action="store_true", help="tolerate small typos in the words")
+    parser.add_argument("--sort", choices=SORTS, default="relevance",
+                        help="relevance (default): the documents that answer best first (BM25), each one's lines in "
+                             "order; path: documents in path order")
     common(parser)
     return parser
 
@@ -54,9 +58,15 @@ def run(args: argparse.Namespace) -> int:
     with open_app(reading_settings(settings)) as app:
         paths = DocumentPaths(app.roots, allow_symlinks=documents.allow_symlinks)
         under, entry_id = scope_of(app.engine, paths, args.scope)
+        index = text_index(app.engine)
+        if index.writer:  # no server keeps it: what the store holds and the index does not yet is indexed first
+            queued = len(index.sync(0).queued)
+            if queued > 100:
+                say(f"indexing the text of {queued} documents first ...")
+            index.sync(None)
         outcome = search(app.engine, args.query, under=under, entry_id=entry_id, context_lines=args.context,
                          max_results=args.max_results, fuzzy=args.fuzzy, timeout=documents.search_timeout,
-                         display=paths.display)
+                         display=paths.display, sort=args.sort, snapshot=index.snapshot(0))
     out(format_matches(outcome.matches))
     say(search_summary(outcome))
     return OK if outcome.total_matches else NOTHING
