@@ -2,7 +2,7 @@
 
 Files in the directory the caller names (one per store; flows.documents.paths.text_index_dir):
 
-- ``seg-<n>.tx``: segments (store.textindex.segment), each written whole and renamed into place;
+- ``seg-<n>-<random>.tx``: segments (store.textindex.segment), each written whole and renamed into place;
 - ``manifest.json``: the live segments, the documents deleted from each (tombstones), the last change of the
   store's log applied (``applied``) and the entries changed but not indexed yet (``queued``); written atomically;
 - ``writer.lock``: held (flock) by the one process that writes the index. Any other process reads it: it reloads
@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import secrets
 import threading
 import time
 from dataclasses import dataclass, field
@@ -146,6 +147,7 @@ class TextIndex:
             queued=queued, generation=self._generation)
 
     def _save(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
         tmp = self.dir / (MANIFEST + ".tmp")
         tmp.write_text(json.dumps(self._manifest, separators=(",", ":")))
         os.replace(tmp, self.dir / MANIFEST)
@@ -165,6 +167,8 @@ class TextIndex:
         with self._lock:
             if not self.writer:
                 return self._follow()
+            if self._stamp() != self._manifest_stamp:  # the files were removed or replaced under us: read again
+                self._load()
             if self._manifest.get("rebuild") or source.last_change(self.engine) < self._manifest["applied"]:
                 self._rebuild()
             self._apply_changes()
@@ -174,6 +178,11 @@ class TextIndex:
             finally:
                 self._indexing.release()
         return self._snapshot
+
+    def _segment_name(self) -> str:
+        """A new segment's file name: numbered, and never a name an earlier index in this directory used (a
+        reader may still hold a file of that name open)."""
+        return f"seg-{self._manifest['next']:06d}-{secrets.token_hex(4)}.tx"
 
     def _queued(self) -> dict[int, int]:
         """Entry id -> the change number that queued it."""
@@ -190,8 +199,16 @@ class TextIndex:
         changed = {e for _, e in source.changes_after(self.engine, self._manifest["applied"])}
         queued |= changed
         if queued != set(self._snapshot.queued):
-            self._snapshot = Snapshot(self._snapshot.segments, self._snapshot.deleted, frozenset(queued),
-                                      self._snapshot.generation)
+            # what changed after the writer's last sync is not searchable here until it has indexed it again: its
+            # old version is left out as the writer would have tombstoned it
+            deleted = {item["name"]: set(item.get("deleted", ())) for item in self._manifest["segments"]}
+            for entry in changed:
+                where = self._where.get(entry)
+                if where is not None:
+                    deleted[where[0]].add(where[1])
+            self._generation += 1
+            self._snapshot = Snapshot(self._snapshot.segments, {n: frozenset(d) for n, d in deleted.items()},
+                                      frozenset(queued), self._generation)
         return self._snapshot
 
     def _rebuild(self) -> None:
@@ -251,7 +268,7 @@ class TextIndex:
         and the version just written is tombstoned at once."""
         if not done and not len(builder):
             return
-        name = f"seg-{self._manifest['next']:06d}.tx"
+        name = self._segment_name()
         if len(builder):
             builder.write(self.dir / name)
         with self._lock:
@@ -293,7 +310,7 @@ class TextIndex:
                     return False
                 sources = [(n, self._segments[n], set(next(it for it in items if it["name"] == n)["deleted"]))
                            for n in pick]
-                name = f"seg-{self._manifest['next']:06d}.tx"
+                name = self._segment_name()
                 self._manifest["next"] += 1
             builder = SegmentBuilder()
             origin: list[tuple[str, int]] = []

@@ -310,3 +310,59 @@ def test_a_started_index_catches_up_in_the_background(store, open_index):
     add_documents(store, {"/bg/a.txt": "kiwi"})
     assert wait_for(lambda: found(index.snapshot(budget=0), "kiwi"), what="the background catch-up") == [
         ("/bg/a.txt", 1, "kiwi")]
+
+
+# --- readers and rebuilds after the files went away -------------------------------------------------------------
+
+
+def test_reader_behind_the_writer_does_not_return_lines_of_entries_it_reports_queued(store, open_index):
+    ids = add_documents(store, {"/d/a.txt": "alpha one", "/d/b.txt": "alpha gone"})
+    writer = open_index()
+    writer.sync()
+    reader = open_index()
+    write(store, ids["/d/a.txt"], "alpha two")
+    docs.delete_documents(store, [ids["/d/b.txt"]])
+    behind = reader.snapshot()
+    assert behind.queued == frozenset(ids.values())
+    assert found(writer.snapshot(budget=0), "alpha") == []  # the writer in the same state: both tombstoned
+    assert found(behind, "alpha") == []  # actual: the old "alpha one" and the deleted "alpha gone"
+
+
+def test_reader_does_not_keep_a_segment_whose_name_a_rebuild_reused(store, open_index, ix_dir):
+    ids = add_documents(store, {"/d/a.txt": "apple old", "/d/b.txt": "apple two"})
+    writer = open_index()
+    writer.sync()
+    reader = open_index()
+    assert len(found(reader.snapshot(), "apple")) == 2
+    writer.close()
+    shutil.rmtree(ix_dir)  # or: (ix_dir / MANIFEST).write_text("{")
+    write(store, ids["/d/a.txt"], "apple new")
+    write(store, ids["/d/b.txt"], "banana")
+    rebuilt = open_index().sync()
+    assert found(rebuilt, "apple") == [("/d/a.txt", 1, "apple new")]
+    snap = reader.snapshot()
+    assert found(snap, "banana") == [("/d/b.txt", 1, "banana")]  # actual: []
+    assert found(snap, "apple") == [("/d/a.txt", 1, "apple new")]  # actual: apple old, apple two
+
+
+def test_reader_after_a_manifest_rebuild(store, open_index, ix_dir):
+    ids = add_documents(store, {"/d/a.txt": "apple old"})
+    writer = open_index()
+    writer.sync()
+    reader = open_index()
+    assert len(found(reader.snapshot(), "apple")) == 1
+    writer.close()
+    (ix_dir / MANIFEST).write_text("{")
+    write(store, ids["/d/a.txt"], "apple new")
+    open_index().sync()
+    assert found(reader.snapshot(), "apple") == [("/d/a.txt", 1, "apple new")]
+
+
+def test_an_index_whose_directory_was_deleted_rebuilds_at_its_next_sync(store, open_index, ix_dir):
+    add_documents(store, {"/d/a.txt": "alpha"})
+    index = open_index()
+    index.sync()
+    shutil.rmtree(ix_dir)
+    add_documents(store, {"/d/b.txt": "alpha b"})
+    snap = index.sync()  # actual: FileNotFoundError .../ix/manifest.json.tmp
+    assert found(snap, "alpha") == [("/d/a.txt", 1, "alpha"), ("/d/b.txt", 1, "alpha b")]
