@@ -19,7 +19,7 @@ def test_the_marker_stays_while_nothing_is_written_and_moves_after_a_commit(stor
     first = change_marker(store)
     assert change_marker(store) == first
     with store.begin() as conn:
-        conn.execute(text("INSERT INTO preferences(key, value_json) VALUES ('marker-test', '1')"))
+        conn.execute(text("INSERT INTO preferences(key, value_json, updated_at) VALUES ('marker-test', '1', 0)"))
     second = change_marker(store)
     assert second != first
     assert change_marker(store) == second
