@@ -211,6 +211,17 @@ def _write_file(path: Path, header: dict[str, Any], sections: dict[str, Any]) ->
     os.replace(tmp, path)
 
 
+def _file_crc(path: Path, start: int) -> int:
+    """The CRC-32 of ``path`` from ``start`` on, read in blocks (not through the map: checking must not leave every
+    page of the file counted in this process's resident memory)."""
+    crc = 0
+    with open(path, "rb") as f:
+        f.seek(start)
+        while block := f.read(1 << 20):
+            crc = zlib.crc32(block, crc)
+    return crc
+
+
 class _Tokens(Sequence[bytes]):
     """The vocabulary as a sequence of token bytes, for bisection: token k lies between newlines k and k + 1."""
 
@@ -244,8 +255,7 @@ class Segment:
             if header.get("format") != FORMAT_VERSION:
                 raise CorruptSegment(f"{path}: format {header.get('format')}, expected {FORMAT_VERSION}")
             # every byte after the header is checked once, at open (~3 GB/s): a damaged file is never read
-            if len(self._map) != base + header["size"] or \
-                    zlib.crc32(memoryview(self._map)[base:]) != header["crc32"]:
+            if len(self._map) != base + header["size"] or _file_crc(path, base) != header["crc32"]:
                 raise CorruptSegment(f"{path}: its contents do not match their checksum")
             self._views: dict[str, Any] = {}
             for name, (offset, length, dtype) in header["sections"].items():
