@@ -46,7 +46,9 @@ def load_store(engine, cache: EmbeddingCache, docs: int, real_docs: int, folder:
     from sqlalchemy import text
 
     from bench.semantic_corpus import BLOCK, TOPIC_NAMES
+    from flows.documents.model import Extracted, Page
     from flows.semantic.model import DEFAULT_MODEL, EmbedParams, entry_work_key
+    from store import documents as store_documents
     from store import semantic as store_semantic
 
     assert real_docs % len(TOPIC_NAMES) == 0 or real_docs == docs, real_docs
@@ -57,6 +59,7 @@ def load_store(engine, cache: EmbeddingCache, docs: int, real_docs: int, folder:
         ids = {r[0]: r[1] for r in conn.execute(text("SELECT path, id FROM entries WHERE kind = 'file'"))}
     started = time.perf_counter()
     items: list = []
+    texts: list = []
     loaded = 0
     block_no, block = -1, None
     for doc in range(docs):
@@ -70,11 +73,18 @@ def load_store(engine, cache: EmbeddingCache, docs: int, real_docs: int, folder:
         items.append(store_semantic.EntryChunks(
             entry_id=ids[str(path)], work_key=entry_work_key(st.st_size, st.st_mtime, params), status="ok",
             error=None, chunks=chunk_spans(doc), vectors=block[k:k + CHUNKS_PER_DOC]))
+        # the document's extracted text, as the documents capability stores it before chunking (the text engine
+        # indexes it, and hybrid search's keyword side reads the chunks' lines there)
+        texts.append(store_documents.DocumentWrite(
+            ids[str(path)], st.st_size, st.st_mtime, "bench", Extracted(
+                path=str(path), format="markdown", pages=[Page(1, path.read_text())], total_pages=1)))
         if len(items) >= batch_docs:
+            store_documents.write_extracted_many(engine, texts)
             store_semantic.replace_entries(engine, collection["id"], items)
             loaded += len(items)
-            items = []
+            items, texts = [], []
     if items:
+        store_documents.write_extracted_many(engine, texts)
         store_semantic.replace_entries(engine, collection["id"], items)
         loaded += len(items)
     return {"seconds": time.perf_counter() - started, "docs": loaded, "collection": collection}
@@ -139,6 +149,12 @@ def index_section(fig: dict, scratch: Path, work: Path, docs: int, n_queries: in
     log.info("recall@10 %.3f; ANN query p50 %.2f ms", fig["search"]["recall"], fig["search"]["ann_p50"] * 1000)
     semantic_vectors.clear_cache()  # the server loads the saved file itself; this process lets its copy go
     del index
+    from flows.documents.text_index import close_text_indexes, text_index
+
+    started = time.perf_counter()
+    text_index(engine).sync(None)  # the documents' text indexed (a server would do it in the background)
+    fig["search"]["text_index_seconds"] = time.perf_counter() - started
+    close_text_indexes()
     engine.dispose()
     return data
 
