@@ -19,6 +19,10 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from examples.mediagen import documents as dm
+from flows.documents.model import Extracted, Page
+from store.documents import DocumentWrite, write_extracted_many
+from store.engine import make_engine
+from store.entries import get_entry
 from tests.e2e.conftest import REPO, _call, _stop, free_port, serve_args, server_env, wait_listening
 
 pytestmark = pytest.mark.e2e
@@ -183,6 +187,44 @@ async def test_document_tools_over_http(http_documents_server):
     async with Client(f"http://127.0.0.1:{port}/mcp") as client:
         with anyio.fail_after(360):
             await documents_session(client, tree)
+
+
+async def test_the_text_index_follows_another_writer_and_rebuilds_when_its_files_go(http_documents_server):
+    """The server's text index follows the store, not only its own work: text this process (another one than the
+    server) writes into the store is found at the next search; with the index's files deleted under the running
+    server, the next search rebuilds them from the store and answers the same."""
+    port, tree, log = http_documents_server
+    base = tree.parent
+    async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+        with anyio.fail_after(360):
+            await wait_extracted(client)
+            query = {"query": "zanzibar quokka", "scope": {"type": "global"}}
+            assert (await _call(client, "search_documents", query))["total_matches"] == 0
+            engine = make_engine(f"sqlite:///{base / 'data' / 'assay.db'}")
+            try:
+                entry = get_entry(engine, path=str(tree / "docs" / "api" / "security.md"))
+                write_extracted_many(engine, [DocumentWrite(
+                    int(entry["id"]), int(entry["size"]), float(entry["mtime"]), "written-elsewhere",
+                    Extracted(path="x", format="markdown", pages=[Page(1, "intro\nthe zanzibar quokka line\nend")],
+                              total_pages=1))])
+            finally:
+                engine.dispose()
+            found = await _call(client, "search_documents", {**query, "context_lines": 1})
+            assert [(m["document"], m["line"], m["text"], m["context_before"]) for m in found["matches"]] == [
+                ("docs/api/security.md", 2, "the zanzibar quokka line", ["intro"])]
+            before = await _call(client, "search_documents", {"query": "quest|zanzibar", "scope": {"type": "global"}})
+            shutil.rmtree(base / "data" / "assay.db.textindex")
+            with anyio.fail_after(60):
+                while True:  # rebuilt at the next search; until then what it has not indexed counts as pending
+                    after = await _call(client, "search_documents",
+                                        {"query": "quest|zanzibar", "scope": {"type": "global"}})
+                    if after["pending_documents"] == 0:
+                        break
+                    await anyio.sleep(0.2)
+            assert after["total_matches"] == before["total_matches"] > 1
+            assert sorted((m["document"], m["line"]) for m in after["matches"]) == sorted(
+                (m["document"], m["line"]) for m in before["matches"])
+            assert (base / "data" / "assay.db.textindex" / "manifest.json").exists()
 
 
 async def test_document_tools_over_stdio(tmp_path_factory):
