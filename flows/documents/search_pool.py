@@ -15,6 +15,7 @@ import multiprocessing
 import os
 import threading
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,16 +57,20 @@ def job_of(snapshot: Snapshot, directory: Path, query: str, **options: object) -
 _open: dict[str, Segment] = {}
 
 
-def run(job: Job) -> Result:
-    """Answer one job (in a worker process)."""
-    paths = [os.path.join(job.directory, name) for name, _ in job.segments]
+def _segments(directory: str, names: list[str]) -> list[Segment]:
+    """The named segments, opened once per worker (the caller checked their checksums when it opened them)."""
+    paths = [os.path.join(directory, name) for name in names]
     for stale in set(_open) - set(paths):
         _open.pop(stale).close()
-    segments = []
     for path in paths:
         if path not in _open:
-            _open[path] = Segment(Path(path))
-        segments.append(_open[path])
+            _open[path] = Segment(Path(path), verify=False)
+    return [_open[p] for p in paths]
+
+
+def run(job: Job) -> Result:
+    """Answer one job (in a worker process)."""
+    segments = _segments(job.directory, [name for name, _ in job.segments])
     snapshot = Snapshot(tuple(segments), {name: gone for name, gone in job.segments}, job.queued)
     tree = parse_query(job.query, fuzzy=job.fuzzy)
     return engine_search(snapshot, to_node(tree), compile_query(tree), scope=job.scope, limit=job.limit,
@@ -85,13 +90,29 @@ def pool() -> ProcessPoolExecutor:
 
 
 def submit(job: Job) -> Future[Result]:
-    return pool().submit(run, job)
+    """Hand ``job`` to a worker; a pool broken by a worker that died is replaced first."""
+    global _pool
+    try:
+        return pool().submit(run, job)
+    except BrokenProcessPool:
+        with _lock:
+            _pool = None
+        return pool().submit(run, job)
 
 
-def warm() -> None:
-    """Start the workers now (a serving process does, so a first search_multiple does not wait for them)."""
+def _opened(directory: str, names: list[str]) -> int:
+    return len(_segments(directory, names))
+
+
+def warm(directory: Path | None = None, snapshot: Snapshot | None = None) -> None:
+    """Start the workers now, and let each open the snapshot's segments (a serving process does, so a first
+    search_multiple waits for neither). A worker that gets two of the calls and another none opens them at its
+    first job instead."""
     executor = pool()
-    for future in [executor.submit(os.getpid) for _ in range(WORKERS)]:
+    names = [s.name for s in snapshot.segments] if snapshot is not None else []
+    futures = [executor.submit(_opened, str(directory), names) if directory is not None else executor.submit(os.getpid)
+               for _ in range(WORKERS)]
+    for future in futures:
         future.result()
 
 

@@ -49,8 +49,10 @@ def text_index(engine: Engine) -> TextIndex:
 def start_text_index(engine: Engine) -> None:
     """Keep the store's text index caught up in the background, and start the search workers of search_multiple
     (a serving process)."""
-    text_index(engine).start()
-    threading.Thread(target=search_pool.warm, name="search-pool", daemon=True).start()
+    index = text_index(engine)
+    index.start()
+    threading.Thread(target=lambda: search_pool.warm(index.dir, index.snapshot(0)), name="search-pool",
+                     daemon=True).start()
 
 
 def close_text_indexes() -> None:
