@@ -59,7 +59,7 @@ from bench.plan_runs import run_plan  # noqa: E402
 from bench.sampling import ProcessSampler, available_cores  # noqa: E402
 from bench.warm_up import read_all, start_prefect  # noqa: E402
 from flows.documents.text_index import (  # noqa: E402
-    close_text_indexes, start_text_index, text_index, text_index_dir,
+    close_text_indexes, text_index, text_index_dir,
 )
 
 log = logging.getLogger("bench.documents")
@@ -339,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
         plan = extract_plan("documents-bench", corpus.folder)
         log.info("extraction: plan run (%s)", fig["mode"])
         engine, service, data = stores.fresh("extract", [corpus.folder], use_prefect=use_prefect)
-        start_text_index(engine)  # as a server does: the text engine follows the store while the plan runs
+        text_index(engine).start()  # as a server does: the text engine follows the store while the plan runs
         fig["extract"] = run_plan(service, plan, use_prefect=use_prefect, sampler=sampler)
         started = time.perf_counter()
         text_index(engine).sync(None)  # the rest of the text indexed: searchable from here on
