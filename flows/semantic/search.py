@@ -14,7 +14,11 @@ for chunks only the keyword side found (read from their stored vectors), so a hy
 meaning it is; ``keyword_score`` is the full-text score (higher is better); ``score`` ranks the hits: the cosine
 (semantic), the full-text score (keyword) or the fused ``sum 1 / (RRF_K + rank)`` (hybrid). ``min_score`` is a
 bound on the cosine, so it applies to semantic and hybrid searches; a keyword search has no cosine (it never loads
-the model) and refuses it.
+the model) and refuses it. A caller who names ``min_score`` gets exactly that bound, on every hit. Without it the
+bound is fitted to the collection's model (flows.semantic.cutoff: above the score unrelated text reaches, and at
+least half the best hit's margin over it), so a question with good answers never comes back empty and one without
+comes back empty rather than with the nearest noise; in hybrid mode it judges only the hits the full-text side did
+not find (a hit holding the query's words is evidence of its own). Every answer says which bound applied.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ import flows.semantic.encoder as encoder_module
 from dsl.conditions import Condition
 from flows.documents.citing import document_modality, hit_ids
 from flows.core import conditions as cond_sql
-from flows.semantic import vectors
+from flows.semantic import cutoff, vectors
 from flows.semantic.model import DEFAULT_COLLECTION, RRF_K, Hit
 from store import semantic as store_semantic
 from store import sets as store_sets
@@ -262,25 +266,32 @@ def rrf_fuse(semantic: Sequence[tuple[int, float]], keyword: Sequence[tuple[int,
     return sorted(merged.values(), key=lambda s: (-s.score, order[s.chunk_id]))
 
 
-def _query_vector(collection: dict, query: str) -> np.ndarray:
-    """The query's vector by the collection's own model and backend (never another: the vectors would not compare)."""
-    encoder = encoder_module.get_encoder(collection["model"], collection.get("backend"))
-    return np.asarray(encoder.encode_query(query), dtype=np.float32)
+@dataclass(frozen=True)
+class _Bound:
+    """The cosine bound a search applied: the caller's, or fitted (flows.semantic.cutoff) from the model's noise
+    ``floor`` and the ``best`` cosine of the semantic side."""
+
+    min_score: float | None = None  # None: no bound (keyword mode)
+    fitted: bool = False
+    floor: float | None = None
+    best: float | None = None
 
 
 def _ranked(engine: Engine, collection: dict, query: str, mode: str, limit: int, min_score: float | None,
-            entry_ids: list[int] | None, allowed: np.ndarray | None) -> list[_Scored]:
+            entry_ids: list[int] | None, allowed: np.ndarray | None) -> tuple[list[_Scored], _Bound]:
     cid = collection["id"]
     if mode == "keyword":
         found = store_semantic.keyword_search(engine, cid, query, limit=limit, entry_ids=entry_ids)
         return [_Scored(int(c), float(s), keyword_score=float(s), keyword_rank=r)
-                for r, (c, s) in enumerate(found, 1)]
-    qv = _query_vector(collection, query)
+                for r, (c, s) in enumerate(found, 1)], _Bound()
+    # the query's vector by the collection's own model and backend (never another: the vectors would not compare)
+    encoder = encoder_module.get_encoder(collection["model"], collection.get("backend"))
+    qv = np.asarray(encoder.encode_query(query), dtype=np.float32)
     index = vectors.index_for(engine, collection)
     if mode == "semantic":
-        found = index.search(qv, limit, allowed=allowed)
+        sem = index.search(qv, limit, allowed=allowed)
         scored = [_Scored(int(c), float(s), semantic_score=float(s), semantic_rank=r)
-                  for r, (c, s) in enumerate(found, 1)]
+                  for r, (c, s) in enumerate(sem, 1)]
     else:
         depth = max(5 * limit, 50)
         sem = index.search(qv, depth, allowed=allowed)
@@ -295,8 +306,22 @@ def _ranked(engine: Engine, collection: dict, query: str, mode: str, limit: int,
             if s.semantic_score is None:
                 s.semantic_score = cosines.get(s.chunk_id)
     if min_score is not None:
-        scored = [s for s in scored if s.semantic_score is not None and s.semantic_score >= min_score]
-    return scored
+        bound = _Bound(min_score)
+        return [s for s in scored if s.semantic_score is not None and s.semantic_score >= min_score], bound
+    floor = cutoff.noise_floor(collection, index, encoder)
+    best = float(sem[0][1]) if sem else None
+    fitted = cutoff.fitted_min_score([] if best is None else [best], floor)
+    bound = _Bound(fitted, True, floor, best)
+    return [s for s in scored if s.keyword_rank is not None
+            or (s.semantic_score is not None and s.semantic_score >= fitted)], bound
+
+
+def _nothing_close(bound: _Bound, model: str, mode: str) -> str:
+    """Why a fitted bound left nothing."""
+    words = "no chunk holds the query's words, and " if mode == "hybrid" else ""
+    return (f"{words}none is closer in meaning than unrelated text: the best scored {bound.best:.3f}, under the "
+            f"cut-off {bound.floor:.2f} fitted to model {model} (what unrelated text reaches); give min_score "
+            "(minScore in search_documents) to see the nearest ones")
 
 
 def _hits(engine: Engine, collection: dict, scored: Sequence[_Scored], limit: int) -> list[Hit]:
@@ -327,9 +352,11 @@ def _hits(engine: Engine, collection: dict, scored: Sequence[_Scored], limit: in
 def search(engine: Engine, query: str, *, collection: str | None = None, mode: str = "hybrid", limit: int = 10,
            min_score: float | None = None, filters: Filters | None = None, roots=None) -> dict[str, Any]:
     """The best ``limit`` chunks of the collection for ``query`` by ``mode``, among the entries that pass
-    ``filters``. Returns {query, mode, collection, hits (Hit, best first), elapsed_ms, candidates (chunks the filters
-    allowed; None without filters), note (when present: why there may be few or no hits)}. ``roots`` (a
-    flows.core.roots.Roots), when given, confines the path filters."""
+    ``filters``, with a cosine of at least ``min_score`` (None: the bound fitted to the model; see the module
+    docstring). Returns {query, mode, collection, hits (Hit, best first), elapsed_ms, candidates (chunks the filters
+    allowed; None without filters), min_score (the bound applied, None in keyword mode), min_score_fitted (whether
+    it was fitted), note (when present: why there may be few or no hits)}. ``roots`` (a flows.core.roots.Roots),
+    when given, confines the path filters."""
     started = time.perf_counter()
     query, note = check_query(query)
     check_params(mode, limit, min_score)
@@ -344,13 +371,16 @@ def search(engine: Engine, query: str, *, collection: str | None = None, mode: s
         if not candidates:
             notes.append(f"no chunk of collection {coll['name']!r} passes the filters ({len(entry_ids)} indexed "
                          "entries do); loosen them, or index the files they name")
+    bound = _Bound(min_score)
     if candidates == 0:
         scored: list[_Scored] = []
     else:
-        scored = _ranked(engine, coll, query, mode, limit, min_score, entry_ids, allowed)
+        scored, bound = _ranked(engine, coll, query, mode, limit, min_score, entry_ids, allowed)
     hits = _hits(engine, coll, scored, limit)
     if not hits and not notes:
-        if min_score is not None and mode != "keyword":
+        if bound.fitted and bound.best is not None:
+            notes.append(_nothing_close(bound, coll["model"], mode))
+        elif min_score is not None and mode != "keyword":
             notes.append(f"no chunk reached min_score {min_score} (cosine similarity); lower it to see the nearest "
                          "ones")
         elif mode == "keyword":
@@ -358,7 +388,9 @@ def search(engine: Engine, query: str, *, collection: str | None = None, mode: s
         else:
             notes.append(f"collection {coll['name']!r} has no chunks yet (still indexing, or its files had no text)")
     out: dict[str, Any] = {"query": query, "mode": mode, "collection": coll["name"], "hits": hits,
-                           "elapsed_ms": round((time.perf_counter() - started) * 1000, 1), "candidates": candidates}
+                           "elapsed_ms": round((time.perf_counter() - started) * 1000, 1), "candidates": candidates,
+                           "min_score": None if bound.min_score is None else round(bound.min_score, 4),
+                           "min_score_fitted": bound.fitted}
     if notes:
         out["note"] = "; ".join(notes)
     log.debug("search %r (%s, %s): %d hits in %.1f ms", query[:80], mode, coll["name"], len(hits), out["elapsed_ms"])
@@ -374,11 +406,13 @@ def _citation(hit: Hit, resource_ids: dict[int, str]) -> str | None:
     return None if resource_id is None else hit.citation(resource_id, document_modality(hit.path))
 
 
-def semantic_search(engine: Engine, query: str, *, limit: int = 10, min_score: float | None = 0.7,
+def semantic_search(engine: Engine, query: str, *, limit: int = 10, min_score: float | None = None,
                     include_metadata: bool = True, collection: str | None = None) -> dict[str, Any]:
     """Reference 002's ``search_documents``: the chunks most similar in meaning to ``query`` with their cosine
-    scores, at least ``min_score`` (0.7 by default, as the reference; None for no bound). INDEX_NOT_FOUND before
-    anything was indexed."""
+    scores, at least ``min_score``: exactly the one given (0 for every chunk), or with None (the default) the
+    cut-off fitted to the model (flows.semantic.cutoff; the reference's example 0.7 was meant for another model and
+    returned nothing for real questions with ours). The answer's ``minScore`` is the cut-off applied and
+    ``minScoreFitted`` says whether it was fitted. INDEX_NOT_FOUND before anything was indexed."""
     result = search(engine, query, collection=collection, mode="semantic", limit=limit, min_score=min_score)
     hits: list[Hit] = result["hits"]
     states: dict[int, dict] = {}
@@ -401,7 +435,8 @@ def semantic_search(engine: Engine, query: str, *, limit: int = 10, min_score: f
                                 "citation": _citation(h, resource_ids)}
         results.append(item)
     out = {"query": result["query"], "search_type": "semantic", "collection": result["collection"],
-           "results": results, "total_results": len(results), "elapsed_ms": result["elapsed_ms"]}
+           "results": results, "total_results": len(results), "minScore": result["min_score"],
+           "minScoreFitted": result["min_score_fitted"], "elapsed_ms": result["elapsed_ms"]}
     if result.get("note"):
         out["note"] = result["note"]
     return out

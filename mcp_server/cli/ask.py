@@ -38,7 +38,9 @@ def add_parser(sub, common, summary: str) -> argparse.ArgumentParser:
     ask.add_argument("--limit", type=int, default=5, metavar="N", help="print the best N passages (default 5, "
                                                                        "at most 100)")
     ask.add_argument("--min-score", type=float, metavar="S",
-                     help="only passages at least this similar in meaning (cosine 0..1; semantic and hybrid)")
+                     help="only passages at least this similar in meaning (cosine 0..1; semantic and hybrid); "
+                          "default: a cut-off fitted to the model (above what unrelated text scores, at least half "
+                          "the best passage's margin over that)")
     ask.add_argument("--set", action="append", metavar="SET", dest="sets",
                      help="only files in this resource set or its child sets (repeatable: any of them)")
     ask.add_argument("--where", metavar="CONDITION",
@@ -75,9 +77,13 @@ def _scoped(paths, given: list[str] | None) -> list[str] | None:
 
 def _summary(result: dict[str, Any]) -> str:
     n = len(result["hits"])
+    bound = ""
+    if result.get("min_score") is not None:
+        bound = f", similarity >= {result['min_score']:.2f}" + (" (fitted to the model)"
+                                                                 if result.get("min_score_fitted") else "")
     text = (f"{n} hit{'s' if n != 1 else ''} in collection {result['collection']!r} ({result['mode']}"
             + (f", {result['candidates']} passages passed the filters" if result["candidates"] is not None else "")
-            + f", {result['elapsed_ms']:.0f} ms)")
+            + f"{bound}, {result['elapsed_ms']:.0f} ms)")
     if result.get("note"):
         text += f"; {result['note']}"
     return text

@@ -50,7 +50,10 @@ class SemanticOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     limit: int = Field(default=10, ge=1, le=100, description="Maximum chunks to return")
-    minScore: float = Field(default=0.7, ge=0.0, le=1.0, description="Lowest cosine similarity returned")
+    minScore: float | None = Field(default=None, ge=0.0, le=1.0, description=(
+        "Lowest cosine similarity returned (0 for every chunk). Omitted: a cut-off fitted to the model, above what "
+        "unrelated text scores and at least half the best chunk's margin over that, so a question with good "
+        "answers never comes back empty (the answer's minScore says which applied)"))
     includeMetadata: bool = Field(default=True, description="Include each chunk's file metadata")
 
 
@@ -170,6 +173,10 @@ class SearchResult(BaseModel):
                                                 description="semantic: the most similar chunks, best first")
     total_results: int | None = Field(default=None, exclude_if=_none)
     collection: str | None = Field(default=None, exclude_if=_none, description="semantic: the collection searched")
+    minScore: float | None = Field(default=None, exclude_if=_none,
+                                   description="semantic: the cosine cut-off applied (given, or fitted to the model)")
+    minScoreFitted: bool | None = Field(default=None, exclude_if=_none,
+                                        description="semantic: whether minScore was fitted (no minScore given)")
     note: str | None = Field(default=None, exclude_if=_none, description="why the results may be incomplete")
     elapsed_ms: float | None = None
 
@@ -314,8 +321,8 @@ def register(tools: ToolSet, app: AssayApp) -> None:
         fuzzy: Annotated[bool, Field(description="Boolean search: tolerate small typos in the terms (slower)")]
         = False,
         options: Annotated[SemanticOptions | None, Field(
-            description="Semantic search (reference 002; no scope): {limit=10, minScore=0.7, "
-                        "includeMetadata=true}")] = None,
+            description="Semantic search (reference 002; no scope): {limit=10, minScore (default: fitted to the "
+                        "model), includeMetadata=true}")] = None,
     ) -> SearchResult:
         """Search inside documents, two ways under one name (search_type in the answer says which ran).
 
@@ -326,9 +333,12 @@ def register(tools: ToolSet, app: AssayApp) -> None:
         incomplete.
 
         Without scope (the query alone, or with options): the semantic search (reference 002) over the "default"
-        collection that index_files builds: the chunks most similar in meaning to the query (cosine similarity at
-        least minScore), each with its file, chunkIndex (get_file_details shows it with context), pages, lines and
-        a citation. INDEX_NOT_FOUND before anything was indexed. The search tool adds hybrid ranking and filters."""
+        collection that index_files builds: the chunks most similar in meaning to the query, each with its file,
+        chunkIndex (get_file_details shows it with context), pages, lines and a citation. Their cosine similarity
+        is at least minScore when given; omitted, the cut-off is fitted to the model (above what unrelated text
+        scores, and at least half the best chunk's margin over that): a question the documents answer gets its
+        best chunks, one they do not gets none. INDEX_NOT_FOUND before anything was indexed. The search tool adds
+        hybrid ranking and filters."""
         if scope is not None:
             if options is not None:
                 raise InvalidInput("options belongs to the semantic search (no scope); the boolean search takes "

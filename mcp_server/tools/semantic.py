@@ -160,6 +160,9 @@ class SearchHits(_Open):
     hits: list[SearchHit]
     total_hits: int
     elapsed_ms: float | None = None
+    min_score: float | None = Field(default=None, description="the cosine cut-off applied (given, or fitted to the "
+                                                               "model); null in keyword mode")
+    min_score_fitted: bool = Field(default=False, description="whether min_score was fitted (none given)")
     note: str | None = Field(default=None, exclude_if=_none)
 
 
@@ -293,8 +296,10 @@ def register(tools: ToolSet, app: AssayApp) -> None:
         path: Annotated[StrList | None, Field(description="Only files under these folders (or these files); "
                                                           "inside the roots")] = None,
         limit: Annotated[int, Field(ge=1, le=100, description="Most hits (1-100)")] = 10,
-        min_score: Annotated[float | None, Field(ge=0.0, le=1.0, description="Lowest cosine similarity of a "
-                                                                             "semantic hit (0-1)")] = None,
+        min_score: Annotated[float | None, Field(ge=0.0, le=1.0, description=(
+            "Lowest cosine similarity of a hit (0-1; semantic and hybrid). Omitted: a cut-off fitted to the model, "
+            "above what unrelated text scores and at least half the best hit's margin over that (in hybrid mode "
+            "hits holding the query's words are kept too)"))] = None,
     ) -> SearchHits:
         """Find the passages that answer a question: each hit is a chunk of a file with its text, its scores
         (semantic, keyword, fused) and where it is (pages, lines, a citation resolve accepts, such as

@@ -129,11 +129,17 @@ async def test_index_then_search_both_ways_with_filters_and_details(server):
             await _call(client, "resource-set-create", {"name": "astro"})
             await _call(client, "resource-set-modify", {"name": "astro", "operation": "add",
                                                         "paths": [str(tree / "space" / "planets.txt")]})
-            in_set = await _call(client, "search", {"query": "baking bread", "sets": ["astro"]})
+            # (questions the filtered files do not answer: min_score 0 shows their nearest chunks; without it the
+            # cut-off fitted to the model leaves nothing, and says so)
+            nothing = await _call(client, "search", {"query": "baking bread", "sets": ["astro"]})
+            assert nothing["hits"] == [] and nothing["min_score_fitted"] and "unrelated text" in nothing["note"]
+            in_set = await _call(client, "search", {"query": "baking bread", "sets": ["astro"], "min_score": 0})
             assert {h["file"] for h in in_set["hits"]} == {"space/planets.txt"}
-            pdfs = await _call(client, "search", {"query": "baking bread", "condition": "extension = .pdf"})
+            pdfs = await _call(client, "search", {"query": "baking bread", "condition": "extension = .pdf",
+                                                  "min_score": 0})
             assert pdfs["hits"] and {h["file"] for h in pdfs["hits"]} == {"handbook.pdf"}
-            finance = await _call(client, "search", {"query": "planets", "path": "finance", "mode": "semantic"})
+            finance = await _call(client, "search", {"query": "planets", "path": "finance", "mode": "semantic",
+                                                     "min_score": 0})
             assert {h["file"] for h in finance["hits"]} == {"finance/invoices.md"}
             text_hit = (await _call(client, "search", {"query": "invoice approval", "mode": "keyword"}))["hits"][0]
             assert text_hit["citation"] == f"text://invoices#lines={text_hit['line_start']}-{text_hit['line_end']}"

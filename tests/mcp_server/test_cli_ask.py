@@ -77,8 +77,14 @@ def test_ask_modes_and_limit(indexed, capsys, fake):
     code, out, _ = _ask(indexed, capsys, "prune tomato suckers", "--mode", "keyword", "--limit", "1")
     assert code == 0 and len(out) == 2
     assert out[0].startswith("1. garden/tomatoes.txt  lines 4-6  [keyword ")
-    code, out, _ = _ask(indexed, capsys, "telescope mirrors galaxies", "--mode", "semantic", "--limit", "2")
+    code, out, err = _ask(indexed, capsys, "telescope mirrors galaxies", "--mode", "semantic", "--limit", "2",
+                          "--min-score", "0")
     assert code == 0 and out[0].startswith("1. space/orbits.pdf  p. 3  [similarity ") and len(out) == 4
+    assert "similarity >= 0.00, " in err
+    # without --min-score the cut-off is fitted to the model: the second chunk is too far from the first
+    code, out, err = _ask(indexed, capsys, "telescope mirrors galaxies", "--mode", "semantic", "--limit", "2")
+    assert code == 0 and out[0].startswith("1. space/orbits.pdf  p. 3  [similarity ") and len(out) == 2
+    assert "(fitted to the model)" in err
 
 
 def test_ask_filters_by_set_condition_and_path(indexed, capsys, fake):

@@ -220,8 +220,9 @@ def test_filters_and_together(library, fake_encoder):
 def test_min_score_bounds_the_cosine_and_is_refused_in_keyword_mode(library, fake_encoder):
     engine, _ = library
     query = "comet orbit crosses the orbits of planets near the star"
-    everything = search(engine, query, mode="semantic", limit=10)
+    everything = search(engine, query, mode="semantic", limit=10, min_score=0.0)
     assert any(h.semantic_score < 0.5 for h in everything["hits"])
+    assert (everything["min_score"], everything["min_score_fitted"]) == (0.0, False)
     close = search(engine, query, mode="semantic", limit=10, min_score=0.5)
     assert close["hits"] and all(h.semantic_score >= 0.5 for h in close["hits"])
     hybrid = search(engine, query, mode="hybrid", limit=10, min_score=0.5)
@@ -247,7 +248,8 @@ def test_bad_parameters_name_themselves_and_what_is_accepted(library, fake_encod
 def test_limit_caps_the_hits(library, fake_encoder):
     engine, _ = library
     assert len(search(engine, "the star summer roses tomatoes", limit=2)["hits"]) == 2
-    assert len(search(engine, "the star summer roses tomatoes", limit=100)["hits"]) == 6
+    # every chunk of the collection (min_score 0: the fitted cut-off would leave out those far from the best)
+    assert len(search(engine, "the star summer roses tomatoes", limit=100, min_score=0.0)["hits"]) == 6
 
 
 @pytest.mark.parametrize("query", ["", "   \n\t "])
@@ -359,7 +361,29 @@ def test_semantic_search_gives_reference_002s_result(library, fake_encoder):
     assert meta["chunkOffset"] > 0 and meta["lineStart"] == 4
     bare = semantic_search(engine, "comet orbit", include_metadata=False, min_score=None)
     assert all("metadata" not in r for r in bare["results"])
-    assert semantic_search(engine, "quantum zebra")["results"] == []  # nothing reaches the default 0.7
+    zebra = semantic_search(engine, "zebra whiskey")  # shares no word (nor hash bucket): under the fitted cut-off
+    assert zebra["results"] == [] and zebra["minScoreFitted"] is True and "unrelated text" in zebra["note"]
+
+
+def test_without_min_score_the_cut_off_is_fitted_and_spares_the_keyword_hits(library, fake_encoder):
+    """No min_score: the cut-off fitted to the model (flows.semantic.cutoff; the fake encoder is named after the
+    packaged model, so its floor of 0.2 applies) keeps the chunks near the best one; in hybrid mode a chunk holding
+    the query's words is kept however far its meaning."""
+    engine, root = library
+    close = search(engine, "comet orbit crosses the orbits of planets near the star", mode="semantic")
+    assert close["min_score_fitted"] is True and 0.2 < close["min_score"] <= close["hits"][0].semantic_score
+    assert all(h.semantic_score >= close["min_score"] for h in close["hits"])
+    everything = search(engine, "comet orbit crosses the orbits of planets near the star", mode="semantic",
+                        min_score=0.0)
+    assert len(everything["hits"]) > len(close["hits"])
+    # one word of six in the query (the others in no hash bucket of the chunks): too far in meaning, but the
+    # full-text side finds it
+    query = "prune zebra alpha bravo delta hotel"
+    assert search(engine, query, mode="semantic")["hits"] == []
+    hybrid = search(engine, query, mode="hybrid")
+    assert [h.path for h in hybrid["hits"]] == [str(root / "garden/tomatoes.txt")]
+    assert hybrid["hits"][0].semantic_score < 0.2 and hybrid["min_score_fitted"] is True
+    assert search(engine, query, mode="keyword")["min_score"] is None
 
 
 def test_searches_answer_while_a_writer_holds_its_transaction(library, fake_encoder):
