@@ -1,5 +1,6 @@
 """Search a semantic collection: by meaning (the query's vector against the chunks' in the hnswlib index), by words
-(BM25 over the chunks' full-text index) or both fused by reciprocal rank (``hybrid``, the default), optionally
+(BM25 over the chunks' lines in the text engine the document search uses: flows.semantic.keywords) or both fused
+by reciprocal rank (``hybrid``, the default), optionally
 narrowed by filters: resource sets (with their child sets, through the DAG), a plan-language condition and path
 scopes. ``search`` is our ``search`` tool's and ``assay ask``'s logic; ``semantic_search`` is reference 002's
 ``search_documents`` result over the same machinery.
@@ -39,7 +40,7 @@ import flows.semantic.encoder as encoder_module
 from dsl.conditions import Condition
 from flows.documents.citing import document_modality, hit_ids
 from flows.core import conditions as cond_sql
-from flows.semantic import cutoff, vectors
+from flows.semantic import cutoff, keywords, vectors
 from flows.semantic.model import DEFAULT_COLLECTION, RRF_K, Hit
 from store import semantic as store_semantic
 from store import sets as store_sets
@@ -281,7 +282,7 @@ def _ranked(engine: Engine, collection: dict, query: str, mode: str, limit: int,
             entry_ids: list[int] | None, allowed: np.ndarray | None) -> tuple[list[_Scored], _Bound]:
     cid = collection["id"]
     if mode == "keyword":
-        found = store_semantic.keyword_search(engine, cid, query, limit=limit, entry_ids=entry_ids)
+        found = keywords.keyword_search(engine, collection, query, limit=limit, entry_ids=entry_ids)
         return [_Scored(int(c), float(s), keyword_score=float(s), keyword_rank=r)
                 for r, (c, s) in enumerate(found, 1)], _Bound()
     # the query's vector by the collection's own model and backend (never another: the vectors would not compare)
@@ -295,7 +296,7 @@ def _ranked(engine: Engine, collection: dict, query: str, mode: str, limit: int,
     else:
         depth = max(5 * limit, 50)
         sem = index.search(qv, depth, allowed=allowed)
-        kw = store_semantic.keyword_search(engine, cid, query, limit=depth, entry_ids=entry_ids)
+        kw = keywords.keyword_search(engine, collection, query, limit=depth, entry_ids=entry_ids)
         scored = rrf_fuse(sem, kw)
         # the cosine of chunks only the keyword side found: of all of them when min_score must judge them, else of
         # those that can be shown (a read of at most 2 * limit vectors)

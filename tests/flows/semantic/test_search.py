@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from flows.documents.model import Extracted, Page
 from flows.semantic.model import ChunkSpan, entry_work_key, EmbedParams
 from flows.semantic.search import Filters, rrf_fuse, search, semantic_search
+from store.documents import DocumentWrite, write_extracted_many
 from store.errors import DocumentError, InvalidInput, NotFound, PathNotAllowed
 from tests.conftest import BACKENDS, backend_engine
 from tests.flows.semantic.fakes import FakeEncoder
@@ -36,22 +38,38 @@ def _spans(chunks) -> list[ChunkSpan]:
     return spans
 
 
+def document_of(entry: dict, chunks) -> DocumentWrite:
+    """The extracted text the chunks of ``_spans`` come from (as the documents capability stores it before
+    chunking): chunk i on line 1 + 3 i, two blank lines after it, each on its page (the text engine indexes it and
+    keyword search reads the chunks' lines there)."""
+    pages: dict[int, list[str]] = {}
+    for text, page in chunks:
+        pages.setdefault(page or 1, []).extend([text.replace("\n", " "), "", ""])
+    paged = any(page for _, page in chunks)
+    return DocumentWrite(int(entry["id"]), int(entry["size"]), float(entry["mtime"]), "test", Extracted(
+        path=entry["path"], format="pdf" if paged else "text",
+        pages=[Page(p, "\n".join(lines)) for p, lines in sorted(pages.items())], total_pages=len(pages)))
+
+
 def write_collection(engine, name: str, docs: dict[str, list], root: Path, *, model="all-MiniLM-L6-v2",
                      encoder=None) -> dict:
     """A collection holding ``docs`` (paths relative to ``root``, already indexed entries; each a list of (chunk
-    text, page)), with vectors by ``encoder`` (default: a FakeEncoder named ``model``)."""
+    text, page)), with vectors by ``encoder`` (default: a FakeEncoder named ``model``), and the documents' text."""
     from store import semantic as store_semantic
     from store.entries import get_entry
 
     fake = encoder or FakeEncoder(model=model)
     coll = store_semantic.ensure_collection(engine, name, model=fake.model, backend=fake.backend, dim=fake.dim)
     items = []
+    texts = []
     for rel, chunks in docs.items():
         entry = get_entry(engine, path=str(root / rel))
+        texts.append(document_of(entry, chunks))
         spans = _spans(chunks)
         items.append(store_semantic.EntryChunks(
             entry_id=int(entry["id"]), work_key=entry_work_key(entry["size"], entry["mtime"], EmbedParams(name)),
             chunks=spans, vectors=fake.encode([s.text for s in spans])))
+    write_extracted_many(engine, texts)
     store_semantic.replace_entries(engine, coll["id"], items)
     return store_semantic.get_collection(engine, name)
 
