@@ -23,15 +23,14 @@ from store.models.preferences import Preference
 from store.models.plans import OutcomeRecord, Plan, PlanExecution, Source
 from store.models.artifacts import Artifact, MetadataValue
 from store.models.documents import Document, DocumentChange, DocumentSegment
-from store.models.semantic import (POSTGRES_CHUNK_FTS, SQLITE_CHUNK_FTS, Chunk, Collection,
-                                   CollectionEntry, Embedding, EntryLabel)
+from store.models.semantic import Chunk, Collection, CollectionEntry, Embedding, EntryLabel
 from store.models.citations import MapNodeRow, ResourceMapRow
 from store.models.columns import now
-from store.fold import fold  # the folding the FTS triggers call
+from store.fold import fold  # registered as assay_fold on every SQLite connection (store.engine)
 # isort: on
 
 __all__ = [
-    "ADDED_COLUMNS", "POSTGRES_CHUNK_FTS", "SQLITE_CHUNK_FTS", "Artifact", "Chunk", "Collection",
+    "ADDED_COLUMNS", "Artifact", "Chunk", "Collection",
     "CollectionEntry", "Document", "DocumentChange", "DocumentSegment", "Embedding", "Entry", "EntryLabel", "Job",
     "JobIssue",
     "MapNodeRow", "MetadataValue", "OutcomeRecord", "Plan", "PlanExecution", "Preference", "ResourceMapRow",

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import BigInteger, Column, Connection, ForeignKey, Index, Integer, LargeBinary, Table, Text, event
-from sqlmodel import Field
+from sqlalchemy import (BigInteger, Column, Connection, ForeignKey, Index, Integer, LargeBinary, MetaData, Text, event,
+                        inspect)
+from sqlmodel import Field, SQLModel
 
 from store.models.columns import TableModel, cascade_fk, now
 
@@ -51,8 +52,8 @@ class CollectionEntry(TableModel, table=True):
 class Chunk(TableModel, table=True):
     """A passage of an entry's extracted text (``flows.semantic.chunking``): character offsets into the document's
     text (its pages' lines joined by newlines, as store.documents keeps them), the page and the 1-based line range it
-    spans, so a hit can be cited. SQLite keeps a full-text index of ``text`` in ``chunk_fts`` (FTS5, porter
-    stemming, BM25; rowid = id) for keyword and hybrid search; PostgreSQL a tsvector column ``tsv`` under GIN."""
+    spans, so a hit can be cited. Keyword and hybrid search rank chunks from the text engine's index of those lines
+    (flows.semantic.keywords), not from a full-text index of their own."""
 
     __tablename__ = "chunks"
     # AUTOINCREMENT on SQLite: a chunk id is never handed out again (SQLite would reuse the highest freed rowid), so
@@ -102,33 +103,32 @@ class EntryLabel(TableModel, table=True):
     updated_at: float = Field(default_factory=now)
 
 
-SQLITE_CHUNK_FTS = (
-    "CREATE VIRTUAL TABLE IF NOT EXISTS chunk_fts USING fts5(text, content='chunks', content_rowid='id', "
-    "tokenize='porter unicode61 remove_diacritics 2')",
-    "CREATE TRIGGER IF NOT EXISTS chunks_ai AFTER INSERT ON chunks BEGIN "
-    "INSERT INTO chunk_fts(rowid, text) VALUES (new.id, new.text); END",
-    "CREATE TRIGGER IF NOT EXISTS chunks_ad AFTER DELETE ON chunks BEGIN "
-    "INSERT INTO chunk_fts(chunk_fts, rowid, text) VALUES ('delete', old.id, old.text); "
+# the collection's version goes up when chunks go (an entry deleted takes its chunks by cascade), so the hnswlib
+# file learns it is behind; a store made before the text engine loses its chunk full-text index (FTS5 / tsvector),
+# which flows.semantic.keywords no longer reads
+SQLITE_CHUNK_TRIGGERS = (
+    "DROP TRIGGER IF EXISTS chunks_ai",
+    "DROP TRIGGER IF EXISTS chunks_ad",
+    "DROP TABLE IF EXISTS chunk_fts",
+    "CREATE TRIGGER IF NOT EXISTS chunks_version_ad AFTER DELETE ON chunks BEGIN "
     "UPDATE collections SET version = version + 1 WHERE id = old.collection_id; END",
 )
-POSTGRES_CHUNK_FTS = (
-    "ALTER TABLE chunks ADD COLUMN IF NOT EXISTS tsv tsvector "
-    "GENERATED ALWAYS AS (to_tsvector('english', text)) STORED",
-    "CREATE INDEX IF NOT EXISTS ix_chunks_tsv ON chunks USING gin (tsv)",
+POSTGRES_CHUNK_TRIGGERS = (
+    "ALTER TABLE chunks DROP COLUMN IF EXISTS tsv",
     "CREATE OR REPLACE FUNCTION assay_chunks_deleted() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
     "UPDATE collections SET version = version + 1 WHERE id IN (SELECT DISTINCT collection_id FROM gone); "
     "RETURN NULL; END $$",
-    "DROP TRIGGER IF EXISTS chunks_ad ON chunks",
-    "CREATE TRIGGER chunks_ad AFTER DELETE ON chunks REFERENCING OLD TABLE AS gone "
+    "CREATE OR REPLACE TRIGGER chunks_ad AFTER DELETE ON chunks REFERENCING OLD TABLE AS gone "
     "FOR EACH STATEMENT EXECUTE FUNCTION assay_chunks_deleted()",
 )
 
 
-@event.listens_for(Chunk.__table__, "after_create")
-def _chunk_index(table: Table, connection: Connection, **_kw: Any) -> None:
-    """The keyword index of the chunks (SQLite: external-content FTS5 kept by triggers; PostgreSQL: a generated
-    tsvector under GIN), and the version bump when chunks go (an entry deleted takes its chunks by cascade, so the
-    hnswlib file learns it is behind)."""
-    statements = {"sqlite": SQLITE_CHUNK_FTS, "postgresql": POSTGRES_CHUNK_FTS}.get(connection.dialect.name, ())
-    for statement in statements:
+@event.listens_for(SQLModel.metadata, "after_create")
+def _chunk_triggers(metadata: MetaData, connection: Connection, **_kw: Any) -> None:
+    """The version bump when chunks go, made once every table exists (each statement is idempotent; a store made
+    before gets it at its next start, and loses its chunk full-text index then)."""
+    if "chunks" not in inspect(connection).get_table_names():
+        return
+    statements = {"sqlite": SQLITE_CHUNK_TRIGGERS, "postgresql": POSTGRES_CHUNK_TRIGGERS}
+    for statement in statements.get(connection.dialect.name, ()):
         connection.exec_driver_sql(statement)

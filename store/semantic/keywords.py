@@ -1,20 +1,12 @@
-"""Keyword search over a collection's chunks.
-
-Chunks are ranked by BM25 over SQLite's FTS5 table ``chunk_fts`` (``score = -bm25``) or by ``ts_rank_cd`` over
-PostgreSQL's ``chunks.tsv``; a natural-language query becomes the OR of its words, each quoted, so no query syntax
-from the caller reaches the full-text engine.
+"""The words a keyword query over a collection's chunks looks for: a natural-language question becomes its distinct
+words (letters and digits), English function words left out, so no query syntax from the caller reaches the engine
+(flows.semantic.keywords ranks the chunks with them, from the text engine's line index).
 """
 
 from __future__ import annotations
 
-import json
 import re
-from typing import Any, Iterable, Sequence
 
-from sqlalchemy import Integer, bindparam
-from sqlalchemy import text as sql_text
-from sqlalchemy.dialects.postgresql import ARRAY
-from sqlalchemy.engine import Engine
 
 MAX_QUERY_WORDS = 64  # distinct words of a keyword query at most (a 10,000-character query stays one small MATCH)
 _WORD = re.compile(r"[^\W_]+")  # unicode letters and digits
@@ -44,43 +36,3 @@ def query_words(query: str, limit: int = MAX_QUERY_WORDS) -> list[str]:
         if len(seen) >= limit:
             break
     return list(seen) or list(common)[:limit]
-
-
-def fts_match(words: Sequence[str]) -> str:
-    """An FTS5 MATCH string: the OR of the words, each double-quoted (a word holds no quote: only letters/digits)."""
-    return " OR ".join(f'"{w}"' for w in words)
-
-
-def keyword_search(engine: Engine, collection_id: int, query: str, *, limit: int,
-                   entry_ids: Iterable[int] | None = None) -> list[tuple[int, float]]:
-    """The collection's chunks best matching ``query``'s words (any of them; a query with no words finds nothing),
-    best first, at most ``limit``: ``(chunk id, score)`` with higher = better (SQLite: -BM25 over chunk_fts;
-    PostgreSQL: ts_rank_cd of the chunk's tsvector). ``entry_ids`` restricts the hits to those entries."""
-    words = query_words(query)
-    if not words or limit <= 0:
-        return []
-    ids = None if entry_ids is None else list(entry_ids)
-    if ids is not None and not ids:
-        return []
-    with engine.connect() as conn:
-        if conn.dialect.name == "postgresql":
-            tsq = " | ".join(words)  # letters and digits only: no tsquery operator can get through
-            q = sql_text(
-                "SELECT c.id, ts_rank_cd(c.tsv, q) AS score FROM chunks c, to_tsquery('english', :tsq) q "
-                "WHERE c.collection_id = :cid AND c.tsv @@ q"
-                + (" AND c.entry_id = ANY(:entry_ids)" if ids is not None else "")
-                + " ORDER BY score DESC, c.id LIMIT :limit")
-            params: dict[str, Any] = {"tsq": tsq, "cid": collection_id, "limit": int(limit)}
-            if ids is not None:
-                q = q.bindparams(bindparam("entry_ids", type_=ARRAY(Integer)))
-                params["entry_ids"] = [int(e) for e in ids]
-        else:
-            q = sql_text(
-                "SELECT c.id, -bm25(chunk_fts) AS score FROM chunk_fts JOIN chunks c ON c.id = chunk_fts.rowid "
-                "WHERE chunk_fts MATCH :m AND c.collection_id = :cid"
-                + (" AND c.entry_id IN (SELECT value FROM json_each(:entry_ids))" if ids is not None else "")
-                + " ORDER BY bm25(chunk_fts), c.id LIMIT :limit")
-            params = {"m": fts_match(words), "cid": collection_id, "limit": int(limit)}
-            if ids is not None:
-                params["entry_ids"] = json.dumps([int(e) for e in ids])
-        return [(int(cid), float(score)) for cid, score in conn.execute(q, params)]

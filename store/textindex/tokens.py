@@ -63,6 +63,11 @@ def token_lines(folded: bytes, vocab: Vocabulary, first_line: int) -> tuple[np.n
     return ids[keep], lines[keep]
 
 
+def words_of(folded: bytes) -> list[bytes]:
+    """The tokens of ``folded`` (UTF-8 of folded text) in order, line breaks not marked."""
+    return folded.translate(_SPLIT).split()
+
+
 Bound = Literal["contains", "starts", "ends", "equals"]
 
 

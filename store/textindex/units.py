@@ -3,8 +3,9 @@
 A passage is a run of lines of one document (``chunks.line_start .. line_end``); the engine knows which lines hold
 each token, so a word's frequency in a passage is the number of the passage's lines that hold it, and BM25 ranks the
 passages (k1 = 1.2, b = 0.75 over the passage's length in characters) with each word's rarity counted over the
-passages. A query word matches the tokens that are the word or share its English stem (Snowball), as a full-text
-engine with a Porter tokenizer would; the caller drops function words.
+passages; the best of them are then scored again with the words' occurrences counted in their text. A query word
+matches the tokens that are the word or share its English stem (Snowball), as a full-text engine with a Porter
+tokenizer would; the caller drops function words.
 
 ``UnitMap`` places a collection's passages on the lines of a snapshot's segments once (each line knows the passage
 that starts last at or before it, and the one before when they overlap), so ranking reads only the lines holding the
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -23,7 +25,9 @@ import snowballstemmer
 from pyroaring import BitMap
 
 from store.textindex.index import Snapshot
+from store.fold import fold
 from store.textindex.segment import Segment
+from store.textindex.tokens import words_of
 
 K1, B = 1.2, 0.75
 _STEMMER = snowballstemmer.stemmer("english")
@@ -61,6 +65,10 @@ class UnitMap:
         self.units = units
         self.generation = snapshot.generation
         self.placed: list[_Placed] = []
+        # where each passage lies: its placed segment (index into ``placed``, -1: not in the index) and lines
+        self.at = np.full(len(units.ids), -1, dtype=np.int32)
+        self.first = np.zeros(len(units.ids), dtype=np.int64)
+        self.last = np.zeros(len(units.ids), dtype=np.int64)
         where: dict[int, tuple[int, int]] = {}
         for k, seg in enumerate(snapshot.segments):
             gone = snapshot.deleted.get(seg.name, frozenset())
@@ -81,6 +89,7 @@ class UnitMap:
             last = base + np.clip(units.last[idx] - 1, 0, np.maximum(count - 1, 0))
             order = np.lexsort((last, first))
             idx, first, last = idx[order], first[order], last[order]
+            self.at[idx], self.first[idx], self.last[idx] = len(self.placed), first, last
             primary = np.full(seg.lines, -1, dtype=np.int32)
             secondary = np.full(seg.lines, -1, dtype=np.int32)
             covered = BitMap()
@@ -110,9 +119,11 @@ def word_tokens(seg: Segment, word: str) -> tuple[int, ...]:
 
 
 def rank_units(snapshot: Snapshot, placed: UnitMap, words: list[str], *, limit: int,
-               allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
+               allowed: np.ndarray | None = None, rerank: int = 100) -> list[tuple[int, float]]:
     """The passages best matching any of ``words`` by BM25, best first, at most ``limit``: (passage id, score).
-    ``allowed``: a boolean mask over the passages (the caller's filters); None: all."""
+    ``allowed``: a boolean mask over the passages (the caller's filters); None: all. The passages are first scored
+    with each word's frequency counted in lines (from the postings alone); the best ``max(rerank, 4 * limit)`` are
+    then scored again with the words' occurrences counted in their text, which orders them exactly."""
     units = placed.units
     n = len(units.ids)
     if not n or not words or limit <= 0:
@@ -124,12 +135,15 @@ def rank_units(snapshot: Snapshot, placed: UnitMap, words: list[str], *, limit: 
     avg = float(units.length[mask].mean()) or 1.0
     norm = K1 * (1 - B + B * units.length / avg)
     score = np.zeros(n)
+    weights: list[tuple[float, set[bytes]]] = []  # per word: its weight and the tokens that count as it
     for word in dict.fromkeys(words):
         tf = np.zeros(n, dtype=np.int64)
+        matched: set[bytes] = set()
         for p in placed.placed:
             tokens = word_tokens(p.seg, word)
             if not tokens:
                 continue
+            matched.update(p.seg.tokens[t] for t in tokens)
             lines = p.seg.union(tokens) & p.lines
             if not lines:
                 continue
@@ -143,12 +157,33 @@ def rank_units(snapshot: Snapshot, placed: UnitMap, words: list[str], *, limit: 
         if not df:
             continue
         idf = math.log(1 + (total - df + 0.5) / (df + 0.5))
+        weights.append((idf, matched))
         hit = tf > 0
         score[hit] += idf * tf[hit] * (K1 + 1) / (tf[hit] + norm[hit])
-    found = np.flatnonzero(score > 0)
+    found = _top(score, units.ids, max(rerank, 4 * limit))
     if not len(found):
         return []
-    if len(found) > limit:
-        found = found[np.argpartition(-score[found], limit - 1)[:limit]]
-    order = found[np.lexsort((units.ids[found], -score[found]))]
-    return [(int(units.ids[u]), float(score[u])) for u in order]
+    exact = np.array([_exact_score(placed, int(u), weights, float(norm[u])) for u in found])
+    order = np.lexsort((units.ids[found], -exact))[:limit]
+    return [(int(units.ids[found[k]]), float(exact[k])) for k in order]
+
+
+def _top(score: np.ndarray, ids: np.ndarray, k: int) -> np.ndarray:
+    """The indexes of the ``k`` best positive scores (ties: the lower id)."""
+    found = np.flatnonzero(score > 0)
+    if len(found) > k:
+        found = found[np.argpartition(-score[found], k - 1)[:k]]
+    return found[np.lexsort((ids[found], -score[found]))]
+
+
+def _exact_score(placed: UnitMap, u: int, weights: list[tuple[float, set[bytes]]], norm: float) -> float:
+    """BM25 of passage ``u`` with each word's occurrences counted in the passage's text."""
+    seg = placed.placed[int(placed.at[u])].seg
+    text = "\n".join(seg.line_range(int(placed.first[u]), int(placed.last[u]) + 1))
+    counts = Counter(words_of(fold(text).encode("utf-8", "surrogatepass")))
+    out = 0.0
+    for idf, tokens in weights:
+        tf = sum(counts[t] for t in tokens)
+        if tf:
+            out += idf * tf * (K1 + 1) / (tf + norm)
+    return out
