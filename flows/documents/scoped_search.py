@@ -115,19 +115,19 @@ def _unindexed_outcome(query: str, fuzzy: bool) -> Any:
 
 def search_documents(engine: Engine, paths: DocumentPaths, query: str, scope: SearchScope, *,
                      context_lines: int = 5, max_results: int = 20, fuzzy: bool = False,
-                     timeout: float | None = None) -> dict[str, Any]:
+                     timeout: float | None = None, sort: str = "relevance") -> dict[str, Any]:
     """The boolean search (``flows.documents.search.search``) in ``scope``, answered as reference 001 shows it,
     plus ``pending_documents`` / ``failed_documents`` and a ``note`` when the results may be incomplete."""
     if scope.unindexed is not None:
         return _answer(engine, _unindexed_outcome(query, fuzzy), scope.unindexed)
     outcome = search(engine, query, under=scope.under, entry_id=scope.entry_id, context_lines=context_lines,
-                     max_results=max_results, fuzzy=fuzzy, timeout=timeout, display=paths.display)
+                     max_results=max_results, fuzzy=fuzzy, timeout=timeout, display=paths.display, sort=sort)
     return _answer(engine, outcome)
 
 
 def search_multiple(engine: Engine, paths: DocumentPaths, queries: list[str], scope: SearchScope, *,
                     context_lines: int = 5, max_results_per_query: int = 20,
-                    timeout: float | None = None) -> dict[str, Any]:
+                    timeout: float | None = None, sort: str = "relevance") -> dict[str, Any]:
     """Each query searched at once (``flows.documents.search.search_many``), keyed by the query as given; a query
     that fails carries its ``error`` ({code, message}) and the others go on."""
     started = time.monotonic()
@@ -142,7 +142,7 @@ def search_multiple(engine: Engine, paths: DocumentPaths, queries: list[str], sc
     else:
         outcomes = search_many(engine, unique, under=scope.under, entry_id=scope.entry_id,
                                context_lines=context_lines, max_results=max_results_per_query, timeout=timeout,
-                               display=paths.display)
+                               display=paths.display, sort=sort)
     results: dict[str, Any] = {}
     failed = pending = 0
     found = [q for q in unique if not isinstance(outcomes[q], Exception)]

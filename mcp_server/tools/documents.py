@@ -77,6 +77,9 @@ def _one_page(value: Any) -> Any:
 
 
 ContextLines = Annotated[int, Field(ge=0, le=50, description="Lines of context before and after each match (0-50)")]
+SortOrder = Annotated[Literal["relevance", "path"], Field(
+    description="Boolean search: the order of the matches shown: relevance (the documents that answer best first, "
+                "BM25; each one's lines in order) or path (documents in path order)")]
 
 
 # --- results --------------------------------------------------------------------------------------------------------
@@ -266,12 +269,12 @@ def _paths(app) -> DocumentPaths:
 
 
 def boolean_search(app, query: str, scope: Scope, *, context_lines: int, max_results: int,
-                   fuzzy: bool) -> dict[str, Any]:
+                   fuzzy: bool, sort: str = "relevance") -> dict[str, Any]:
     settings = doc_settings.current()
     paths = DocumentPaths(app.roots, settings.allow_symlinks)
     target = library.resolve_scope(app.engine, paths, scope.type, scope.path)
     return library.search_documents(app.engine, paths, query, target, context_lines=context_lines,
-                                    max_results=max_results, fuzzy=fuzzy, timeout=settings.search_timeout)
+                                    max_results=max_results, fuzzy=fuzzy, timeout=settings.search_timeout, sort=sort)
 
 
 def semantic_search(app, query: str, options: SemanticOptions | None) -> dict[str, Any]:
@@ -320,6 +323,7 @@ def register(tools: ToolSet, app: AssayApp) -> None:
         max_results: Annotated[int, Field(ge=1, le=500, description="Boolean search: max results (1-500)")] = 20,
         fuzzy: Annotated[bool, Field(description="Boolean search: tolerate small typos in the terms (slower)")]
         = False,
+        sort: SortOrder = "relevance",
         options: Annotated[SemanticOptions | None, Field(
             description="Semantic search (reference 002; no scope): {limit=10, minScore (default: fitted to the "
                         "model), includeMetadata=true}")] = None,
@@ -328,9 +332,10 @@ def register(tools: ToolSet, app: AssayApp) -> None:
 
         With scope: the boolean full-text search (reference 001): each match is a line (with its line number, page,
         context lines and a citation resolve accepts). `attack armor` (both), `move|teleport` (either),
-        `attack -ranged` (not), `"end of turn"` (phrase), parentheses to group; case-insensitive. Reports how many
-        documents in scope are not indexed yet (pending_documents), so a search during indexing says it may be
-        incomplete.
+        `attack -ranged` (not), `"end of turn"` (phrase), parentheses to group; case-insensitive. total_matches
+        counts every matching line; the matches shown come from the documents that answer best (BM25: more and
+        rarer matches first; sort "path" for path order). Reports how many documents in scope are not indexed yet
+        (pending_documents), so a search during indexing says it may be incomplete.
 
         Without scope (the query alone, or with options): the semantic search (reference 002) over the "default"
         collection that index_files builds: the chunks most similar in meaning to the query, each with its file,
@@ -342,15 +347,16 @@ def register(tools: ToolSet, app: AssayApp) -> None:
         if scope is not None:
             if options is not None:
                 raise InvalidInput("options belongs to the semantic search (no scope); the boolean search takes "
-                                   "context_lines, max_results and fuzzy", field="options")
+                                   "context_lines, max_results, fuzzy and sort", field="options")
             result = await anyio.to_thread.run_sync(
                 lambda: boolean_search(app, query, scope, context_lines=context_lines, max_results=max_results,
-                                       fuzzy=fuzzy))
+                                       fuzzy=fuzzy, sort=sort))
             result = {"search_type": "boolean", **result}
         else:
             # the boolean search's own parameters, set to anything but their defaults, would be ignored: refused
             given = [name for name, value, default in (("context_lines", context_lines, 5),
-                                                       ("max_results", max_results, 20), ("fuzzy", fuzzy, False))
+                                                       ("max_results", max_results, 20), ("fuzzy", fuzzy, False),
+                                                       ("sort", sort, "relevance"))
                      if value != default]
             if given:
                 raise InvalidInput(f"{', '.join(given)} belong{'s' * (len(given) == 1)} to the boolean search, which "
@@ -373,9 +379,11 @@ def register(tools: ToolSet, app: AssayApp) -> None:
         scope: Annotated[Scope, Field(description="Search scope, as search_documents takes it")],
         context_lines: ContextLines = 5,
         max_results_per_query: Annotated[int, Field(ge=1, le=500, description="Max results per query")] = 20,
+        sort: SortOrder = "relevance",
     ) -> MultipleResults:
-        """Search for several queries in parallel (each as search_documents does), results keyed by the query; a
-        query that fails (an invalid query, a timeout) carries its error and does not stop the others."""
+        """Search for several queries in parallel (each as search_documents does, on every core), results keyed by
+        the query; a query that fails (an invalid query, a timeout) carries its error and does not stop the
+        others."""
         settings = doc_settings.current()
         paths = DocumentPaths(app.roots, settings.allow_symlinks)
 
@@ -383,7 +391,7 @@ def register(tools: ToolSet, app: AssayApp) -> None:
             target = library.resolve_scope(app.engine, paths, scope.type, scope.path)
             return library.search_multiple(app.engine, paths, queries, target, context_lines=context_lines,
                                            max_results_per_query=max_results_per_query,
-                                           timeout=settings.search_timeout)
+                                           timeout=settings.search_timeout, sort=sort)
 
         return MultipleResults(**await anyio.to_thread.run_sync(run))
 

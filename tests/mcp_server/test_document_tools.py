@@ -234,6 +234,25 @@ async def test_search_documents_context_truncation_fuzzy_and_ocr(client):
         assert scanned["matches"][0]["ocr"] is True and scanned["matches"][0]["page"] == 1
 
 
+async def test_search_documents_shows_the_best_documents_first_or_sorts_by_path(client):
+    everywhere = {"type": "global"}
+    best = await search(client, "security|authentication", everywhere, context_lines=0, max_results=2)
+    by_path = await search(client, "security|authentication", everywhere, context_lines=0, max_results=2,
+                           sort="path")
+    assert best["total_matches"] == by_path["total_matches"] > 2 and best["truncated"] and by_path["truncated"]
+    # security.md holds most of the matching lines: it answers best, though other paths sort before it
+    assert [m["document"] for m in best["matches"]] == ["docs/api/security.md"] * 2
+    everything = await search(client, "security|authentication", everywhere, context_lines=0, max_results=500,
+                              sort="path")
+    assert [(m["document"], m["line"]) for m in by_path["matches"]] == [
+        (m["document"], m["line"]) for m in everything["matches"]][:2]
+    assert [m["document"] for m in everything["matches"]] == sorted(m["document"] for m in everything["matches"])
+    assert (await refused(client, "search_documents", {"query": "security", "sort": "path"})).startswith(
+        "INVALID_PARAMS: sort belongs to the boolean search")
+    assert (await refused(client, "search_documents", {"query": "security", "scope": everywhere,
+                                                       "sort": "size"})).startswith("INVALID_PARAMS")
+
+
 async def test_search_documents_counts_failed_documents_in_scope(client):
     coop = await search(client, "movement", {"type": "collection", "path": "games/coop"})
     assert coop["failed_documents"] == 2 and coop["pending_documents"] == 0  # encrypted.pdf, truncated.pdf
