@@ -41,7 +41,7 @@ def text_index(engine: Engine) -> TextIndex:
     key = engine.url.render_as_string(hide_password=False)
     with _lock:
         index = _indexes.get(key)
-        if index is None or index.engine is not engine and index.engine.url != engine.url:
+        if index is None:  # one per store: another engine of the same store shares it
             index = _indexes[key] = TextIndex(text_index_dir(engine), engine)
         return index
 
