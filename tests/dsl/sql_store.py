@@ -162,8 +162,11 @@ def fill(engine) -> None:
 
 
 class StoreSqlContext:
-    def __init__(self, engine, now: float = NOW) -> None:
-        self.engine, self.dialect, self.now = engine, engine.dialect.name, now
+    def __init__(self, store, now: float = NOW) -> None:
+        """``store``: an engine (content prefilters ask its text index), or only a dialect's name."""
+        self.engine = None if isinstance(store, str) else store
+        self.dialect = store if isinstance(store, str) else store.dialect.name
+        self.now = now
 
     def column(self, name: str):
         return ENTRIES.c[name]
