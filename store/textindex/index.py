@@ -47,6 +47,7 @@ SEARCH_BUDGET = 50  # queued documents a search indexes itself before it answers
 MAX_SEGMENTS = 16  # more than this, and the smallest are merged
 POLL_SECONDS = 0.5
 RETIRE_SECONDS = 60.0  # a replaced segment file stays this long for the searches that still name it
+HOLD_SECONDS = 10.0  # the background thread writes what it has read at least this often
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,8 @@ class TextIndex:
         self._snapshot = Snapshot()
         self._generation = 0
         self._retired: dict[str, float] = {}  # segment files out of the manifest -> since when
+        # the background thread's builder between rounds: (builder, entry -> change read for, since when)
+        self._held: tuple[SegmentBuilder, dict[int, int], float] | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._load()
@@ -161,9 +164,10 @@ class TextIndex:
         are left to it (they stay in ``queued``)."""
         return self.sync(budget, wait=False)
 
-    def sync(self, budget: int | None = None, *, wait: bool = True) -> Snapshot:
+    def sync(self, budget: int | None = None, *, wait: bool = True, hold: bool = False) -> Snapshot:
         """Apply the store's changes since the last sync, then index up to ``budget`` queued documents (None: all;
-        ``wait`` False: not when another thread is indexing already)."""
+        ``wait`` False: not when another thread is indexing already; ``hold``: the background thread's batching,
+        see :meth:`_index_queued`)."""
         with self._lock:
             if not self.writer:
                 return self._follow()
@@ -172,9 +176,9 @@ class TextIndex:
             if self._manifest.get("rebuild") or source.last_change(self.engine) < self._manifest["applied"]:
                 self._rebuild()
             self._apply_changes()
-        if budget != 0 and self._manifest["queued"] and self._indexing.acquire(blocking=wait):
+        if budget != 0 and (self._manifest["queued"] or self._held) and self._indexing.acquire(blocking=wait):
             try:
-                self._index_queued(budget)
+                self._index_queued(budget, hold=hold)
             finally:
                 self._indexing.release()
         return self._snapshot
@@ -240,15 +244,26 @@ class TextIndex:
         self._save()
         self._publish(frozenset(queued))
 
-    def _index_queued(self, budget: int | None) -> None:
+    def _index_queued(self, budget: int | None, *, hold: bool = False) -> None:
         """Read queued documents from the store and write them as segments (no lock held while reading and
-        tokenising: searches go on; the manifest changes under the lock at each flush)."""
+        tokenising: searches go on; the manifest changes under the lock at each flush).
+
+        ``hold`` (the background thread): what is read is kept in one builder across rounds and written when it
+        reaches FLUSH_BYTES, when a round finds nothing new to read (the writers have paused), or after
+        HOLD_SECONDS, so a bulk extraction makes a few large segments rather than one per round; documents held are
+        still queued (searches count them pending) and a search does not index them again."""
+        if not hold and budget is None and self._held is not None:  # everything asked for: what is held too
+            held, self._held = self._held, None
+            self._flush(held[0], held[1])
         with self._lock:
-            take = sorted(self._queued().items())
+            take = [(e, v) for e, v in sorted(self._queued().items())
+                    if self._held is None or self._held[1].get(e) != v]
         if budget is not None:
             take = take[:budget]
-        builder = SegmentBuilder()
-        done: dict[int, int] = {}
+        if hold and self._held is not None:
+            builder, done, since = self._held
+        else:
+            builder, done, since = SegmentBuilder(), {}, time.monotonic()
         for i in range(0, len(take), source.CHUNK):
             part = dict(take[i:i + source.CHUNK])
             for doc in source.read_documents(self.engine, part, 0):
@@ -257,9 +272,13 @@ class TextIndex:
             done.update(part)
             if builder.text_bytes >= FLUSH_BYTES:
                 self._flush(builder, done)
-                builder, done = SegmentBuilder(), {}
+                builder, done, since = SegmentBuilder(), {}, time.monotonic()
             if self._stop.is_set():
                 break
+        if hold and take and builder.text_bytes < FLUSH_BYTES and time.monotonic() - since < HOLD_SECONDS:
+            self._held = (builder, done, since)
+            return
+        self._held = None if hold else self._held
         self._flush(builder, done)
 
     def _flush(self, builder: SegmentBuilder, done: dict[int, int]) -> None:
@@ -369,7 +388,7 @@ class TextIndex:
         def loop() -> None:
             while not self._stop.wait(interval):
                 try:
-                    self.sync(budget=None)
+                    self.sync(budget=None, hold=True)
                     if not self.merge() and self._retired and self.writer:
                         with self._lock:
                             self._remove_files(set())
@@ -384,6 +403,11 @@ class TextIndex:
         if self._thread is not None:
             self._thread.join(timeout=30)
             self._thread = None
+        if self._held is not None and self.writer:
+            with self._indexing:
+                held, self._held = self._held, None
+                if held is not None:
+                    self._flush(held[0], held[1])
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None

@@ -366,3 +366,33 @@ def test_an_index_whose_directory_was_deleted_rebuilds_at_its_next_sync(store, o
     add_documents(store, {"/d/b.txt": "alpha b"})
     snap = index.sync()  # actual: FileNotFoundError .../ix/manifest.json.tmp
     assert found(snap, "alpha") == [("/d/a.txt", 1, "alpha"), ("/d/b.txt", 1, "alpha b")]
+
+
+# --- the background thread's batching ----------------------------------------------------------------------------
+
+
+def test_the_background_holds_what_it_reads_while_writers_are_busy_and_writes_one_segment(store, open_index):
+    index = open_index()
+    index.sync()
+    ids = add_documents(store, {"/h/a.txt": "alpha one"})
+    snap = index.sync(None, hold=True)  # read and held: still queued, not searchable, no segment yet
+    assert snap.segments == () and snap.queued == {ids["/h/a.txt"]}
+    more = add_documents(store, {"/h/b.txt": "alpha two"})
+    snap = index.sync(None, hold=True)  # something new again: held with the first
+    assert snap.segments == () and snap.queued == {ids["/h/a.txt"], more["/h/b.txt"]}
+    snap = index.sync(None, hold=True)  # a round with nothing new: the writers paused, one segment written
+    assert len(snap.segments) == 1 and snap.queued == frozenset()
+    assert [p for p, _, _ in found(snap, "alpha")] == ["/h/a.txt", "/h/b.txt"]
+
+
+def test_a_full_sync_or_a_close_writes_what_the_background_holds(store, open_index):
+    index = open_index()
+    index.sync()
+    add_documents(store, {"/hc/a.txt": "gamma one"})
+    index.sync(None, hold=True)
+    assert found(index.sync(0), "gamma") == []
+    assert [p for p, _, _ in found(index.sync(None), "gamma")] == ["/hc/a.txt"]  # everything asked: held too
+    add_documents(store, {"/hc/b.txt": "gamma two"})
+    index.sync(None, hold=True)
+    index.close()
+    assert [p for p, _, _ in found(open_index().sync(0), "gamma")] == ["/hc/a.txt", "/hc/b.txt"]
