@@ -186,12 +186,15 @@ def size_rows(fig: dict) -> list[tuple]:
     st = fig["stored"]
     postings = size["engine"] - size["engine_text"]
     return [
-        ("index size: the text engine's files (postings + vocabulary + its copy of the lines)", mb(size["engine"]),
+        ("index size: the text engine's live segments (postings + vocabulary + its copy of the lines)",
+         mb(size["engine"]),
          f"text: {mb(text_bytes)}", f"{size['engine'] / text_bytes:.2f}× the text", "≤ 1.5×",
          yes_no(size["engine"] <= 1.5 * text_bytes)),
         ("  of which postings and vocabulary / the copy of the lines", f"{mb(postings)} / {mb(size['engine_text'])}",
          f"text: {mb(text_bytes)}", f"{postings / text_bytes:.2f}× / {size['engine_text'] / text_bytes:.2f}×", "—",
          "—"),
+        ("  the index directory on disk (segments a merge replaced stay a minute for searches still reading them)",
+         mb(size.get("engine_disk", size["engine"])), "—", "—", "—", "—"),
         (f"  the store's text: document_segments ({st['segments']:,} segments) with its indexes",
          mb(size["segments"]), f"text: {mb(text_bytes)}", f"{size['segments'] / text_bytes:.2f}× the text", "—",
          "—"),

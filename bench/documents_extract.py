@@ -6,6 +6,7 @@ ripgrep.
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import time
@@ -95,9 +96,12 @@ def index_size(db: Path, index_dir: Path) -> dict:
         pages = conn.execute("PRAGMA page_count").fetchone()[0]
     finally:
         conn.close()
-    engine_bytes = sum(p.stat().st_size for p in index_dir.iterdir() if p.is_file())
-    text_copy = sum(_section(p, "text") for p in index_dir.glob("seg-*.tx"))
-    return {"engine": engine_bytes, "engine_text": text_copy, "segments": seg, "file": page_size * pages}
+    live = [index_dir / item["name"] for item in json.loads((index_dir / "manifest.json").read_text())["segments"]]
+    engine_bytes = sum(p.stat().st_size for p in live) + (index_dir / "manifest.json").stat().st_size
+    on_disk = sum(p.stat().st_size for p in index_dir.iterdir() if p.is_file())
+    text_copy = sum(_section(p, "text") for p in live)
+    return {"engine": engine_bytes, "engine_text": text_copy, "engine_disk": on_disk, "segments": seg,
+            "file": page_size * pages}
 
 
 def _section(path: Path, name: str) -> int:
