@@ -169,12 +169,14 @@ class _Eval:
 
 
 def _verify(seg: Segment, lines: BitMap, check: Callable[[str], bool], deadline: float | None) -> BitMap:
+    """The lines of ``lines`` that ``check`` accepts, read from the segment's text a block at a time."""
+    ids = np.frombuffer(lines.to_array(), dtype=np.uint32)
     keep = array.array("I")
-    for n, i in enumerate(lines):
-        if deadline is not None and n % 4096 == 0 and time.monotonic() > deadline:
+    for start in range(0, len(ids), 4096):
+        if deadline is not None and time.monotonic() > deadline:
             raise SearchTimeout()
-        if check(fold(seg.line(i))):
-            keep.append(i)
+        block = ids[start:start + 4096]
+        keep.extend(i for i, text in zip(block.tolist(), seg.texts(block)) if check(fold(text)))
     return BitMap(keep)
 
 
@@ -205,7 +207,7 @@ def search(snapshot: Snapshot, query: Node, check: Callable[[str], bool], *, sco
             lines = _verify(seg, lines, check, deadline)
         parts.append(_Part(seg, lines, ev.positive, in_scope))
     total = sum(len(p.matches) for p in parts)
-    order = _order(parts, sort)
+    order = _order(parts, sort, limit)
     hits: list[Hit] = []
     for k, d, score in order:
         if len(hits) >= limit:
@@ -220,8 +222,9 @@ def search(snapshot: Snapshot, query: Node, check: Callable[[str], bool], *, sco
     return Result(hits, total, snapshot.queued)
 
 
-def _order(parts: list[_Part], sort: str) -> list[tuple[int, int, float]]:
-    """(part, document, score) of every document with a match, best first (or in path order)."""
+def _order(parts: list[_Part], sort: str, limit: int) -> list[tuple[int, int, float]]:
+    """(part, document, score) of the documents with a match, best first (at least the ``limit`` best: as many as
+    can be shown), or all of them in path order."""
     if sort == "path":
         by_path: list[tuple[str, int, int]] = []
         for k, p in enumerate(parts):
@@ -236,7 +239,8 @@ def _order(parts: list[_Part], sort: str) -> list[tuple[int, int, float]]:
     idf = [math.log(1 + (scope_lines - f + 0.5) / (f + 0.5)) for f in line_freq]
     total_docs = sum(len(p.scope.docs) for p in parts)
     avg = scope_lines / total_docs if total_docs else 1.0
-    scored: list[tuple[float, int, int]] = []
+    scores: list[np.ndarray] = []
+    where: list[tuple[int, np.ndarray]] = []
     for k, p in enumerate(parts):
         if not p.matches:
             continue
@@ -249,9 +253,18 @@ def _order(parts: list[_Part], sort: str) -> list[tuple[int, int, float]]:
             score += idf[t] * tf * (K1 + 1) / (tf + norm)
         if not p.positive:
             score += matched[docs]
-        scored += zip((-score).tolist(), [k] * len(docs), docs.tolist())
-    scored.sort()
-    return [(k, d, -s) for s, k, d in scored]
+        scores.append(score)
+        where.append((k, docs))
+    if not scores:
+        return []
+    score = np.concatenate(scores)
+    part = np.concatenate([np.full(len(d), k, dtype=np.int64) for k, d in where])
+    doc = np.concatenate([d for _, d in where])
+    if len(score) > limit:  # each document has a match: the best ``limit`` of them are all that can be shown
+        top = np.argpartition(-score, limit - 1)[:limit]
+        score, part, doc = score[top], part[top], doc[top]
+    order = np.lexsort((doc, part, -score))
+    return list(zip(part[order].tolist(), doc[order].tolist(), score[order].tolist()))
 
 
 def candidate_entries(snapshot: Snapshot, query: Node) -> set[int]:

@@ -339,6 +339,13 @@ class Segment:
         a, b = int(self._line_off[i]), int(self._line_off[i + 1]) - 1
         return bytes(self._text[a:b]).decode("utf-8", "surrogatepass")
 
+    def texts(self, ids: np.ndarray) -> list[str]:
+        """The text of the lines ``ids`` (local ids, any order), in that order."""
+        starts = self._line_off[ids].tolist()
+        ends = (self._line_off[ids + 1] - 1).tolist()
+        text = self._text
+        return [str(text[a:b], "utf-8", "surrogatepass") for a, b in zip(starts, ends)]
+
     def line_range(self, a: int, b: int) -> list[str]:
         """Lines a..b-1 (local ids) as text."""
         if b <= a:
