@@ -66,6 +66,7 @@ log = logging.getLogger("bench.documents")
 
 GOAL_EXTRACT = 0.9  # ours / the one-core loop, MB of text per second
 GOAL_SEARCH = 10.0  # rg p50 / ours p50
+GOAL_MULTI = 1.6  # 10 single calls / one search_multiple of the same 10
 
 
 # --- the table -------------------------------------------------------------------------------------------------------
@@ -171,13 +172,13 @@ def search_rows(fig: dict) -> list[tuple]:
                  f"{r50 / o50:.2f}× (rg / ours)", f"≥ {GOAL_SEARCH:g}×", yes_no(r50 >= GOAL_SEARCH * o50)))
     if s.get("multi_error") or not s["singles"]:
         rows.append((f"search_multiple with {len(MULTI)} queries, one call", f"**failed**: {s.get('multi_error')}",
-                     "—", "—", "> 1×", "**no**"))
+                     "—", "—", f"≥ {GOAL_MULTI:g}×", "**no**"))
         return rows
     m50, s50 = percentile(s["multi"], 50), percentile(s["singles"], 50)
     rows.append((f"search_multiple with {len(MULTI)} queries, one call (p50 of {len(s['multi'])}; "
                  f"{s.get('multi_completed')} completed, {s.get('multi_failed')} failed)", ms(m50),
                  f"the same {len(MULTI)} as single search_documents calls one after the other: {ms(s50)}",
-                 f"{s50 / m50:.2f}× (singles / multiple)", "> 1×", yes_no(m50 < s50)))
+                 f"{s50 / m50:.2f}× (singles / multiple)", f"≥ {GOAL_MULTI:g}×", yes_no(s50 >= GOAL_MULTI * m50)))
     return rows
 
 
