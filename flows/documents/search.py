@@ -36,6 +36,9 @@ TIMEOUT_ENV = "ASSAY_SEARCH_TIMEOUT"
 MAX_CONTEXT_LINES = 50
 MAX_RESULTS = 10_000  # the tools allow 500 (reference 001); the CLI may print more, kept in memory all the same
 SORTS = ("relevance", "path")
+# search_many hands its queries to worker processes only over an index this large: on a small one a query takes a
+# millisecond or two, less than a hand-off to another process costs
+PARALLEL_MIN_LINES = 2_000_000
 
 
 @dataclass
@@ -158,7 +161,8 @@ def search_many(engine: Engine, queries: Iterable[str], *, under: list[str] | No
             results[q] = exc
     pending, failed = _pending(engine, snap, under, entry_id)
     futures: dict[str, Future[Result]] = {}
-    if parallel and len(valid) > 1 and search_pool.WORKERS > 1:
+    if parallel and len(valid) > 1 and search_pool.WORKERS > 1 and \
+            sum(seg.lines for seg in snap.segments) >= PARALLEL_MIN_LINES:
         for q in valid:
             futures[q] = search_pool.submit(search_pool.job_of(
                 snap, index.dir, q, fuzzy=fuzzy, scope=scope, limit=max_results, context=context_lines, sort=sort,

@@ -339,6 +339,7 @@ class TextIndex:
                         builder.add(DocIn(doc.entry_id, doc.version, doc.path, doc.format,
                                           seg.line_range(doc.first, doc.first + doc.count), seg.runs_of(k)))
                         origin.append((seg_name, k))
+                seg.release()
             if len(builder):
                 builder.write(self.dir / name)
             with self._lock:

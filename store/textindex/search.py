@@ -33,6 +33,7 @@ from store.textindex.segment import Segment
 from store.textindex.tokens import analyse
 
 K1, B = 1.2, 0.75
+VERIFY_BLOCK = 512  # candidate lines read between two releases of the segment's pages
 
 
 @dataclass(frozen=True)
@@ -169,14 +170,17 @@ class _Eval:
 
 
 def _verify(seg: Segment, lines: BitMap, check: Callable[[str], bool], deadline: float | None) -> BitMap:
-    """The lines of ``lines`` that ``check`` accepts, read from the segment's text a block at a time."""
+    """The lines of ``lines`` that ``check`` accepts, read from the segment's text a block at a time. After each
+    block the segment's pages are let go (Segment.release): a read fault maps the pages around it too, so lines
+    read here and there would otherwise leave tens of kB resident each, hundreds of MB for a few thousand lines."""
     ids = np.frombuffer(lines.to_array(), dtype=np.uint32)
     keep = array.array("I")
-    for start in range(0, len(ids), 4096):
+    for start in range(0, len(ids), VERIFY_BLOCK):
         if deadline is not None and time.monotonic() > deadline:
             raise SearchTimeout()
-        block = ids[start:start + 4096]
+        block = ids[start:start + VERIFY_BLOCK]
         keep.extend(i for i, text in zip(block.tolist(), seg.texts(block)) if check(fold(text)))
+        seg.release()
     return BitMap(keep)
 
 
@@ -219,6 +223,8 @@ def search(snapshot: Snapshot, query: Node, check: Callable[[str], bool], *, sco
             if i >= end or len(hits) >= limit:
                 break
             hits.append(_hit(part.seg, d, i, context, score))
+    for seg in snapshot.segments:  # what this search read stays in the page cache, not in this process's memory
+        seg.release()
     return Result(hits, total, snapshot.queued)
 
 

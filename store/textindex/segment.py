@@ -211,6 +211,15 @@ def _write_file(path: Path, header: dict[str, Any], sections: dict[str, Any]) ->
     os.replace(tmp, path)
 
 
+def _random_access(mapped: mmap.mmap) -> None:
+    """Searches read a few lines and postings here and there: without this, each page fault maps its neighbours
+    too (read-ahead), and a search touching a few thousand lines leaves hundreds of MB resident."""
+    try:
+        mapped.madvise(mmap.MADV_RANDOM)
+    except (AttributeError, OSError, ValueError):  # no madvise on this platform
+        pass
+
+
 def _file_crc(path: Path, start: int) -> int:
     """The CRC-32 of ``path`` from ``start`` on, read in blocks (not through the map: checking must not leave every
     page of the file counted in this process's resident memory)."""
@@ -246,6 +255,7 @@ class Segment:
         try:
             with open(path, "rb") as f:
                 self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            _random_access(self._map)
             if self._map[:len(MAGIC)] != MAGIC:
                 raise CorruptSegment(f"{path}: not a text index segment")
             head_len = int.from_bytes(self._map[len(MAGIC):len(MAGIC) + 4], "little")
@@ -284,6 +294,15 @@ class Segment:
         self._text = v["text"]
         if len(self._line_off) != self.lines + 1 or len(self.docs) + 1 != len(v["run_start"]):
             raise CorruptSegment(f"{path}: inconsistent sections")
+
+    def release(self) -> None:
+        """Let go of the pages of the file this process has read through the map (they stay in the page cache):
+        after reading much of it (a merge, a line check over many lines), so they do not stay counted in this
+        process's resident memory."""
+        try:
+            self._map.madvise(mmap.MADV_DONTNEED)
+        except (AttributeError, OSError, ValueError):  # no madvise here, or the map is closed
+            pass
 
     def close(self) -> None:
         self._views.clear()
