@@ -336,8 +336,8 @@ class TextIndex:
             for seg_name, seg, gone in sources:
                 for k, doc in enumerate(seg.docs):
                     if k not in gone:
-                        builder.add(DocIn(doc.entry_id, doc.version, doc.path, doc.format,
-                                          seg.line_range(doc.first, doc.first + doc.count), seg.runs_of(k)))
+                        builder.add(DocIn(doc.entry_id, doc.version, doc.path, doc.format, runs=seg.runs_of(k),
+                                          text=seg.doc_text(k)))
                         origin.append((seg_name, k))
                 seg.release()
             if len(builder):

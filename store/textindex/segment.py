@@ -47,15 +47,20 @@ class CorruptSegment(Exception):
 
 @dataclass
 class DocIn:
-    """A document version to index: its lines in order (as extracted) and its page runs: (first line number,
-    page, ocr) with line numbers from 1."""
+    """A document version to index: its lines in order (as extracted: a list, or ``text``, the lines joined by
+    ``\n``, which spares splitting and joining them again) and its page runs: (first line number, page, ocr) with
+    line numbers from 1."""
 
     entry_id: int
     version: int
     path: str
     format: str
-    lines: list[str]
+    lines: list[str] = field(default_factory=list)
     runs: list[tuple[int, int, bool]] = field(default_factory=lambda: [(1, 1, False)])
+    text: str | None = None
+
+    def joined(self) -> str:
+        return self.text if self.text is not None else "\n".join(self.lines)
 
 
 @dataclass(frozen=True)
@@ -87,13 +92,14 @@ class SegmentBuilder:
         return len(self.docs)
 
     def add(self, doc: DocIn) -> None:
-        raw = ("\n".join(doc.lines) + "\n").encode("utf-8", "surrogatepass")
-        count = len(doc.lines)
+        text = doc.joined()
+        raw = (text + "\n").encode("utf-8", "surrogatepass")
         first = self.lines
-        ids, lines = token_lines(fold("\n".join(doc.lines)).encode("utf-8", "surrogatepass"), self.vocab, first)
+        ids, lines = token_lines(fold(text).encode("utf-8", "surrogatepass"), self.vocab, first)
         self.ids.append(ids)
         self.token_line.append(lines)
         breaks = np.flatnonzero(np.frombuffer(raw, dtype=np.uint8) == 10)
+        count = len(breaks)
         starts = np.empty(count, dtype=np.int64)
         starts[0] = 0
         starts[1:] = breaks[:-1] + 1
@@ -364,6 +370,13 @@ class Segment:
         ends = (self._line_off[ids + 1] - 1).tolist()
         text = self._text
         return [str(text[a:b], "utf-8", "surrogatepass") for a, b in zip(starts, ends)]
+
+    def doc_text(self, doc: int) -> str:
+        """Document ``doc``'s lines joined by ``\n`` (as DocIn.text takes them)."""
+        first = int(self.doc_first[doc])
+        start = int(self._line_off[first])
+        end = int(self._line_off[first + int(self.doc_count[doc])]) - 1
+        return str(self._text[start:end], "utf-8", "surrogatepass")
 
     def line_range(self, a: int, b: int) -> list[str]:
         """Lines a..b-1 (local ids) as text."""

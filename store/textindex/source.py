@@ -88,24 +88,26 @@ def read_documents(engine: Engine, entry_ids: Iterable[int], version: int) -> It
 def _read(engine: Engine, meta: list[Any], version: int) -> Iterator[DocIn]:
     by_id = {int(m.entry_id): m for m in meta}
     with engine.connect() as conn:
-        rows = conn.execute(select(S.c.entry_id, S.c.page, S.c.ocr, S.c.text)
+        rows = conn.execute(select(S.c.entry_id, S.c.page, S.c.ocr, S.c.line_count, S.c.text)
                             .where(S.c.entry_id.in_(list(by_id))).order_by(S.c.entry_id, S.c.seq)).all()
     current: int | None = None
-    lines: list[str] = []
+    parts: list[str] = []
     runs: list[tuple[int, int, bool]] = []
+    lines = 0
 
     def done() -> DocIn:
         assert current is not None
         m = by_id[current]
-        return DocIn(current, version, m.path, m.format, lines, runs or [(1, 1, False)])
+        return DocIn(current, version, m.path, m.format, runs=runs or [(1, 1, False)], text="\n".join(parts))
 
-    for entry_id, page, ocr, text in rows:  # a document's segments are contiguous runs of its lines
+    for entry_id, page, ocr, line_count, text in rows:  # a document's segments: contiguous runs of its lines
         if entry_id != current:
             if current is not None:
                 yield done()
-            current, lines, runs = int(entry_id), [], []
+            current, parts, runs, lines = int(entry_id), [], [], 0
         if not runs or runs[-1][1] != page or runs[-1][2] != bool(ocr):
-            runs.append((len(lines) + 1, int(page), bool(ocr)))
-        lines.extend(text.split("\n"))
+            runs.append((lines + 1, int(page), bool(ocr)))
+        parts.append(text)
+        lines += int(line_count)
     if current is not None:
         yield done()
