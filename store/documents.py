@@ -107,21 +107,27 @@ def segment_pages(entry_id: int, pages: Iterable[Any], *, segment_chars: int = S
     """The segments of a document's pages: each page's lines (``page.text.split("\\n")``) grouped into runs of whole
     lines of at most ``segment_chars`` characters (newlines included; a longer single line is a segment of its
     own). Line numbers run across pages from 1; every page gives at least one segment (an empty page is one empty
-    line), so reading a page back never finds it missing."""
+    line), so reading a page back never finds it missing. The runs are cut at the last line break that keeps them
+    within the limit (``str.rfind``), so no line becomes a string of its own."""
     seq, line_no = 0, 1
     for page in pages:
-        run: list[str] = []
-        size = 0
-        for line in page.text.split("\n"):
-            added = len(line) + (1 if run else 0)
-            if run and size + added > segment_chars:
-                yield SegmentRow(entry_id, seq, page.number, line_no, len(run), bool(page.ocr), "\n".join(run))
-                seq, line_no = seq + 1, line_no + len(run)
-                run, size, added = [], 0, len(line)
-            run.append(line)
-            size += added
-        yield SegmentRow(entry_id, seq, page.number, line_no, len(run), bool(page.ocr), "\n".join(run))
-        seq, line_no = seq + 1, line_no + len(run)
+        text = page.text
+        pos, end = 0, len(text)
+        while True:
+            if end - pos <= segment_chars:
+                cut = end
+            else:
+                cut = text.rfind("\n", pos, pos + segment_chars + 1)
+                if cut == -1:  # the first line is longer than a segment: it is one on its own
+                    cut = text.find("\n", pos)
+                    cut = end if cut == -1 else cut
+            piece = text[pos:cut]
+            count = piece.count("\n") + 1
+            yield SegmentRow(entry_id, seq, page.number, line_no, count, bool(page.ocr), piece)
+            seq, line_no = seq + 1, line_no + count
+            if cut >= end:
+                break
+            pos = cut + 1
 
 
 def _json(value: Any) -> str:

@@ -4,6 +4,8 @@ engine follows."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sqlalchemy import func, select, text
 
 from flows.documents.formats import EXTENSIONS
@@ -178,3 +180,29 @@ def test_the_last_of_two_results_for_one_entry_wins(store):
                                              docs.DocumentWrite(eid, 10, 1.0, "k2", second)]) == 2
     assert list(docs.read_pages(store, eid)) == [(1, "second", False)]
     assert docs.current_work_keys(store, [eid]) == {eid: "k2"}
+
+
+def _segments_by_lines(pages, segment_chars):
+    """The segmenting rule written line by line (the reference the fast cut must equal)."""
+    out, line_no = [], 1
+    for page in pages:
+        run, size = [], 0
+        for line in page.text.split("\n"):
+            added = len(line) + (1 if run else 0)
+            if run and size + added > segment_chars:
+                out.append((page.number, line_no, len(run), "\n".join(run)))
+                line_no += len(run)
+                run, size, added = [], 0, len(line)
+            run.append(line)
+            size += added
+        out.append((page.number, line_no, len(run), "\n".join(run)))
+        line_no += len(run)
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(texts=st.lists(st.text(alphabet="ab \n", max_size=40), min_size=1, max_size=4), limit=st.integers(1, 12))
+def test_segments_cut_at_line_breaks_as_the_line_by_line_rule(texts, limit):
+    pages = [Page(i + 1, t) for i, t in enumerate(texts)]
+    got = [(s.page, s.line_start, s.line_count, s.text) for s in docs.segment_pages(1, pages, segment_chars=limit)]
+    assert got == _segments_by_lines(pages, limit)
