@@ -16,6 +16,7 @@ from bench.documents_corpus import QUERIES, Query, word
 log = logging.getLogger("bench.documents")
 
 RG_TIMEOUT = 600
+SETTLE_SECONDS = 5.0
 MULTI = [q.text for q in QUERIES] + [word(100), word(1500)]  # search_multiple's 10 queries
 
 
@@ -61,11 +62,15 @@ def _payload(result) -> dict:
 
 
 async def _mcp_session(params, calls: int) -> dict:
+    import anyio
     from mcp import Client
 
     global_scope = {"type": "global"}
     out: dict = {"ping": [], "queries": {}, "multi": [], "singles": [], "server_kb": 0}
     async with Client(params) as client:
+        # a server that has just started is still opening its index (checksums), spawning search_multiple's
+        # workers and settling its caches: it is given a few seconds, as a server that has been up a while
+        await anyio.sleep(SETTLE_SECONDS)
         for _ in range(max(3, calls)):  # the transport's floor: a call that does next to nothing
             started = time.perf_counter()
             _payload(await client.call_tool("list_collections", {"path": ""}))
