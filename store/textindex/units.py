@@ -122,8 +122,9 @@ def rank_units(snapshot: Snapshot, placed: UnitMap, words: list[str], *, limit: 
                allowed: np.ndarray | None = None, rerank: int = 100) -> list[tuple[int, float]]:
     """The passages best matching any of ``words`` by BM25, best first, at most ``limit``: (passage id, score).
     ``allowed``: a boolean mask over the passages (the caller's filters); None: all. The passages are first scored
-    with each word's frequency counted in lines (from the postings alone); the best ``max(rerank, 4 * limit)`` are
-    then scored again with the words' occurrences counted in their text, which orders them exactly."""
+    with each word's frequency counted in lines (from the postings alone, only the passages a word touches); the
+    best ``4 * limit + 20`` (at most ``rerank``, at least ``limit``) are then scored again with the words'
+    occurrences counted in their text, which orders them exactly."""
     units = placed.units
     n = len(units.ids)
     if not n or not words or limit <= 0:
@@ -133,11 +134,10 @@ def rank_units(snapshot: Snapshot, placed: UnitMap, words: list[str], *, limit: 
     if not total:
         return []
     avg = float(units.length[mask].mean()) or 1.0
-    norm = K1 * (1 - B + B * units.length / avg)
     score = np.zeros(n)
     weights: list[tuple[float, set[bytes]]] = []  # per word: its weight and the tokens that count as it
     for word in dict.fromkeys(words):
-        tf = np.zeros(n, dtype=np.int64)
+        touched: list[np.ndarray] = []
         matched: set[bytes] = set()
         for p in placed.placed:
             tokens = word_tokens(p.seg, word)
@@ -145,27 +145,28 @@ def rank_units(snapshot: Snapshot, placed: UnitMap, words: list[str], *, limit: 
                 continue
             matched.update(p.seg.tokens[t] for t in tokens)
             lines = p.seg.union(tokens) & p.lines
-            if not lines:
-                continue
-            ids = np.frombuffer(lines.to_array(), dtype=np.uint32)
-            first = p.primary[ids]
-            tf += np.bincount(first[first >= 0], minlength=n)
-            second = p.secondary[ids]
-            tf += np.bincount(second[second >= 0], minlength=n)
-        tf[~mask] = 0
-        df = int(np.count_nonzero(tf))
-        if not df:
+            if lines:
+                ids = np.frombuffer(lines.to_array(), dtype=np.uint32)
+                touched += [p.primary[ids], p.secondary[ids]]
+        if not touched:
             continue
-        idf = math.log(1 + (total - df + 0.5) / (df + 0.5))
+        hits = np.concatenate(touched)
+        hits = hits[hits >= 0]
+        hits = hits[mask[hits]]
+        if not len(hits):
+            continue
+        found, tf = np.unique(hits, return_counts=True)  # each passage this word is in, and on how many lines
+        idf = math.log(1 + (total - len(found) + 0.5) / (len(found) + 0.5))
         weights.append((idf, matched))
-        hit = tf > 0
-        score[hit] += idf * tf[hit] * (K1 + 1) / (tf[hit] + norm[hit])
-    found = _top(score, units.ids, max(rerank, 4 * limit))
-    if not len(found):
+        norm = K1 * (1 - B + B * units.length[found] / avg)
+        score[found] += idf * tf * (K1 + 1) / (tf + norm)
+    best = _top(score, units.ids, max(limit, min(rerank, 4 * limit + 20)))
+    if not len(best):
         return []
-    exact = np.array([_exact_score(placed, int(u), weights, float(norm[u])) for u in found])
-    order = np.lexsort((units.ids[found], -exact))[:limit]
-    return [(int(units.ids[found[k]]), float(exact[k])) for k in order]
+    exact = np.array([_exact_score(placed, int(u), weights, K1 * (1 - B + B * float(units.length[u]) / avg))
+                      for u in best])
+    order = np.lexsort((units.ids[best], -exact))[:limit]
+    return [(int(units.ids[best[k]]), float(exact[k])) for k in order]
 
 
 def _top(score: np.ndarray, ids: np.ndarray, k: int) -> np.ndarray:
