@@ -2,10 +2,11 @@
 match and how many, and reads the text of only the lines it returns (and of candidate lines it cannot decide alone,
 which the line check of flows.documents.query decides, so results always equal a plain line scan).
 
-``search`` catches the engine up with the store first (a few hundred documents at most; the rest, and documents not
-extracted yet or unreadable, are counted as pending / failed so a search never silently returns less), ranks the
-documents (BM25; ``sort="path"`` for path order) and returns the first ``max_results`` matches with their context.
-``search_many`` runs several queries at once, on every core (flows.documents.search_pool), each failing alone.
+``search`` catches the engine up with the store first (50 documents at most: a server's background thread indexes
+the rest, and they, documents not extracted yet and unreadable ones are counted as pending / failed, so a search
+never silently returns less), ranks the documents (BM25; ``sort="path"`` for path order) and returns the first
+``max_results`` matches with their context. ``search_many`` runs several queries over one snapshot, each failing
+alone: on every core (flows.documents.search_pool) over a large index, one after another over a small one.
 """
 
 from __future__ import annotations
