@@ -48,6 +48,7 @@ MAX_SEGMENTS = 16  # more than this, and the smallest are merged
 POLL_SECONDS = 0.5
 RETIRE_SECONDS = 60.0  # a replaced segment file stays this long for the searches that still name it
 HOLD_SECONDS = 10.0  # the background thread writes what it has read at least this often
+WAIT_SECONDS = 5.0  # a search waits this long at most for the background thread to finish the last few documents
 
 
 @dataclass(frozen=True)
@@ -176,7 +177,14 @@ class TextIndex:
             if self._manifest.get("rebuild") or source.last_change(self.engine) < self._manifest["applied"]:
                 self._rebuild()
             self._apply_changes()
-        if budget != 0 and (self._manifest["queued"] or self._held) and self._indexing.acquire(blocking=wait):
+        queued = len(self._manifest["queued"])
+        # a search waits for the background thread (up to a few seconds) when what is left fits its own budget: the
+        # writers are done and the thread is finishing, so the text written a moment ago is found; during a bulk
+        # extraction (more queued) it does not wait, and the rest counts as pending
+        short = budget is not None and 0 < queued <= budget
+        if budget != 0 and (queued or self._held) and (
+                self._indexing.acquire() if wait else self._indexing.acquire(timeout=WAIT_SECONDS) if short
+                else self._indexing.acquire(blocking=False)):
             try:
                 self._index_queued(budget, hold=hold)
             finally:
@@ -252,7 +260,7 @@ class TextIndex:
         reaches FLUSH_BYTES, when a round finds nothing new to read (the writers have paused), or after
         HOLD_SECONDS, so a bulk extraction makes a few large segments rather than one per round; documents held are
         still queued (searches count them pending) and a search does not index them again."""
-        if not hold and budget is None and self._held is not None:  # everything asked for: what is held too
+        if not hold and self._held is not None:  # a search or a full sync: what the background holds is written now
             held, self._held = self._held, None
             self._flush(held[0], held[1])
         with self._lock:
