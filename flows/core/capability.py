@@ -18,6 +18,7 @@ the server, a command, a flow run Prefect's runner spawned for a deployment — 
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import logging
 import os
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, TypeVar
 
 from dsl.fields import PRODUCERS, install_producer
+from store.engine import database_file
 
 if TYPE_CHECKING:  # the types a declaration holds; their modules import this one (for Registry)
     from sqlalchemy.engine import Engine
@@ -184,6 +186,20 @@ def data_dir() -> Path:
         return _data_dir
     env = os.environ.get("ASSAY_DATA_DIR")
     return Path(env).expanduser() if env else Path.home() / ".assay"
+
+
+def store_files(engine: Engine, name: str) -> Path:
+    """The directory of files a capability keeps for ``engine``'s store (created): beside a SQLite database,
+    ``<database file>.<name>/``; for any other store, ``<data dir>/<name>/<12 hex digits of the store URL's hash>/``,
+    so two stores sharing a data dir never share files."""
+    db = database_file(engine)
+    if db is not None:
+        path = db.with_name(f"{db.name}.{name}")
+    else:
+        url = engine.url.render_as_string(hide_password=True)
+        path = data_dir() / name / hashlib.sha256(url.encode()).hexdigest()[:12]
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def configure(data_dir: str | Path) -> None:

@@ -9,15 +9,13 @@ budget, so text written a moment ago by another process is found.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from pathlib import Path
 
 from sqlalchemy.engine import Engine
 
-from flows.core.capability import data_dir
+from flows.core.capability import store_files
 from flows.documents import search_pool
-from store.engine import database_file
 from store.textindex import TextIndex
 
 _lock = threading.Lock()
@@ -26,14 +24,7 @@ _indexes: dict[str, TextIndex] = {}
 
 def text_index_dir(engine: Engine) -> Path:
     """The directory of ``engine``'s text index (created)."""
-    db = database_file(engine)
-    if db is not None:
-        path = db.with_name(db.name + ".textindex")
-    else:
-        url = engine.url.render_as_string(hide_password=True)
-        path = data_dir() / "textindex" / hashlib.sha256(url.encode()).hexdigest()[:12]
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return store_files(engine, "textindex")
 
 
 def text_index(engine: Engine) -> TextIndex:

@@ -7,26 +7,17 @@ of the store URL's hash>/``, so two stores sharing a data dir never share files.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 from sqlalchemy.engine import Engine
 
 from flows.core import settings
-from flows.core.capability import data_dir
-from store.engine import database_file
+from flows.core.capability import data_dir, store_files
 
 
 def vector_dir(engine: Engine) -> Path:
     """The directory of ``engine``'s hnswlib files (created)."""
-    db = database_file(engine)
-    if db is not None:
-        path = db.with_name(db.name + ".vectors")
-    else:
-        url = engine.url.render_as_string(hide_password=True)
-        path = data_dir() / "vectors" / hashlib.sha256(url.encode()).hexdigest()[:12]
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return store_files(engine, "vectors")
 
 
 def model_cache_dir() -> Path:
