@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, TypeVar
 
 from dsl.fields import PRODUCERS, install_producer
-from store.engine import database_file
 
 if TYPE_CHECKING:  # the types a declaration holds; their modules import this one (for Registry)
     from sqlalchemy.engine import Engine
@@ -192,12 +191,14 @@ def store_files(engine: Engine, name: str) -> Path:
     """The directory of files a capability keeps for ``engine``'s store (created): beside a SQLite database,
     ``<database file>.<name>/``; for any other store, ``<data dir>/<name>/<12 hex digits of the store URL's hash>/``,
     so two stores sharing a data dir never share files."""
-    db = database_file(engine)
-    if db is not None:
+    # (not store.engine.database_file: the command line's hand-off imports this module and must not load SQLAlchemy)
+    url = engine.url
+    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+        db = Path(url.database)
         path = db.with_name(f"{db.name}.{name}")
     else:
-        url = engine.url.render_as_string(hide_password=True)
-        path = data_dir() / name / hashlib.sha256(url.encode()).hexdigest()[:12]
+        rendered = url.render_as_string(hide_password=True)
+        path = data_dir() / name / hashlib.sha256(rendered.encode()).hexdigest()[:12]
     path.mkdir(parents=True, exist_ok=True)
     return path
 
