@@ -28,11 +28,15 @@ const plan = JSON.parse(readFileSync(planPath, 'utf8'));
 const ajv = new AjvJsonSchemaValidator();
 const TIMEOUT = { timeout: 120000 };
 
-// A transport wrapper that notes the protocol version the server answered `initialize` with.
+// A transport wrapper that notes the protocol version the server answered `initialize` with, and every progress
+// notification as it arrives (the SDK hands a request's progress to its onprogress a tick after the message is read,
+// and forgets the request's handler when the response is read: notifications that arrive in one read with the
+// response never reach onprogress, so what the server sent is judged from the wire).
 class Recording {
     constructor(inner) {
         this.inner = inner;
         this.protocolVersion = undefined;
+        this.progress = [];
     }
     start() { return this.inner.start(); }
     send(message, options) { return this.inner.send(message, options); }
@@ -48,6 +52,7 @@ class Recording {
             if (message?.result?.protocolVersion && message.result.serverInfo) {
                 this.protocolVersion = message.result.protocolVersion;
             }
+            if (message?.method === 'notifications/progress') this.progress.push(message.params);
             fn(message, extra);
         };
     }
@@ -71,9 +76,10 @@ function substitute(value, saved) {
     return value;
 }
 
-async function callTool(client, tools, step, saved) {
+async function callTool(client, transport, tools, step, saved) {
     const out = { kind: 'call', id: step.id, tool: step.tool };
     const progress = [];
+    transport.progress = [];
     try {
         out.args = substitute(step.args ?? {}, saved);
         const options = step.progress ? { ...TIMEOUT, onprogress: (p) => progress.push(p) } : TIMEOUT;
@@ -91,7 +97,10 @@ async function callTool(client, tools, step, saved) {
     } catch (err) {
         out.protocolError = protocolError(err);
     }
-    if (step.progress) out.progress = progress;
+    if (step.progress) {
+        out.progress = progress;  // as the SDK delivered it to onprogress
+        out.wireProgress = transport.progress.map(({ progressToken, ...rest }) => rest);  // as the server sent it
+    }
     return out;
 }
 
@@ -143,7 +152,7 @@ async function runSession(session) {
             report.steps.push(await readResource(client, { id: `listed ${uri}`, uri }, saved));
         }
         for (const step of session.steps) {
-            if (step.kind === 'call') report.steps.push(await callTool(client, tools, step, saved));
+            if (step.kind === 'call') report.steps.push(await callTool(client, transport, tools, step, saved));
             else if (step.kind === 'read') report.steps.push(await readResource(client, step, saved));
             else if (step.kind === 'complete') report.steps.push(await complete(client, step, saved));
             else if (step.kind === 'write') writeFileSync(step.path, step.text);
