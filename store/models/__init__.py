@@ -1,6 +1,7 @@
 """Every table of the store, for all of DESIGN.md: later issues fill the tables they need, they do not reshape them.
 
-One module per area (entries, sets, queries, jobs, preferences, plans, artifacts, documents, semantic, citations);
+One module per area (entries, sets, queries, jobs, preferences, plans, artifacts, documents, semantic, citations,
+users);
 every table is importable from here (``from store.models import Entry``), and importing this package registers them
 all on ``SQLModel.metadata``.
 
@@ -25,14 +26,15 @@ from store.models.artifacts import Artifact, MetadataValue
 from store.models.documents import Document, DocumentChange, DocumentSegment
 from store.models.semantic import Chunk, Collection, CollectionEntry, Embedding, EntryLabel
 from store.models.citations import MapNodeRow, ResourceMapRow
+from store.models.users import ApiToken, User
 from store.models.columns import now
 from store.fold import fold  # registered as assay_fold on every SQLite connection (store.engine)
 # isort: on
 
 __all__ = [
-    "ADDED_COLUMNS", "Artifact", "Chunk", "Collection",
+    "ADDED_COLUMNS", "ApiToken", "Artifact", "Chunk", "Collection",
     "CollectionEntry", "Document", "DocumentChange", "DocumentSegment", "Embedding", "Entry", "EntryLabel", "Job",
     "JobIssue",
     "MapNodeRow", "MetadataValue", "OutcomeRecord", "Plan", "PlanExecution", "Preference", "ResourceMapRow",
-    "ResourceSet", "SavedQuery", "SetEdge", "SetMember", "Source", "fold", "now",
+    "ResourceSet", "SavedQuery", "SetEdge", "SetMember", "Source", "User", "fold", "now",
 ]
