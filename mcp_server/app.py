@@ -8,8 +8,11 @@ import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
+from mcp.server.caching import CacheableMethod, CacheHint
 from mcp.server.mcpserver import MCPServer
+from mcp.shared.exceptions import MCPError
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp_types import InputRequiredResult
 from pydantic import ValidationError
@@ -31,18 +34,22 @@ from flows.plans.deployments import PlanDeployments
 from flows.plans.files import PlansDirectory
 from flows.plans.service import PlanService
 from flows.plans.watch import PlanWatchers
-from mcp_server.config import Settings, prepare_environment, tool_groups
+from mcp_server.config import Settings, prepare_environment
 from mcp_server import resources
 from mcp_server.control import ControlSocket
+from mcp_server.guard.middleware import NOT_FOUND, Guard
+from mcp_server.guard.setup import ServerAuth, build_guard, server_auth
 from mcp_server.resources.common import answer_mime_type
-from mcp_server.tools import group_modules
-from mcp_server.tools.common import ToolSet, argument_error_result, crash_result, refusal
+from mcp_server.tools import default_groups, group_modules
+from mcp_server.tools.common import ToolSet, argument_error_result, crash_result
 from store import jobs as store_jobs
 from store import plans as store_plans
 from store import sources as store_sources
 from store.engine import get_engine
 
 log = logging.getLogger(__name__)
+
+LISTINGS: tuple[CacheableMethod, ...] = ("tools/list", "resources/list", "resources/templates/list", "prompts/list")
 
 INSTRUCTIONS = """assay indexes files and answers questions about them.
 Start with `index` on a folder inside the allowed roots (see session-info), then `navigate` / `inspect` it, group
@@ -71,6 +78,7 @@ class AssayApp:
     control: ControlSocket | None = None  # <data dir>/assay.sock: `assay index` hands its jobs to this process
     deployments: Deployments | None = None  # the deployments this serving process runs for Prefect's UI
     prefect_url: str | None = None  # Prefect's API this process reports to, once it answers
+    guard: Guard | None = None  # the serving process's guard (callers, limits, audit): made by build_server
     _citations: CitationService | None = field(default=None, init=False, repr=False)  # see citations()
     _citations_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _prefect_thread: threading.Thread | None = field(default=None, init=False, repr=False)  # see _start_prefect
@@ -153,6 +161,9 @@ class AssayApp:
         return self.prefect_url
 
     def close(self) -> None:
+        if self.guard is not None:
+            self.guard.close()
+            self.guard = None
         if self.deployments is not None:
             self.runner.deployments = None
             self.plans.deployments = None
@@ -175,18 +186,26 @@ class AssayServer(MCPServer[AssayApp]):
     of the one shape every client reads (see tools.common.refusal); a resource answers in its own MIME type when
     its function gave one (see resources.common.mixed_resource)."""
 
-    def __init__(self, app: AssayApp, tools: ToolSet) -> None:
+    def __init__(self, app: AssayApp, tools: ToolSet, *, guard: Guard | None = None,
+                 auth: ServerAuth | None = None) -> None:
         @asynccontextmanager
         async def lifespan(_: MCPServer[AssayApp]) -> AsyncIterator[AssayApp]:
             yield app  # made and closed by whoever serves it (the command line, a test)
 
-        super().__init__("assay", instructions=INSTRUCTIONS, version="0.1.0", tools=tools.list(), lifespan=lifespan)
+        # listings depend on the caller when callers authenticate: a shared cache must not serve them to another
+        scope: Literal["public", "private"] = "private" if auth is not None else "public"
+        hints = {method: CacheHint(ttl_ms=0, scope=scope) for method in LISTINGS}
+        super().__init__("assay", instructions=INSTRUCTIONS, version="0.1.0", tools=tools.list(), lifespan=lifespan,
+                         middleware=[guard] if guard is not None else None, cache_hints=hints,
+                         token_verifier=auth.verifier if auth is not None else None,
+                         auth=auth.settings if auth is not None else None)
         self.tool_names = tools.names()
+        self.guard = guard
+        self.authenticated = auth is not None
 
     async def call_tool(self, name, arguments, context=None):
         if name not in self.tool_names:
-            return refusal("NOT_FOUND", f"unknown tool {name!r}; tools/list lists the tools this server offers",
-                           field="name")
+            raise MCPError(NOT_FOUND, f"unknown tool {name!r}; tools/list lists the tools you may call")
         try:
             return await super().call_tool(name, arguments, context)
         except UnexpectedToolError:
@@ -205,10 +224,14 @@ class AssayServer(MCPServer[AssayApp]):
 
 
 def build_server(app: AssayApp) -> AssayServer:
+    """The MCP server of ``app``, with its guard (mcp_server/guard) and, over HTTP with ``server.auth``, the SDK's
+    bearer-token auth."""
     tools = ToolSet()
     modules = group_modules()
-    for group in app.settings.tool_groups or tool_groups():
+    for group in app.settings.tool_groups or default_groups(app.settings.server.auth):
         importlib.import_module(f"mcp_server.tools.{modules[group]}").register(tools, app)
-    mcp = AssayServer(app, tools)
+    if app.guard is None:
+        app.guard = build_guard(app.settings, app.engine)
+    mcp = AssayServer(app, tools, guard=app.guard, auth=server_auth(app.settings, app.engine, app.roots))
     resources.register(mcp, app)
     return mcp

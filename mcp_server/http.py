@@ -29,6 +29,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_server.config import ConfigError
+from mcp_server.guard.verifier import RefusalRecorder
 from store import cache
 
 log = logging.getLogger(__name__)
@@ -299,8 +300,11 @@ def http_app(mcp, settings) -> ASGIApp:
         streamable_http_path="/mcp", host=settings.host,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
     guard = RequestGuard(inner, security, any_host="*" in settings.allowed_hosts, any_origin=any_origin)
-    guard.app = CORSMiddleware(ContentRoute(inner, settings.data_dir), allowed=guard.origin_allowed,
-                               wildcard=any_origin, credentials=settings.cors_credentials)
+    routes: ASGIApp = ContentRoute(inner, settings.data_dir)
+    if getattr(mcp, "authenticated", False):  # refused tokens reach the audit log
+        routes = RefusalRecorder(routes, mcp.guard.refused_authentication)
+    guard.app = CORSMiddleware(routes, allowed=guard.origin_allowed, wildcard=any_origin,
+                               credentials=settings.cors_credentials)
     return guard
 
 

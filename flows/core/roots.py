@@ -1,10 +1,14 @@
-"""Confinement: every path a caller names must lie inside one of the configured roots."""
+"""Confinement: every path a caller names must lie inside one of the configured roots — and, when the caller is a
+user limited to some of them (a guarded server's grant), inside that user's roots: while a call of such a user runs,
+the guard sets the limit (:func:`limit_to`) and every ``Roots`` answers with the narrowed roots (``paths``), so
+each tool's confinement, default scope ("all roots") and listing follow the caller without knowing of users."""
 
 from __future__ import annotations
 
 import os
 import posixpath
-from dataclasses import dataclass
+from contextvars import ContextVar, Token
+from dataclasses import dataclass, field
 from typing import Iterable
 
 from store.errors import InvalidInput, PathNotAllowed
@@ -18,11 +22,47 @@ def _inside(path: str, root: str) -> bool:
     return path == root or root == "/" or path.startswith(root.rstrip("/") + "/")
 
 
+_limit: ContextVar[tuple[str, ...] | None] = ContextVar("assay_roots_limit", default=None)
+
+
+def limit_to(paths: Iterable[str] | None) -> Token:
+    """Narrow every ``Roots`` to ``paths`` (resolved) in this context, until :func:`reset_limit` with the returned
+    token; None: no limit. Worker threads started for the call (anyio's) inherit it."""
+    return _limit.set(tuple(dict.fromkeys(_real(p) for p in paths)) if paths is not None else None)
+
+
+def reset_limit(token: Token) -> None:
+    _limit.reset(token)
+
+
+def current_limit() -> tuple[str, ...] | None:
+    return _limit.get()
+
+
+def narrowed(configured: tuple[str, ...], limit: tuple[str, ...]) -> tuple[str, ...]:
+    """The parts of the ``configured`` roots inside the ``limit``: a limit inside a root, or a root inside a limit."""
+    out = [lim for lim in limit if any(_inside(lim, root) for root in configured)]
+    out += [root for root in configured if any(_inside(root, lim) for lim in limit)]
+    return tuple(dict.fromkeys(out))
+
+
 @dataclass(frozen=True)
 class Roots:
-    """The directories callers may touch, resolved once (``..`` and symlinks) at start-up."""
+    """The directories callers may touch, resolved once (``..`` and symlinks) at start-up; ``paths`` are those of
+    the current caller (see the module docstring), ``configured`` the server's."""
 
-    paths: tuple[str, ...]
+    configured: tuple[str, ...]
+    _narrowed: dict = field(default_factory=dict, compare=False, repr=False)  # limit -> paths
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        limit = _limit.get()
+        if limit is None:
+            return self.configured
+        found = self._narrowed.get(limit)
+        if found is None:
+            found = self._narrowed[limit] = narrowed(self.configured, limit)
+        return found
 
     @classmethod
     def of(cls, paths: Iterable[str]) -> "Roots":
@@ -32,7 +72,7 @@ class Roots:
         return cls(resolved)
 
     def describe(self) -> str:
-        return ", ".join(self.paths)
+        return ", ".join(self.paths) or "none: this user is limited to roots the server does not have"
 
     def resolve(self, path: str, *, field: str = "path", follow_last: bool = True) -> str:
         """The canonical absolute form of ``path`` if it lies inside a root, else :class:`PathNotAllowed`.
@@ -59,11 +99,11 @@ class Roots:
             resolved = posixpath.join(_real(head), tail) if tail else _real(normal)
         if not any(_inside(resolved, root) for root in self.paths):
             shown = path if resolved == normal else f"{path} (resolves to {resolved})"
-            raise PathNotAllowed(
-                f"{field} {shown} is outside the allowed roots: {self.describe()}. "
-                "Give the server (or the assay command) --root DIR, or set ASSAY_ROOTS, to allow another directory.",
-                field=field,
-            )
+            hint = ("Your user is limited to these roots." if _limit.get() is not None else
+                    "Give the server (or the assay command) --root DIR, or set ASSAY_ROOTS, to allow another "
+                    "directory.")
+            raise PathNotAllowed(f"{field} {shown} is outside the allowed roots: {self.describe()}. {hint}",
+                                 field=field)
         return resolved
 
     def is_root(self, path: str) -> bool:

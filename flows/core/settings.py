@@ -27,6 +27,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 from typing_extensions import Annotated, Self
 
+from flows.core.guard_settings import GuardSection
 from flows.core.roots import Roots
 from flows.env import (ConfigError, Env, EnvironmentSource, Key, YamlFileSource, env_of, file_model, leaves, lookup,
                        merged, put, remove, unset_dropped, variables)
@@ -62,6 +63,12 @@ class ServerSection(Section):
     public_url: Annotated[str | None, Env("ASSAY_PUBLIC_URL")] = Field(
         None, description="the HTTP server's address as clients reach it (behind a proxy), which artifact URLs "
                           "(/api/content) start with; none: http://HOST:PORT")
+    auth: Annotated[bool, Env("ASSAY_AUTH")] = Field(
+        False, description="HTTP callers must present a bearer token (a local user's API token, or a JWT when "
+                           "guard.jwt_issuer is set); see the guard section")
+    allow_unauthenticated: Annotated[bool, Env("ASSAY_ALLOW_UNAUTHENTICATED")] = Field(
+        False, description="serve a non-loopback address without auth (anyone who reaches the port may call every "
+                           "tool the local operator may)")
 
 
 class DatabaseSection(Section):
@@ -156,6 +163,7 @@ FLAT: dict[str, Key] = {
     "transport": ("server", "transport"), "host": ("server", "host"), "port": ("server", "port"),
     "cors_origins": ("server", "cors_origins"), "cors_credentials": ("server", "cors_credentials"),
     "allowed_hosts": ("server", "allowed_hosts"), "public_url": ("server", "public_url"),
+    "auth": ("server", "auth"), "allow_unauthenticated": ("server", "allow_unauthenticated"),
     "database_url": ("database", "url"), "statement_timeout": ("database", "statement_timeout"),
     "plans_dir": ("plans", "dir"), "tool_groups": ("tools", "groups"),
     "use_prefect": ("prefect", "enabled"), "prefect_ui": ("prefect", "ui"), "prefect_port": ("prefect", "port"),
@@ -182,6 +190,7 @@ class AssaySettings(BaseSettings):
     semantic: SemanticSection = Field(SemanticSection(), description="the semantic index")
     classify: ClassifySection = Field(ClassifySection(), description="the classifier")
     index: IndexSection = Field(IndexSection(), description="indexing")
+    guard: GuardSection = Field(GuardSection(), description="callers, permissions, rate limits and the audit log")
 
     def __init__(self, **values: Any) -> None:
         super().__init__(**_nested(values))

@@ -17,6 +17,7 @@ from mcp_server.app import AssayApp, build_server
 from mcp_server.cli.common import OK
 from mcp_server.cli.parser import EPILOG
 from mcp_server.cli.settings import settings_from
+from mcp_server.guard.setup import check_exposure
 from mcp_server.http import serve_http, transport_security
 
 log = logging.getLogger("assay")
@@ -31,6 +32,11 @@ def add_parser(sub, common, summary: str) -> argparse.ArgumentParser:
     serve.add_argument("--allowed-hosts", metavar="H1,H2",
                        help="Host header values the http server accepts besides the loopback names (required when "
                             "--host is not a loopback address; '*': any)")
+    serve.add_argument("--auth", action="store_true", default=None,
+                       help="HTTP callers must present a bearer token: a local user's API token (assay tokens "
+                            "create NAME) or, with guard.jwt_issuer, an identity provider's JWT")
+    serve.add_argument("--allow-unauthenticated", action="store_true", default=None,
+                       help="serve a non-loopback --host without --auth (only behind a proxy that checks callers)")
     serve.add_argument("--index", action="append", metavar="PATH", default=[],
                        help="index PATH (inside a root) in the background once the server starts (repeatable)")
     serve.add_argument("--tool-groups", metavar="G1,G2", help="only list these tool groups (default: all)")
@@ -65,9 +71,11 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from(args, transport=args.transport, host=args.host, port=args.port,
                              tool_groups=_split(args.tool_groups), allowed_hosts=_split(args.allowed_hosts),
                              use_prefect=False if args.no_prefect else None, plans_dir=args.plans_dir,
-                             prefect_ui=False if args.no_ui else None)
+                             prefect_ui=False if args.no_ui else None, auth=args.auth,
+                             allow_unauthenticated=args.allow_unauthenticated)
     if settings.transport == "http":
         transport_security(settings)  # refuses an open non-loopback binding before anything starts
+        check_exposure(settings)
     app = AssayApp.create(settings)
     try:
         mcp = build_server(app)

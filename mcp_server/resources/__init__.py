@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 # the server's own resource modules, over the store itself: resource sets, their metrics, jobs; and last the
 # completions of every template's arguments (one handler for them all)
-SERVER_RESOURCES: tuple[str, ...] = ("sets", "set_metrics", "jobs", "completions")
+SERVER_RESOURCES: tuple[str, ...] = ("sets", "set_metrics", "jobs", "operator", "completions")
 
 
 def resource_modules() -> tuple[str, ...]:

@@ -17,9 +17,11 @@ from typing import Any
 
 from flows.core.capability import installed
 
-# the server's own groups, over the store itself: diagnostics, entry queries, resource sets, the session
+# the server's own groups, over the store itself: diagnostics, entry queries, resource sets, the session; and the
+# operator's (reference 004): server introspection and control, users, read-only SQL
+OPERATOR_GROUPS: tuple[str, ...] = ("admin", "users", "sql")
 SERVER_GROUPS: tuple[str, ...] = ("database", "queries", "resource-navigation", "resource-queries", "resource-sets",
-                                  "session")
+                                  "session", *OPERATOR_GROUPS)
 
 
 def module_of(group: str) -> str:
@@ -33,6 +35,13 @@ def group_modules() -> Mapping[str, str]:
     order they are installed, then the server's own."""
     groups = (*(g for capability in installed() for g in capability.tool_groups), *SERVER_GROUPS)
     return MappingProxyType({group: module_of(group) for group in groups})
+
+
+def default_groups(guarded: bool) -> tuple[str, ...]:
+    """The groups listed when the operator names none: all of them on a server whose callers authenticate (each
+    sees what its permissions allow), and all but the operator's groups otherwise (a local agent has no use for
+    user management, and every tool listed costs its context)."""
+    return tuple(g for g in group_modules() if guarded or g not in OPERATOR_GROUPS)
 
 
 def __getattr__(name: str) -> Any:
