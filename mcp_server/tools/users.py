@@ -155,8 +155,9 @@ def register(tools: ToolSet, app: AssayApp) -> None:
 
     @tool(tools, "get_user", READ_ONLY)
     def get_user(handle: Handle) -> UserDetails:
-        """One user: role, permissions (granted and revoked beyond the role), roots, its API tokens (prefix, label,
-        times; never the secret) and what this server saw of it (last request, calls in the rate-limit window)."""
+        """One user's details: role, permissions, roots, API tokens (never their secrets) and activity. The
+        permissions granted and revoked beyond the role are listed apart; each token has its prefix, label and
+        times; the activity is the last request this server saw and the calls in the rate-limit window."""
         user = store_users.get_user(app.engine, handle)
         tokens = [token_info(t) for t in store_users.list_tokens(app.engine, user["name"])]
         return UserDetails.model_validate(
