@@ -8,8 +8,9 @@ import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Any, Literal
 
+from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.caching import CacheableMethod, CacheHint
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
@@ -37,6 +38,7 @@ from flows.plans.watch import PlanWatchers
 from mcp_server.config import Settings, prepare_environment
 from mcp_server import resources
 from mcp_server.control import ControlSocket
+from mcp_server.guard import placement
 from mcp_server.guard.middleware import NOT_FOUND, Guard
 from mcp_server.guard.setup import ServerAuth, build_guard, server_auth
 from mcp_server.resources.common import answer_mime_type
@@ -202,6 +204,14 @@ class AssayServer(MCPServer[AssayApp]):
         self.tool_names = tools.names()
         self.guard = guard
         self.authenticated = auth is not None
+
+    def _tool_input_schema(self, name: str) -> dict[str, Any] | None:
+        """A tool's schema for the SDK's check of Mcp-Param headers, which runs before the guard: none for a tool
+        the caller may not see, so a hidden tool's schema shows through no error."""
+        token = get_access_token()
+        if token is not None and not placement.visible(name, frozenset(token.scopes)):
+            return None
+        return super()._tool_input_schema(name)
 
     async def call_tool(self, name, arguments, context=None):
         if name not in self.tool_names:

@@ -87,8 +87,8 @@ class Resources:
             if first is not None:
                 with self.engine.connect() as conn:
                     row = store.resource(conn, first)
-        if row is None or row["path"] is None:
-            raise self._not_found(resource_id)
+        if row is None or row["path"] is None or not self.paths.roots.allows(row["path"]):
+            raise self._not_found(resource_id)  # a file outside the caller's roots reads as no resource
         return row
 
     def target(self, target: str) -> str:

@@ -106,5 +106,10 @@ class Roots:
                                  field=field)
         return resolved
 
+    def allows(self, path: str | None) -> bool:
+        """Whether the stored, canonical ``path`` lies inside the current caller's roots: ids (jobs, resources,
+        executions) are handles, not permissions, and name only what the caller could reach by path."""
+        return path is not None and any(_inside(path, root) for root in self.paths)
+
     def is_root(self, path: str) -> bool:
         return path in self.paths

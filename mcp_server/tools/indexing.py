@@ -8,9 +8,11 @@ import anyio
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel, ConfigDict, Field
 
+from flows.core.roots import current_limit
 from flows.index.indexer import IndexProgress
 from flows.index.service import index_path
 from store import jobs as store_jobs
+from store.errors import NotFound
 from store.filters import check_range
 from mcp_server.tools.common import IDEMPOTENT_WRITE, READ_ONLY, WRITES, McpProgress, ToolSet, tool
 
@@ -78,6 +80,15 @@ class CancelResult(JobInfo):
 JobId = Annotated[str | int, Field(description='Job identifier returned from index, e.g. "123"')]
 
 
+def own_job(app: AssayApp, job_id: int) -> dict:
+    """Job ``job_id`` if it is the caller's to see: a job id is a handle, and a job under roots the caller may not
+    reach reads as no job at all."""
+    job = store_jobs.get_job(app.engine, job_id=job_id)
+    if not app.roots.allows(job["root"]):
+        raise NotFound(f"no job with id {job_id}; list-jobs shows the existing ones", field="jobId")
+    return job
+
+
 def register(tools: ToolSet, app: AssayApp) -> None:
     @tool(tools, "index", IDEMPOTENT_WRITE)
     async def index(
@@ -111,7 +122,7 @@ def register(tools: ToolSet, app: AssayApp) -> None:
     def job_progress(jobId: JobId) -> JobProgress:
         """Retrieve status for an indexing job: status, progress (0-100), counts, and paths skipped."""
         job_id = store_jobs.parse_job_id(jobId)
-        job = store_jobs.get_job(app.engine, job_id=job_id)
+        job = own_job(app, job_id)
         return JobProgress(**store_jobs.job_public(job), issues=store_jobs.job_issues(app.engine, job_id=job_id))
 
     @tool(tools, "list-jobs", READ_ONLY)
@@ -127,6 +138,9 @@ def register(tools: ToolSet, app: AssayApp) -> None:
         check_range(minProgress, maxProgress, low_name="minProgress", high_name="maxProgress")
         rows, total = store_jobs.list_jobs(app.engine, active_only=activeOnly, status=status,
                                            min_progress=minProgress, max_progress=maxProgress, limit=limit)
+        if current_limit() is not None:  # a user limited to some roots sees the jobs under them
+            kept = [r for r in rows if app.roots.allows(r["root"])]
+            rows, total = kept, total - (len(rows) - len(kept))
         return JobList(jobs=[JobInfo(**store_jobs.job_public(r)) for r in rows], total=total)
 
     @tool(tools, "cancel-job", WRITES)
@@ -135,5 +149,6 @@ def register(tools: ToolSet, app: AssayApp) -> None:
         kept and browsable (the folders it had not finished are marked incomplete). A job that has already ended
         answers cancelled: false with its status."""
         job_id = store_jobs.parse_job_id(jobId)
+        own_job(app, job_id)
         result = app.runner.cancel(job_id)
         return CancelResult(**store_jobs.job_public(result), cancelled=result["cancelled"], message=result["message"])

@@ -23,6 +23,7 @@ from flows.documents.paths import DocumentPaths
 from flows.semantic import library, service
 from flows.semantic import search as semantic_search
 from flows.semantic.model import DEFAULT_COLLECTION
+from flows.core.roots import current_limit
 from mcp_server.tools.common import READ_ONLY, WRITES, McpProgress, StrList, ToolSet, tool
 from store.errors import DocumentError
 
@@ -310,6 +311,8 @@ def register(tools: ToolSet, app: AssayApp) -> None:
 
         def run() -> dict[str, Any]:
             scoped = [paths.resolve(p, field="path", not_found="SCOPE_NOT_FOUND") for p in path] if path else None
+            if scoped is None and current_limit() is not None:  # a user limited to some roots finds only there
+                scoped = list(app.roots.paths)
             filters = semantic_search.Filters(sets=list(sets) if sets else None, condition=condition, paths=scoped)
             result = semantic_search.search(app.engine, query, collection=collection, mode=mode, limit=limit,
                                             min_score=min_score, filters=filters, roots=app.roots)

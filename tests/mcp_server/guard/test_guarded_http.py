@@ -190,3 +190,21 @@ async def test_every_call_is_in_the_audit_log_with_its_caller_and_outcome(guarde
     assert call["outcome"] == "error" and call["error_code"] == "INVALID_PARAMS"  # navigate has no password
     assert call["duration_ms"] >= 0
     assert any(r["kind"] == "resource" and r["name"] == "logs://recent" and r["outcome"] == "ok" for r in rows)
+
+
+async def test_job_ids_and_resource_ids_are_handles_not_permissions(guarded):
+    async with guarded.session("ada") as c:
+        done = await c.call_tool("index", {"root": str(guarded.tree / "docs"), "async": False, "force": True})
+        job = done.structured_content["jobId"]
+        seen = await c.call_tool("job-progress", {"jobId": job})
+        mapped = await c.call_tool("getStructure", {"resource_id": str(guarded.tree / "docs" / "readme.md")})
+    assert not seen.is_error and not mapped.is_error, mapped.content[0].text
+    resource = mapped.structured_content["resource_id"]
+    async with guarded.session("lim") as c:
+        other = await c.call_tool("job-progress", {"jobId": job})
+        missing = await c.call_tool("job-progress", {"jobId": "999999"})
+        jobs = await c.call_tool("list-jobs", {})
+        structure = await c.call_tool("getStructure", {"resource_id": resource})
+    assert other.is_error and other.content[0].text == missing.content[0].text.replace("999999", str(job))
+    assert all(j["root"].startswith(str(guarded.tree / "Photos")) for j in jobs.structured_content["jobs"])
+    assert structure.is_error and "RESOURCE_NOT_FOUND" in structure.content[0].text
