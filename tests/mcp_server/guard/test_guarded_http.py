@@ -13,7 +13,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_server.guard import placement
 from store import users as store_users
 from tests.mcp_server.guard.guarded import Guarded, guarded_server
-from tests.mcp_server.guard.test_jwt_verifier import RSA_A, RSA_B, token
+from tests.mcp_server.guard.test_jwt_verifier import RSA_B, token
 
 pytestmark = pytest.mark.anyio
 
