@@ -5,21 +5,25 @@
 //   node client.mjs PLAN.json REPORT.json
 //
 // PLAN: {"sessions": [{"label", "transport": "stdio", "command", "args", "env", "cwd", "steps"} |
-//                     {"label", "transport": "http", "url", "steps"}]}
+//                     {"label", "transport": "http", "url", "headers"?, "expectConnectError"?, "steps"}]}
+// "headers" go with every HTTP request (e.g. {"Authorization": "Bearer ..."}). A session with "expectConnectError"
+// that fails to connect records the error as "connectError" (with "status", the HTTP status, when the SDK gives one)
+// and runs nothing else; one that connects notes "connectError": null and goes on.
 // A step is one of
 //   {"kind": "call", "id", "tool", "args", "save"?, "progress"?}   tools/call; "save" keeps structuredContent
 //   {"kind": "read", "id", "uri"}                                  resources/read
 //   {"kind": "complete", "id", "ref", "argument", "context"?}      completion/complete
 //   {"kind": "write", "id", "path", "text"}                        writes a file (one the index has not seen)
 // Strings "{{name.key}}" in args and URIs are replaced by a value saved by an earlier step.
-// Besides the steps, every session lists tools, resources and resource templates and reads every listed resource.
+// Besides the steps, every session lists tools, resources and resource templates and reads every listed resource
+// (unless it says "readListed": false: then, its reads counted against a rate limit, only the reads its steps ask).
 // Nothing is judged here: the report holds what the SDK returned or threw, and the output-schema check of every
 // structuredContent made again explicitly with the SDK's own Ajv validator.
 
 import { readFileSync, writeFileSync } from 'node:fs';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 
@@ -133,11 +137,23 @@ async function runSession(session) {
     const inner = session.transport === 'stdio'
         ? new StdioClientTransport({ command: session.command, args: session.args, env: session.env,
                                      cwd: session.cwd, stderr: 'inherit' })
-        : new StreamableHTTPClientTransport(new URL(session.url));
+        : new StreamableHTTPClientTransport(new URL(session.url),
+                                            session.headers ? { requestInit: { headers: session.headers } } : undefined);
     const transport = new Recording(inner);
     const client = new Client({ name: 'assay-e2e-typescript', version: '1.0.0' });
     try {
-        await client.connect(transport, TIMEOUT);
+        if (session.expectConnectError) {
+            try {
+                await client.connect(transport, TIMEOUT);
+                report.connectError = null;
+            } catch (err) {
+                report.connectError = { ...protocolError(err),
+                                        status: err instanceof StreamableHTTPError ? err.code : null };
+                return report;
+            }
+        } else {
+            await client.connect(transport, TIMEOUT);
+        }
         report.protocolVersion = transport.protocolVersion;
         report.serverCapabilities = client.getServerCapabilities();
         const listed = (await client.listTools(undefined, TIMEOUT)).tools;
@@ -148,7 +164,7 @@ async function runSession(session) {
         report.resourceTemplates = (await client.listResourceTemplates(undefined, TIMEOUT)).resourceTemplates
             .map((t) => t.uriTemplate);
         const saved = {};
-        for (const uri of report.resources) {
+        for (const uri of session.readListed === false ? [] : report.resources) {
             report.steps.push(await readResource(client, { id: `listed ${uri}`, uri }, saved));
         }
         for (const step of session.steps) {
