@@ -213,7 +213,6 @@ def bad_calls(t: Path, good: list[dict]) -> list[dict]:
         ("map-put", {"resource": p("docs", "guide.md"),
                      "nodes": [{"id": "x", "location": {"modality": "text", "lines": [5, 1]}}]}, "INVALID_MAP"),
         ("map-delete", {"resource_id": ""}, "resource_id"),
-        ("no-such-tool", {}, "unknown tool 'no-such-tool'"),
     ]
     steps = [{"kind": "call", "id": f"bad {i} {tool}", "tool": tool, "args": args, "expect": word}
              for i, (tool, args, word) in enumerate(specific)]
@@ -223,6 +222,8 @@ def bad_calls(t: Path, good: list[dict]) -> list[dict]:
     steps += [{"kind": "call", "id": f"bad unknown parameter {tool}", "tool": tool,
                "args": {**args, "notAParameter": 1}, "expect": "unknown parameter(s) 'notAParameter'"}
               for tool, args in first_good.items()]
+    # an unknown tool is reference 004's protocol error (-32002), the one a tool hidden by permissions gives
+    steps.append({"kind": "call", "id": "unknown tool", "tool": "no-such-tool", "args": {}})
     return steps
 
 
@@ -365,10 +366,15 @@ def test_every_listed_tool_is_called_with_good_and_with_bad_arguments(report):
         assert listed - bad == set(), "tools without a bad call in this test: add one"
 
 
-def test_no_tool_call_is_a_protocol_error(report):
+def test_no_tool_call_is_a_protocol_error_but_an_unknown_tools(report):
     failures = [(session["label"], step["id"], step["protocolError"])
-                for session, step in steps_of(report, "call") if "protocolError" in step]
+                for session, step in steps_of(report, "call") if "protocolError" in step
+                and step["id"] != "unknown tool"]
     assert failures == []
+    for session, step in steps_of(report, "call", "unknown tool"):
+        assert step["protocolError"]["code"] == -32002, session["label"]
+        assert step["protocolError"]["message"].endswith(
+            "unknown tool 'no-such-tool'; tools/list lists the tools you may call"), step["protocolError"]
 
 
 def test_good_calls_succeed_and_their_structured_content_matches_the_output_schema(report):
