@@ -26,10 +26,12 @@ from flows.core.settings import AssaySettings
 from flows.env import env_of, leaves
 from mcp_server.app import AssayApp, build_server
 from mcp_server.config import Settings
+from mcp_server.guard.placement import TOOL_PERMISSIONS
 from mcp_server.tools import group_modules
 from mcp_server.tools.common import ToolSet
+from store.access import PERMISSIONS, ROLES
 
-SECTIONS = ("tools", "resources", "settings", "fields", "outcomes")
+SECTIONS = ("tools", "resources", "settings", "fields", "outcomes", "permissions")
 
 # The command-line option of a setting, by its YAML key (the settings table's flag column); each one's destination is
 # the setting's flat name (flows.core.settings.FLAT), which tests/mcp_server/test_settings_docs.py checks.
@@ -37,7 +39,8 @@ FLAGS: dict[str, str] = {
     "server.transport": "--transport", "server.host": "--host", "server.port": "--port",
     "server.allowed_hosts": "--allowed-hosts", "roots": "--root", "data_dir": "--data-dir",
     "database.url": "--database-url", "tools.groups": "--tool-groups", "plans.dir": "--plans-dir",
-    "prefect.enabled": "--no-prefect",
+    "prefect.enabled": "--no-prefect", "server.auth": "--auth",
+    "server.allow_unauthenticated": "--allow-unauthenticated",
 }
 SEPARATORS = {os.pathsep: "os.pathsep", ",": "comma"}  # how the table names a list's separator in a variable
 
@@ -90,13 +93,14 @@ def _app():
 def tools_table() -> str:
     app = _app()
     try:
-        lines = ["| group | tool | parameters (= default) | what it does |", "| --- | --- | --- | --- |"]
+        lines = ["| group | tool | permission | parameters (= default) | what it does |",
+                 "| --- | --- | --- | --- | --- |"]
         for group, module_name in group_modules().items():
             tools = ToolSet()
             importlib.import_module(f"mcp_server.tools.{module_name}").register(tools, app)
             for t in anyio.run(MCPServer("docs", tools=tools.list()).list_tools):
-                lines.append(f"| {group} | `{t.name}` | {_parameters(t.input_schema)} | "
-                             f"{_first_sentence(t.description)} |")
+                lines.append(f"| {group} | `{t.name}` | {TOOL_PERMISSIONS.get(t.name, 'none: hidden')} | "
+                             f"{_parameters(t.input_schema)} | {_first_sentence(t.description)} |")
         return "\n".join(lines)
     finally:
         app.close()
@@ -187,9 +191,18 @@ def outcomes_table() -> str:
     return "\n".join(lines)
 
 
+def permissions_table() -> str:
+    """The guarded server's permissions (store/access.py) and the roles that hold each."""
+    lines = ["| permission | what it allows | viewer | editor | admin |", "| --- | --- | --- | --- | --- |"]
+    for name, what in PERMISSIONS.items():
+        marks = " | ".join("yes" if name in ROLES[role] else "" for role in ("viewer", "editor", "admin"))
+        lines.append(f"| `{name}` | {what} | {marks} |")
+    return "\n".join(lines)
+
+
 def generate(section: str) -> str:
     return {"tools": tools_table, "resources": resources_table, "settings": settings_table, "fields": fields_table,
-            "outcomes": outcomes_table}[section]()
+            "outcomes": outcomes_table, "permissions": permissions_table}[section]()
 
 
 def replace_sections(text: str, sections: dict[str, str]) -> str:

@@ -40,10 +40,12 @@ def test_the_two_commands_exist_and_ci_runs_the_test_command():
 def test_readme_client_configurations_are_valid_json():
     blocks = re.findall(r"```json\n(.*?)```", README, re.S)
     configs = [json.loads(b) for b in blocks if "mcpServers" in b]
-    assert len(configs) == 2
+    assert len(configs) == 3
     stdio = configs[0]["mcpServers"]["assay"]
     assert stdio["args"][0] == "serve"
     assert configs[1]["mcpServers"]["assay"]["url"].endswith("/mcp")
+    guarded = configs[2]["mcpServers"]["assay"]  # a client of the guarded server sends its token
+    assert guarded["url"].endswith("/mcp") and guarded["headers"]["Authorization"].startswith("Bearer assay_")
 
 
 def test_readme_yaml_example_is_a_valid_config(tmp_path):
