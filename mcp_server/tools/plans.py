@@ -14,10 +14,11 @@ from dsl.errors import PlanValidationError
 from dsl.model import Plan
 from dsl.parse import locate_problems
 from dsl.printer import plan_to_dsl, plan_to_yaml
+from flows.core.roots import current_limit
 from flows.plans.service import merge_update, plan_from_arguments, validation_problems
 from mcp_server.tools.common import DESTRUCTIVE, IDEMPOTENT_WRITE, READ_ONLY, WRITES, McpProgress, ToolSet, tool
 from store import plans as store_plans
-from store.errors import InvalidInput
+from store.errors import AssayError, InvalidInput, NotFound
 
 if TYPE_CHECKING:
     from mcp_server.app import AssayApp
@@ -112,8 +113,37 @@ def _save(service, plan: Plan, *, create: bool, text, format: str) -> dict[str, 
         raise
 
 
+def reachable(app: AssayApp, plan: Plan) -> bool:
+    """Whether the current caller may use ``plan``: always, unless it is a user limited to some roots, who may use
+    only plans whose sources are folders inside them (a set or query source may yield entries from anywhere)."""
+    if current_limit() is None:
+        return True
+    for source in plan.sources:
+        if not source.type.startswith("filesystem"):
+            return False
+        for path in source.config.paths:
+            try:
+                app.roots.resolve(path, field="path")
+            except AssayError:
+                return False
+    return True
+
+
 def register(tools: ToolSet, app: AssayApp) -> None:
     service = app.plans
+
+    def load(name: str) -> Plan:
+        """The saved plan ``name``, if the caller may use it (one it may not reads as one that does not exist)."""
+        plan = service.load(name)
+        if not reachable(app, plan):
+            raise NotFound(f"no plan named {name!r}; plan-list shows the plans you may use", field="name")
+        return plan
+
+    def usable(plan: Plan) -> Plan:
+        if not reachable(app, plan):
+            raise InvalidInput(f"your user is limited to the roots {app.roots.describe()}: a plan's sources must be "
+                               "filesystem sources inside them", field="sources")
+        return plan
 
     @tool(tools, "plan-create", WRITES)
     def plan_create(
@@ -136,7 +166,7 @@ def register(tools: ToolSet, app: AssayApp) -> None:
         plan = plan_from_arguments(text=text, format=format, name=name, description=description, mode=mode,
                                    sources=sources, conditions=conditions, outcomes=outcomes, rules=rules,
                                    preferences=preferences)
-        row = _save(service, plan, create=True, text=text, format=format)
+        row = _save(service, usable(plan), create=True, text=text, format=format)
         return PlanDetail(**_info(row), text=plan_to_yaml(plan))
 
     @tool(tools, "plan-execute", WRITES)
@@ -150,7 +180,7 @@ def register(tools: ToolSet, app: AssayApp) -> None:
         Prefect flow run. Returns at once with the execution id and status running (plan-get or
         synthesis://plans/{name}/executions follow it); wait=true returns the finished execution. A continuous plan
         keeps watching its sources afterwards."""
-        plan = service.load(name)
+        plan = load(name)
         if not wait:
             return Execution(**service.execute(plan, wait=False))
         progress = McpProgress(ctx)
@@ -166,6 +196,8 @@ def register(tools: ToolSet, app: AssayApp) -> None:
     def plan_list() -> PlanList:
         """List all plans with their mode, status, sources, rules and last execution."""
         rows = store_plans.list_plans(app.engine)
+        if current_limit() is not None:
+            rows = [r for r in rows if reachable(app, Plan.model_validate(r["definition"]))]
         plans = []
         for row in rows:
             executions, _ = store_plans.list_executions(app.engine, plan_name=row["name"], limit=1)
@@ -182,6 +214,7 @@ def register(tools: ToolSet, app: AssayApp) -> None:
                                                                             "format")] = "yaml",
     ) -> PlanDetail:
         """Get a specific plan with its execution history (newest first) and its text (YAML or DSL)."""
+        load(name)
         row = store_plans.get_plan(app.engine, name=name)
         plan = Plan.model_validate(row["definition"])
         detail = _info(row)
@@ -211,17 +244,18 @@ def register(tools: ToolSet, app: AssayApp) -> None:
     ) -> PlanDetail:
         """Modify a plan: the fields given replace theirs (conditions / outcomes replace those of the rule named
         after the plan); text replaces the whole definition. The result is checked before it is saved."""
-        current = service.load(name)
+        current = load(name)
         plan = merge_update(current, text=text, format=format, description=description, mode=mode, status=status,
                             sources=sources, conditions=conditions, outcomes=outcomes, rules=rules,
                             preferences=preferences)
-        row = _save(service, plan, create=False, text=text, format=format)
+        row = _save(service, usable(plan), create=False, text=text, format=format)
         return PlanDetail(**_info(row), text=plan_to_yaml(plan))
 
     @tool(tools, "plan-delete", DESTRUCTIVE)
     def plan_delete(name: PlanName) -> DeleteResponse:
         """Delete a plan with its execution history (its plan file too, when it came from the plans directory).
         Sets and entries its outcomes produced stay."""
+        load(name)
         row = service.delete(name)
         return DeleteResponse(name=row["name"], deleted=True, executions_removed=row["executions_removed"])
 
@@ -252,10 +286,10 @@ def register(tools: ToolSet, app: AssayApp) -> None:
 
     def _plan_for(name: str | None, text: str | dict[str, Any] | None, format: str) -> Plan:
         if text is not None:
-            return plan_from_arguments(text=text, format=format)
+            return usable(plan_from_arguments(text=text, format=format))
         if name is None:
             raise InvalidInput("give name (a saved plan) or text (a plan to try)", field="name")
-        return service.load(name)
+        return load(name)
 
     @tool(tools, "plan-preview", READ_ONLY)
     def plan_preview(

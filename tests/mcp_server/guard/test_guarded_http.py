@@ -208,3 +208,26 @@ async def test_job_ids_and_resource_ids_are_handles_not_permissions(guarded):
     assert other.is_error and other.content[0].text == missing.content[0].text.replace("999999", str(job))
     assert all(j["root"].startswith(str(guarded.tree / "Photos")) for j in jobs.structured_content["jobs"])
     assert structure.is_error and "RESOURCE_NOT_FOUND" in structure.content[0].text
+
+
+def plan_args(name: str, source: dict) -> dict:
+    return {"name": name, "sources": [source], "conditions": "media_type = image",
+            "outcomes": [{"type": "selection_set", "selectionSetName": f"{name}-set", "operation": "add"}]}
+
+
+async def test_a_user_limited_to_some_roots_uses_only_plans_whose_sources_lie_there(guarded):
+    docs = {"name": "docs", "type": "filesystem.index", "config": {"path": str(guarded.tree / "docs")}}
+    photos = {"name": "photos", "type": "filesystem.index", "config": {"path": str(guarded.tree / "Photos")}}
+    async with guarded.session("ada") as c:
+        assert not (await c.call_tool("plan-create", plan_args("everyones-docs", docs))).is_error
+    async with guarded.session("lim") as c:
+        listed = (await c.call_tool("plan-list", {})).structured_content["plans"]
+        run = await c.call_tool("plan-execute", {"name": "everyones-docs"})
+        own = await c.call_tool("plan-create", plan_args("my-photos", photos))
+        outside = await c.call_tool("plan-create", plan_args("my-docs", docs))
+        by_set = await c.call_tool("plan-create", plan_args("by-set", {"name": "s", "type": "selection_set",
+                                                                        "config": {"set": "everyones-docs-set"}}))
+    assert "everyones-docs" not in {p["name"] for p in listed}
+    assert run.is_error and run.content[0].text.startswith("NOT_FOUND: no plan named 'everyones-docs'")
+    assert not own.is_error, own.content[0].text
+    assert outside.is_error and by_set.is_error and "limited to the roots" in by_set.content[0].text
