@@ -44,7 +44,9 @@ LOCK = "writer.lock"
 FORMAT = 1
 FLUSH_BYTES = 48_000_000  # text per segment written by a catch-up
 SEARCH_BUDGET = 50  # queued documents a search indexes itself before it answers (the background thread the rest)
-MAX_SEGMENTS = 16  # more than this, and the smallest are merged
+MAX_SEGMENTS = 16  # more than this, and the smallest are merged ...
+MERGE_CAP = 256 * 1024 * 1024  # ... into one of at most this many bytes of text: a merge is built in memory, and
+# uncapped merges of ever larger segments held gigabytes at 100,000 documents (beyond the cap, segments add up)
 POLL_SECONDS = 0.5
 RETIRE_SECONDS = 60.0  # a replaced segment file stays this long for the searches that still name it
 HOLD_SECONDS = 10.0  # the background thread writes what it has read at least this often
@@ -318,6 +320,19 @@ class TextIndex:
 
     # --- merging --------------------------------------------------------------------------------------------
 
+    def _smallest(self, items: list[dict], want: int, *, exclude: set[str]) -> list[str]:
+        """Up to ``want`` of the smallest segments whose text together stays within MERGE_CAP; none unless two."""
+        chosen: list[str] = []
+        total = 0
+        for it in sorted(items, key=lambda it: self._segments[it["name"]].text_bytes):
+            size = self._segments[it["name"]].text_bytes
+            if len(chosen) >= want or total + size > MERGE_CAP:
+                break
+            if it["name"] not in exclude:
+                chosen.append(it["name"])
+                total += size
+        return chosen if len(chosen) >= 2 else []
+
     def merge(self, max_segments: int = MAX_SEGMENTS) -> bool:
         """Merge the smallest segments into one when there are more than ``max_segments``, and rewrite a segment
         more than half of whose lines are deleted; returns whether anything changed. Writer only; searches go on
@@ -331,8 +346,7 @@ class TextIndex:
                         if 2 * sum(self._segments[it["name"]].docs[k].count for k in it.get("deleted", ()))
                         > max(1, self._segments[it["name"]].lines)]
                 if len(items) > max_segments:
-                    by_size = sorted(items, key=lambda it: self._segments[it["name"]].text_bytes)
-                    pick += [it["name"] for it in by_size[:len(items) - max_segments + 1] if it["name"] not in pick]
+                    pick += self._smallest(items, len(items) - max_segments + 1, exclude=set(pick))
                 if not pick:
                     return False
                 sources = [(n, self._segments[n], set(next(it for it in items if it["name"] == n)["deleted"]))

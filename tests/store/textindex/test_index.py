@@ -396,3 +396,18 @@ def test_a_search_or_a_close_writes_what_the_background_holds(store, open_index)
     index.sync(None, hold=True)
     index.close()
     assert [p for p, _, _ in found(open_index().sync(0), "gamma")] == ["/hc/a.txt", "/hc/b.txt"]
+
+
+def test_a_merge_never_builds_a_segment_past_the_cap(store, open_index, ix_dir, monkeypatch):
+    index = open_index()
+    _segments_by_rounds(store, index, 4)
+    snap = index.sync()
+    sizes = sorted(s.text_bytes for s in snap.segments)
+    monkeypatch.setattr("store.textindex.index.MERGE_CAP", sizes[0] + sizes[1])  # room for the two smallest only
+    before = answers(snap)
+    assert index.merge(max_segments=1)
+    snap = index.snapshot()
+    assert len(snap.segments) == 3 and max(s.text_bytes for s in snap.segments) == max(sizes[-1], sizes[0] + sizes[1])
+    assert answers(snap) == before
+    monkeypatch.setattr("store.textindex.index.MERGE_CAP", 1)  # nothing fits: segments add up, nothing is merged
+    assert not index.merge(max_segments=1)
