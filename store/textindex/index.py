@@ -320,7 +320,7 @@ class TextIndex:
 
     # --- merging --------------------------------------------------------------------------------------------
 
-    def _smallest(self, items: list[dict], want: int, *, exclude: set[str]) -> list[str]:
+    def _smallest(self, items: list[dict[str, Any]], want: int, *, exclude: set[str]) -> list[str]:
         """Up to ``want`` of the smallest segments whose text together stays within MERGE_CAP; none unless two."""
         chosen: list[str] = []
         total = 0
