@@ -57,7 +57,8 @@ from sqlalchemy import select  # noqa: E402
 from bench.common import bench_logging, percentile, publish, render, server_env  # noqa: E402
 from bench.guard_load import (  # noqa: E402
     EDIT_SET, USERS, WARM_USER, WINDOW, ClientSpec, Targets, audit_completeness, audit_window_check,
-    client_window_check, cpu_seconds, http_client, memory, read_audit, run_load, session, summary, user_table,
+    RssTrace, client_window_check, cpu_seconds, http_client, memory, read_audit, run_load, session, summary,
+    user_table,
 )
 from bench.run_index import assay_command  # noqa: E402
 from bench.sampling import available_cores  # noqa: E402
@@ -251,17 +252,21 @@ def load(prep: Prepared, scratch: Path, args: argparse.Namespace) -> dict[str, A
         pid = server.process.pid
         log.info("load: %d clients of %d users x %d calls, %d client process(es); rate limits %s per %g s",
                  args.clients, len(USERS), args.per_client, args.client_procs, limits, WINDOW)
-        result = run_load(server.url, specs, prep.targets, procs=args.client_procs,
-                          warm_token=prep.tokens[WARM_USER[0]], scratch=scratch,
-                          on_start=lambda: {"cpu": cpu_seconds(pid), **memory(pid)})
-        after = {"cpu": cpu_seconds(pid), **memory(pid)}
+        with RssTrace(pid) as trace:
+            result = run_load(server.url, specs, prep.targets, procs=args.client_procs,
+                              warm_token=prep.tokens[WARM_USER[0]], scratch=scratch,
+                              on_start=lambda: {"cpu": cpu_seconds(pid), **memory(pid)})
+            after = {"cpu": cpu_seconds(pid), **memory(pid)}
+        started, wall = result["started"], result["wall"]
+        rss_half = trace.at(started + wall / 2)
     data = scratch / "data-load"
     rows = read_audit(f"sqlite:///{data / 'audit.db'}", [u for u, _ in USERS] + [WARM_USER[0]])
     calls = result["calls"]
     fig = {"limits": limits, "clients": args.clients, "per_client": args.per_client, "procs": result["procs"],
            "wall": result["wall"], "client_cpu": result["client_cpu"],
            "server_cpu": after["cpu"] - result["server_before"]["cpu"],
-           "server_rss_start": result["server_before"]["rss"], "server_rss_end": after["rss"],
+           "server_rss_start": result["server_before"]["rss"], "server_rss_half": rss_half,
+           "server_rss_end": after["rss"],
            "server_hwm": after["hwm"], **summary(calls),
            "client_check": client_window_check(calls, limits),
            "audit_check": audit_window_check([r for r in rows if r["user"] != WARM_USER[0]], limits),
@@ -366,9 +371,10 @@ def load_rows(fig: dict[str, Any]) -> list[tuple[str, ...]]:
         (f"  CPU during the calls: the server (and its children) / the clients ({f['procs']} process(es))",
          f"{f['server_cpu'] / f['wall']:.2f} / {f['client_cpu'] / f['wall']:.2f} cores", f"{os.cpu_count()} cores",
          "—", "—", "—"),
-        ("  the server's RSS when the calls started / ended; its peak (VmHWM)",
-         f"{mb(f['server_rss_start'])} / {mb(f['server_rss_end'])}; {mb(f['server_hwm'])}", "—",
-         f"{f['server_rss_end'] / max(1, f['server_rss_start']):.2f}× (end / start)", "flat", "—"),
+        ("  the server's RSS when the calls started / half of the calls' time / ended; its peak (VmHWM)",
+         f"{mb(f['server_rss_start'])} / {mb(f['server_rss_half'])} / {mb(f['server_rss_end'])}; "
+         f"{mb(f['server_hwm'])}", "—", f"{f['server_rss_end'] / max(1, f['server_rss_half']):.2f}× (end / half)",
+         "flat in the second half (≤ 1.1×)", yes_no(f["server_rss_end"] <= 1.1 * f["server_rss_half"])),
     ]
     return rows
 

@@ -268,7 +268,7 @@ def run_load(url: str, specs: list[ClientSpec], targets: Targets, *, procs: int,
     warm = [Call(**c) for r in results for c in r["warm"]]
     ended = max((c.received for c in calls), default=started)
     return {"calls": calls, "warm": warm, "wall": ended - started, "client_cpu": sum(r["cpu"] for r in results),
-            "procs": procs, "server_before": before}
+            "procs": procs, "server_before": before, "started": started}
 
 
 # --- the server's share ---------------------------------------------------------------------------------------------
@@ -292,6 +292,32 @@ def cpu_seconds(pid: int) -> float:
         for children in Path(f"/proc/{pid}/task").glob("*/children"):
             total += sum(cpu_seconds(int(child)) for child in children.read_text().split())
     return total
+
+
+class RssTrace:
+    """The resident memory of process ``pid``, sampled every ``every`` seconds on a thread: (epoch, bytes)."""
+
+    def __init__(self, pid: int, every: float = 0.2) -> None:
+        self.pid, self.every = pid, every
+        self.samples: list[tuple[float, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="guard-rss", daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            self.samples.append((time.time(), memory(self.pid)["rss"]))
+
+    def __enter__(self) -> RssTrace:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def at(self, when: float) -> int:
+        """The sample taken nearest to ``when`` (0 without samples)."""
+        return min(self.samples, key=lambda s: abs(s[0] - when), default=(0.0, 0))[1]
 
 
 # --- the checks ------------------------------------------------------------------------------------------------------

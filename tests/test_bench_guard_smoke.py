@@ -27,7 +27,7 @@ EXPECTED_ROWS = [
     "latency of the answered calls, p50 / p99",
     "rate limits exact, from the clients' timestamps", "rate limits exact, from the audit log's times",
     "audit log after the server closed it", "CPU during the calls: the server (and its children) / the clients",
-    "the server's RSS when the calls started / ended", "| user | role | calls |",
+    "the server's RSS when the calls started / half of the calls' time / ended", "| user | role | calls |",
 ]
 
 
