@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import psutil  # type: ignore[import-untyped]  # no stubs installed; pyproject.toml does not list it yet
+import psutil
 from sqlalchemy.engine import Engine
 from sqlalchemy.pool import QueuePool
 
