@@ -48,10 +48,11 @@ def build_guard(settings: Any, engine: Engine) -> Guard:
     if g.audit:
         url = g.audit_url or default_audit_url(settings.db_url, settings.data_dir)
         audit = AuditLog(url, retention_days=g.audit_retention_days)
-        audit.start()
     guard = Guard(local_permissions=frozenset(g.local_permissions),
                   limits={"read": g.rate_read, "write": g.rate_write, "sql": g.rate_sql}, audit=audit)
-    logging.getLogger().addHandler(guard.log)
+    logging.getLogger().addHandler(guard.log)  # first: the log records of the audit writer's start are kept too
+    if audit is not None:
+        audit.start()
     return guard
 
 

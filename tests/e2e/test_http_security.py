@@ -140,8 +140,14 @@ def test_a_non_loopback_binding_without_allowed_hosts_is_refused_at_start(tmp_pa
         httpx.get(f"http://127.0.0.1:{port}/mcp", timeout=2)
 
 
-def test_a_non_loopback_binding_serves_its_allowed_hosts_only(serve):
-    server = serve("--host", "0.0.0.0", "--allowed-hosts", "assay.lan")
+def test_a_non_loopback_binding_serves_its_allowed_hosts_only(serve, tmp_path, tree):
+    # without auth it must be told so explicitly (issue 23): refused first, with the ways out
+    args = serve_args(tree, prefect=False, extra=["--transport", "http", "--host", "0.0.0.0", "--allowed-hosts",
+                                                  "assay.lan"])
+    done = subprocess.run(args, capture_output=True, text=True, env=server_env(tmp_path, prefect=False), cwd=REPO,
+                          timeout=120)
+    assert done.returncode == 2 and "--auth" in done.stderr and "--allow-unauthenticated" in done.stderr
+    server = serve("--host", "0.0.0.0", "--allowed-hosts", "assay.lan", "--allow-unauthenticated")
     assert server.post(INIT, Host=f"assay.lan:{server.port}").status_code == 200
     assert server.post(INIT, Host=f"127.0.0.1:{server.port}").status_code == 200
     assert server.post(INIT, Host=f"attacker.example:{server.port}").status_code == 421
