@@ -1,4 +1,9 @@
-"""Filesystem entries: set-based bulk writes for the indexer, and keyword-only read functions for the tools."""
+"""Filesystem entries: set-based bulk writes for the indexer, and keyword-only read functions for the tools.
+
+The readers the tools and resources call (``get_entry``, ``list_children``, ``list_within``, ``count_entries``) show
+only the entries the current caller may see (store.visibility: a guarded server's user limited to some roots); the
+writers and the indexer's own reads see everything.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ from sqlalchemy.engine import Connection, Engine, RowMapping
 
 from store.errors import InvalidInput, NotFound
 from store.models import Entry, SetMember
+from store.visibility import path_subtree, visible_clause, visible_where
 
 T = Entry.__table__
 SortField = Literal["name", "size", "mtime"]
@@ -63,10 +69,7 @@ def path_depth(path: str) -> int:
 
 def subtree_clause(root: str, *, include_root: bool = True) -> ColumnElement[bool]:
     """Entries at or under ``root``, as an index-friendly range (no LIKE, so ``%`` and ``_`` in names are safe)."""
-    if root == "/":
-        return T.c.path >= "/"
-    under = and_(T.c.path > root + "/", T.c.path < root + "0")  # "0" is the character after "/"
-    return or_(T.c.path == root, under) if include_root else under
+    return path_subtree(T.c.path, root, include_root=include_root)
 
 
 _TYPE_CACHE: dict[str, tuple[str | None, str | None]] = {}
@@ -250,7 +253,8 @@ def existing_ids(conn: Connection, entry_ids: Sequence[int], *, chunk: int = 500
 
 
 def get_entry(conn: Connection | Engine, *, path: str) -> RowMapping | None:
-    stmt = select(T).where(T.c.path == path)
+    """The entry at ``path``, or None: also when the current caller may not see it (store.visibility)."""
+    stmt = select(T).where(T.c.path == path, visible_clause(T.c.path))
     if isinstance(conn, Engine):
         with conn.connect() as c:
             return c.execute(stmt).mappings().first()
@@ -286,7 +290,7 @@ def list_children(engine: Engine, *, path: str, sort: str = "name", desc: bool =
     """One page of the entries directly inside ``path`` and the total count (``ls``; ``ls -a`` with show_hidden)."""
     column = SORT_FIELDS[check_sort(sort)]
     order = [column.desc() if desc else column.asc(), T.c.name.desc() if desc else T.c.name.asc()]
-    where = [T.c.parent == path]
+    where = [T.c.parent == path, visible_clause(T.c.path)]
     if not show_hidden:
         where.append(~T.c.name.startswith(".", autoescape=True))
     with engine.connect() as conn:
@@ -310,7 +314,7 @@ def within(roots: Sequence[str]) -> ColumnElement[bool]:
 def list_within(engine: Engine, *, roots: Sequence[str], limit: int = 100,
                 offset: int = 0) -> tuple[list[RowMapping], int]:
     """One page of the entries at or under any of ``roots``, by path, and how many there are in all."""
-    inside = within(roots)
+    inside = and_(within(roots), visible_clause(T.c.path))
     with engine.connect() as conn:
         total = conn.execute(select(func.count()).select_from(T).where(inside)).scalar_one()
         rows = conn.execute(select(T).where(inside).order_by(T.c.path).limit(limit).offset(offset)).mappings().all()
@@ -318,8 +322,9 @@ def list_within(engine: Engine, *, roots: Sequence[str], limit: int = 100,
 
 
 def count_entries(engine: Engine) -> int:
+    """How many entries the current caller may see (all of them with no limit)."""
     with engine.connect() as conn:
-        return conn.execute(select(func.count()).select_from(T)).scalar_one()
+        return conn.execute(select(func.count()).select_from(T).where(*visible_where(T.c.path))).scalar_one()
 
 
 def iso(ts: float | None) -> str | None:

@@ -3,7 +3,9 @@ content hashes (``entries.hash``) and duplicate groups.
 
 Every listing is one page (LIMIT/OFFSET) with its total, never the whole table; a page of entries gets its thumbnails
 in one query (``thumbnails_for``), not one per entry. ``scope`` is an optional SQL clause on the entries table (the
-configured roots) so a resource shows only what the caller may see.
+configured roots) so a resource shows only what the caller may see; beyond it, every reader here keeps to the
+entries the current caller may see (store.visibility): an entry id outside a limited user's roots has no artifacts,
+and duplicates are counted among that user's entries only.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from sqlalchemy.engine import Engine, RowMapping
 from store.entries import T
 from store.errors import InvalidInput
 from store.models import Artifact
+from store.visibility import limited, visible_clause, visible_where
 
 A = Artifact.__table__
 
@@ -50,29 +53,34 @@ def sort_artifacts(artifacts: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def entry_artifacts(engine: Engine, *, entry_id: int) -> list[dict[str, Any]]:
-    """Every artifact of one entry, in inspect's order."""
+    """Every artifact of one entry, in inspect's order (none for an entry the caller may not see)."""
+    stmt = select(A).where(A.c.entry_id == entry_id)
+    if limited():
+        stmt = stmt.join(T, T.c.id == A.c.entry_id).where(visible_clause(T.c.path))
     with engine.connect() as conn:
-        rows = conn.execute(select(A).where(A.c.entry_id == entry_id)).mappings().all()
+        rows = conn.execute(stmt).mappings().all()
     return sort_artifacts(_artifact(r) for r in rows)
 
 
 def thumbnails_for(engine: Engine, entry_ids: Sequence[int]) -> dict[int, str]:
-    """entry id -> thumbnail cache path, for a page of entries, in one query."""
+    """entry id -> thumbnail cache path, for a page of entries, in one query (of the entries the caller may see)."""
     if not entry_ids:
         return {}
     stmt = select(A.c.entry_id, A.c.cache_path).where(A.c.entry_id.in_(list(entry_ids)), A.c.type == "thumbnail",
                                                        A.c.cache_path.is_not(None))
+    if limited():
+        stmt = stmt.join(T, T.c.id == A.c.entry_id).where(visible_clause(T.c.path))
     with engine.connect() as conn:
         return {r.entry_id: r.cache_path for r in conn.execute(stmt)}
 
 
 def duplicate_count(engine: Engine, *, entry_id: int, hash_: str | None) -> int:
-    """How many other entries have the same content hash (0 when the entry has none yet)."""
+    """How many other entries the caller may see have the same content hash (0 when the entry has none yet)."""
     if not hash_:
         return 0
     with engine.connect() as conn:
         return conn.execute(select(func.count()).select_from(T)
-                            .where(T.c.hash == hash_, T.c.id != entry_id)).scalar_one()
+                            .where(T.c.hash == hash_, T.c.id != entry_id, visible_clause(T.c.path))).scalar_one()
 
 
 def list_artifacts(engine: Engine, *, scope: ColumnElement[bool] | None = None, artifact_type: str | None = None,
@@ -81,7 +89,7 @@ def list_artifacts(engine: Engine, *, scope: ColumnElement[bool] | None = None, 
     total. ``artifact_type`` keeps one type (``thumbnail``)."""
     if sort not in LISTING_SORTS:
         raise InvalidInput(f"sort {sort!r} is not supported; use one of: {', '.join(LISTING_SORTS)}", field="sort")
-    where = []
+    where = visible_where(T.c.path)
     if scope is not None:
         where.append(scope)
     if artifact_type:
@@ -101,7 +109,7 @@ def entries_with_hash(engine: Engine, *, hash_: str, scope: ColumnElement[bool] 
     """The entries whose content hash is ``hash_`` (by path, at most ``limit``) with their artifacts, and how many
     there are."""
     check_hash(hash_)
-    where = [T.c.hash == hash_] + ([scope] if scope is not None else [])
+    where = [T.c.hash == hash_, visible_clause(T.c.path)] + ([scope] if scope is not None else [])
     with engine.connect() as conn:
         total = conn.execute(select(func.count()).select_from(T).where(*where)).scalar_one()
         entries = [dict(r) for r in conn.execute(
@@ -121,7 +129,8 @@ def duplicate_groups(engine: Engine, *, scope: ColumnElement[bool] | None = None
                      paths_per_group: int = 100) -> tuple[list[dict[str, Any]], int]:
     """Groups of files with the same content hash (two or more), largest wasted space first (size × (count − 1)),
     each with its size, count, wasted bytes and up to ``paths_per_group`` paths; and the number of groups."""
-    where = [T.c.hash.is_not(None), T.c.kind == "file"] + ([scope] if scope is not None else [])
+    where = [T.c.hash.is_not(None), T.c.kind == "file", visible_clause(T.c.path)]
+    where += [scope] if scope is not None else []
     count = func.count().label("count")
     size = func.max(T.c.size).label("size")
     wasted = (func.max(T.c.size) * (func.count() - 1)).label("wasted")

@@ -2,7 +2,9 @@
 
 A query is checked as resource-search checks its parameters (the same EntryFilter: ranges non-empty, times readable,
 unknown keys refused); its paths (``path_prefix``, ``parent``) are confined to the roots by the ``resolve_path``
-its caller passes, and a new query's name follows the rule of set and plan names.
+its caller passes, and a new query's name follows the rule of set and plan names. A query runs over the entries the
+current caller may see (store.visibility): a limited user running a query saved by another finds only what lies under
+their own roots.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from store.entries import T, entry_public, iso
 from store.errors import AlreadyExists, InvalidInput, NotFound
 from store.filters import EntryFilter
 from store.models import SavedQuery
+from store.visibility import visible_clause
 
 Q = SavedQuery.__table__
 MAX_NAME = 200
@@ -162,7 +165,8 @@ def delete_query(engine: Engine, *, name: str) -> dict[str, Any]:
 
 
 def execute_query(engine: Engine, *, name: str, limit: int = 100, offset: int = 0) -> dict[str, Any]:
-    """One page of the entries the saved query matches (ordered by path), with the total and hasMore."""
+    """One page of the entries the saved query matches (ordered by path), with the total and hasMore: of those the
+    current caller may see."""
     name = check_name(name)
     if not isinstance(limit, int) or limit < 1:
         raise InvalidInput(f"limit must be 1 or more, got {limit!r}", field="limit")
@@ -176,7 +180,7 @@ def execute_query(engine: Engine, *, name: str, limit: int = 100, offset: int = 
         except InvalidInput as exc:  # saved by an older version whose filters differed
             raise InvalidInput(f"saved query {name!r} is no longer valid ({exc.message}); fix it with query-update",
                                field="name") from None
-        where = and_(true(), *flt.clauses())
+        where = and_(true(), *flt.clauses(), visible_clause(T.c.path))
         total = conn.execute(select(func.count()).select_from(T).where(where)).scalar_one()
         rows = conn.execute(select(T).where(where).order_by(T.c.path).limit(limit).offset(offset)).mappings().all()
         conn.execute(update(Q).where(Q.c.id == row["id"]).values(

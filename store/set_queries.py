@@ -5,6 +5,10 @@ Every query selects entries through :meth:`Scope.select`: a join from one set's 
 (membership subquery over the set ids)`` for several, so an entry reachable by two paths of the DAG counts once; every
 aggregate runs in SQL. Fields, metrics, modes and sort keys are looked up in fixed tables here; what a caller sends
 only ever reaches SQL as a bound parameter.
+
+Every page, count and sum covers only the entries the current caller may see (store.visibility): :meth:`Scope.select`
+and :meth:`Scope.count_members` narrow themselves, so a set whose members lie under other roots than a limited user's
+shows that user only the members under theirs.
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from store.entries import T, entry_public, iso, subtree_clause
 from store.errors import InvalidInput, check_choice
 from store.filters import EntryFilter, check_range, normalize_extension, parse_end_time, parse_time
 from store.patterns import match_clause
-from store.sets import E, M, S, descendant_ids, require_set
+from store.sets import E, M, S, descendant_ids, from_members, require_set
+from store.visibility import visible_clause
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +97,8 @@ class Scope:
     include_children: bool
 
     def select(self, *columns: Any, joined: list[ColumnElement[bool]] | None = None) -> Select[Any]:
-        """SELECT ``columns`` over the covered sets' entries, each once; ``joined`` filters the memberships.
+        """SELECT ``columns`` over the covered sets' entries the caller may see, each once; ``joined`` filters the
+        memberships.
 
         One set: a join from its memberships (unique per set, so nothing repeats). Several: ``id IN`` the union of
         their memberships, so an entry reached by two paths of the DAG still comes once.
@@ -100,14 +106,15 @@ class Scope:
         joined = joined or []
         if len(self.set_ids) == 1:
             return (select(*columns).select_from(M.join(T, T.c.id == M.c.entry_id))
-                    .where(M.c.set_id == self.set_ids[0], *joined))
+                    .where(M.c.set_id == self.set_ids[0], *joined, visible_clause(T.c.path)))
         return select(*columns).select_from(T).where(
-            T.c.id.in_(select(M.c.entry_id).where(M.c.set_id.in_(self.set_ids), *joined)))
+            T.c.id.in_(select(M.c.entry_id).where(M.c.set_id.in_(self.set_ids), *joined)), visible_clause(T.c.path))
 
     def count_members(self, joined: list[ColumnElement[bool]] | None = None) -> Select[Any]:
-        """The number of distinct entries, from the membership index alone."""
+        """The number of distinct entries the caller may see: from the membership index alone when nothing is
+        limited."""
         stmt = select(func.count() if len(self.set_ids) == 1 else func.count(func.distinct(M.c.entry_id)))
-        return stmt.select_from(M).where(M.c.set_id.in_(self.set_ids), *(joined or []))
+        return from_members(stmt).where(M.c.set_id.in_(self.set_ids), *(joined or []))
 
 
 def scope_for(conn: Connection, *, name: str, include_children: bool, depth: int | None = None) -> Scope:
@@ -150,7 +157,7 @@ def size_total(conn: Connection, scope: "Scope") -> int:
         D, MD = T.alias("d"), M.alias("md")
         covered = exists(select(1).select_from(MD.join(D, D.c.id == MD.c.entry_id)).where(
             MD.c.set_id.in_(scope.set_ids), D.c.kind == "directory", D.c.id != T.c.id,
-            T.c.path > D.c.path + "/", T.c.path < D.c.path + "0"))
+            T.c.path > D.c.path + "/", T.c.path < D.c.path + "0", visible_clause(D.c.path)))
         stmt = scope.select(func.coalesce(func.sum(
             case((T.c.kind.in_(("file", "directory")), T.c.size), else_=0)), 0)).where(~covered)
         return int(conn.execute(stmt).scalar_one() or 0)
@@ -341,7 +348,7 @@ def set_stats(conn: Connection, *, name: str, top: int = 10) -> dict[str, Any]:
                      func.min(T.c.mtime).label("min_mtime"), func.max(T.c.mtime).label("max_mtime"),
                      func.max(case((is_file, T.c.size), else_=None)).label("largest_file_size"))
     ).mappings().one()
-    direct = conn.execute(select(func.count()).select_from(M).where(M.c.set_id == scope.set_id)).scalar_one()
+    direct = conn.execute(from_members(select(func.count())).where(M.c.set_id == scope.set_id)).scalar_one()
 
     def groups(column: ColumnElement[Any], label: str, *, files_only: bool) -> list[dict[str, Any]]:
         key = func.coalesce(column, "")

@@ -8,6 +8,11 @@ other modules compose inside their own transactions, and engine-level functions 
 Counting: a set's ``entry_count`` is its own members; ``child_count`` its direct children. Every aggregate over a set
 and its descendants selects entries with ``entry_ids_in(set_ids)``, an ``IN (subquery)`` over membership, so an entry
 reachable by two paths counts once.
+
+Visibility: every count, page and total of members a tool or resource reads covers only the entries the current
+caller may see (store.visibility; a guarded server's user limited to some roots), through :func:`from_members` and
+``visible_clause`` on the joined entry's path. The connection-level functions that plans and outcomes compose
+(``entry_ids_in``, ``add_members_from``, ...) are not narrowed: they write, and what they write is decided by paths.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from sqlalchemy.engine import Connection, Engine
 from store.entries import T, driver_connection, entry_public, iso
 from store.errors import AlreadyExists, Conflict, InvalidInput, NotFound
 from store.models import ResourceSet, SetEdge, SetMember, now
+from store.visibility import limited, visible_clause
 
 S = ResourceSet.__table__
 E = SetEdge.__table__
@@ -129,6 +135,14 @@ def entry_ids_in(set_ids: list[int]) -> Select[Any]:
     return select(M.c.entry_id).where(M.c.set_id.in_(set_ids))
 
 
+def from_members(stmt: Select[Any]) -> Select[Any]:
+    """``stmt`` (a select of aggregates over memberships) FROM ``set_members``, of the entries the current caller
+    may see: the membership index alone when nothing is limited, else joined to the entries and narrowed."""
+    if not limited():
+        return stmt.select_from(M)
+    return stmt.select_from(M.join(T, T.c.id == M.c.entry_id)).where(visible_clause(T.c.path))
+
+
 def closure_for(conn: Connection, *, name: str, include_children: bool, depth: int | None = None) -> list[int]:
     """The set ids a query over ``name`` covers: the set alone, or with its descendants (to ``depth``)."""
     root = require_set(conn, name=name)
@@ -205,7 +219,7 @@ def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]
 
 def _summaries(conn: Connection, where: ColumnElement[bool] | None = None) -> list[dict[str, Any]]:
     """name, description, entry_count, child_count, parent_count and times of the sets matching ``where``."""
-    entry_count = select(func.count()).select_from(M).where(M.c.set_id == S.c.id).scalar_subquery()
+    entry_count = from_members(select(func.count())).where(M.c.set_id == S.c.id).scalar_subquery()
     child_count = select(func.count()).select_from(E).where(E.c.parent_id == S.c.id).scalar_subquery()
     parent_count = select(func.count()).select_from(E).where(E.c.child_id == S.c.id).scalar_subquery()
     stmt = select(S.c.id, S.c.name, S.c.description, S.c.created_at, S.c.updated_at,
@@ -230,7 +244,8 @@ def _neighbour_names(conn: Connection, *, set_id: int, down: bool) -> list[str]:
 
 
 def _entries_page(conn: Connection, *, set_ids: list[int], limit: int, offset: int) -> list[dict[str, Any]]:
-    stmt = select(T).where(T.c.id.in_(entry_ids_in(set_ids))).order_by(T.c.path).limit(limit).offset(offset)
+    stmt = (select(T).where(T.c.id.in_(entry_ids_in(set_ids)), visible_clause(T.c.path)).order_by(T.c.path)
+            .limit(limit).offset(offset))
     return [entry_public(r) for r in conn.execute(stmt).mappings()]
 
 
@@ -281,7 +296,8 @@ def describe_set(engine: Engine, *, name: str, include_entries: bool = False, li
         row = require_set(conn, name=name)
         summary = _summaries(conn, S.c.id == row["id"])[0]
         closure = descendant_ids(conn, set_id=row["id"])
-        total = conn.execute(select(func.count()).select_from(T).where(T.c.id.in_(entry_ids_in(closure))))
+        total = conn.execute(select(func.count()).select_from(T).where(T.c.id.in_(entry_ids_in(closure)),
+                                                                       visible_clause(T.c.path)))
         result = {**_public(summary), "total_entry_count": total.scalar_one(),
                   "parents": _neighbour_names(conn, set_id=row["id"], down=False),
                   "children": _neighbour_names(conn, set_id=row["id"], down=True)}
@@ -326,7 +342,7 @@ def modify_members(engine: Engine, *, name: str, operation: str, paths: Sequence
             shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
             raise NotFound(f"none of the paths is in the index ({shown}); index them (or a folder above them) "
                            "with the index tool first", field="paths")
-        entry_count = conn.execute(select(func.count()).select_from(M).where(M.c.set_id == row["id"])).scalar_one()
+        entry_count = conn.execute(from_members(select(func.count())).where(M.c.set_id == row["id"])).scalar_one()
     return {"name": name, "operation": operation, "requested": len(unique),
             "added": changed if operation == "add" else 0, "removed": changed if operation == "remove" else 0,
             "unchanged": len(found) - changed, "notFound": missing, "entry_count": entry_count}

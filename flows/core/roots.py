@@ -1,7 +1,8 @@
 """Confinement: every path a caller names must lie inside one of the configured roots — and, when the caller is a
 user limited to some of them (a guarded server's grant), inside that user's roots: while a call of such a user runs,
 the guard sets the limit (:func:`limit_to`) and every ``Roots`` answers with the narrowed roots (``paths``), so
-each tool's confinement, default scope ("all roots") and listing follow the caller without knowing of users."""
+each tool's confinement, default scope ("all roots") and listing follow the caller without knowing of users; the
+store's listings, counts and sums follow it too (store.visibility, set beside it)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from store import visibility
 from store.errors import InvalidInput, PathNotAllowed
 
 
@@ -25,14 +27,21 @@ def _inside(path: str, root: str) -> bool:
 _limit: ContextVar[tuple[str, ...] | None] = ContextVar("assay_roots_limit", default=None)
 
 
-def limit_to(paths: Iterable[str] | None) -> Token:
-    """Narrow every ``Roots`` to ``paths`` (resolved) in this context, until :func:`reset_limit` with the returned
-    token; None: no limit. Worker threads started for the call (anyio's) inherit it."""
-    return _limit.set(tuple(dict.fromkeys(_real(p) for p in paths)) if paths is not None else None)
+LimitToken = tuple[Token, Token]  # the roots' limit and the store's visibility, set and reset together
 
 
-def reset_limit(token: Token) -> None:
-    _limit.reset(token)
+def limit_to(paths: Iterable[str] | None) -> LimitToken:
+    """Narrow every ``Roots``, and the entries the store shows, to ``paths`` (resolved) in this context, until
+    :func:`reset_limit` with the returned token; None: no limit. Worker threads started for the call (anyio's)
+    inherit it."""
+    resolved = tuple(dict.fromkeys(_real(p) for p in paths)) if paths is not None else None
+    return _limit.set(resolved), visibility.set_visible(resolved)
+
+
+def reset_limit(token: LimitToken) -> None:
+    limit, visible = token
+    visibility.reset(visible)
+    _limit.reset(limit)
 
 
 def current_limit() -> tuple[str, ...] | None:
