@@ -25,7 +25,9 @@ from flows.semantic import search as semantic_search
 from flows.semantic.model import DEFAULT_COLLECTION
 from flows.core.roots import current_limit
 from mcp_server.tools.common import READ_ONLY, WRITES, McpProgress, StrList, ToolSet, tool
-from store.errors import DocumentError
+from mcp_server.tools.plans import reachable
+from store import plans as store_plans
+from store.errors import AssayError, DocumentError
 
 if TYPE_CHECKING:
     from mcp_server.app import AssayApp
@@ -320,13 +322,24 @@ def register(tools: ToolSet, app: AssayApp) -> None:
 
         return SearchHits(**await anyio.to_thread.run_sync(run))
 
+    def yours(execution_id: int) -> bool:
+        """Whether the caller may reach execution ``execution_id``: an id is a handle, and the execution of a plan
+        over roots a limited user may not reach reads as no execution (mcp_server.tools.plans.reachable)."""
+        if current_limit() is None:
+            return True
+        try:
+            name = store_plans.get_execution(app.engine, execution_id=execution_id)["plan_name"]
+            return reachable(app, app.plans.load(name))
+        except AssayError:
+            return False
+
     @tool(tools, "index-cancel", WRITES)
     def index_cancel(
         executionId: Annotated[int, Field(ge=1, description="The execution_id index_files (wait=false) returned")],
     ) -> CancelAnswer:
         """Stop a running index_files / update_index execution; what it embedded so far stays in the index (a
         later index_files goes on from there)."""
-        cancelled = app.plans.cancel(executionId)
+        cancelled = yours(executionId) and app.plans.cancel(executionId)
         message = ("cancellation requested; the execution stops after its current batch" if cancelled
                    else "no running execution has this id (finished already, or never started)")
         return CancelAnswer(execution_id=executionId, cancelled=cancelled, message=message)
