@@ -72,6 +72,11 @@ class Activity:
                 known.requests += 1
                 known.errors += request.outcome != "ok"
 
+    def count(self, outcome: str) -> None:
+        """One more ``outcome`` that is no request of a session (a refused authentication)."""
+        with self._lock:
+            self.totals[outcome] = self.totals.get(outcome, 0) + 1
+
     def recent_requests(self, limit: int, *, user: str | None = None, errors_only: bool = False) -> list[dict]:
         with self._lock:
             chosen = [r for r in reversed(self.requests) if (user is None or r.user == user)

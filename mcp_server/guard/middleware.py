@@ -158,7 +158,7 @@ class Guard:
 
     def refused_authentication(self, reason: str, remote: str | None) -> None:
         """A request the bearer middleware answered 401 (mcp_server/guard/verifier.py tells us why)."""
-        self.activity.totals["unauthenticated"] = self.activity.totals.get("unauthenticated", 0) + 1
+        self.activity.count("unauthenticated")
         if self.audit is not None:
             self.audit.record(AuditRecord(time=time.time(), kind="auth", name=reason, outcome="unauthenticated",
                                           client=remote))
