@@ -12,47 +12,13 @@ the plan engine) never narrow: what a limited user may change is decided by its 
 
 from __future__ import annotations
 
-from contextvars import ContextVar, Token
-from typing import Any, Iterable
+from typing import Any
 
 from sqlalchemy import ColumnElement, and_, false, or_, true
 
-_visible: ContextVar[tuple[str, ...] | None] = ContextVar("assay_visible_roots", default=None)
+from store.visible_roots import limited, reset, set_visible, shows, visible
 
-
-def _inside(path: str, root: str) -> bool:
-    return path == root or root == "/" or path.startswith(root + "/")
-
-
-def _normal(paths: Iterable[str]) -> tuple[str, ...]:
-    """Canonical roots without trailing slashes, each once, leaving out any inside another (the OR stays short)."""
-    cleaned = list(dict.fromkeys(p.rstrip("/") or "/" for p in paths))
-    return tuple(p for p in cleaned if not any(q != p and _inside(p, q) for q in cleaned))
-
-
-def set_visible(paths: Iterable[str] | None) -> Token[tuple[str, ...] | None]:
-    """Let the current context see only the entries at or under ``paths`` (absolute, canonical) until
-    :func:`reset` with the returned token; None: every entry. An empty list lets it see none."""
-    return _visible.set(_normal(paths) if paths is not None else None)
-
-
-def reset(token: Token[tuple[str, ...] | None]) -> None:
-    _visible.reset(token)
-
-
-def visible() -> tuple[str, ...] | None:
-    """The roots the current context sees entries under, or None when it sees every entry."""
-    return _visible.get()
-
-
-def limited() -> bool:
-    return _visible.get() is not None
-
-
-def shows(path: str | None) -> bool:
-    """Whether the current context may see the entry at the stored, canonical ``path``."""
-    roots = _visible.get()
-    return roots is None or (path is not None and any(_inside(path, root) for root in roots))
+__all__ = ["limited", "path_subtree", "reset", "set_visible", "shows", "visible", "visible_clause", "visible_where"]
 
 
 def path_subtree(column: Any, root: str, *, include_root: bool = True) -> ColumnElement[bool]:
@@ -68,7 +34,7 @@ def visible_clause(path_column: Any) -> ColumnElement[bool]:
     """A WHERE clause on ``path_column`` keeping the entries the current context may see: ``true()`` with no limit
     (dropped by SQLAlchemy beside other conditions), ``false()`` for a limit to no root, else the OR of each
     root's subtree range."""
-    roots = _visible.get()
+    roots = visible()
     if roots is None:
         return true()
     if not roots:
@@ -79,4 +45,4 @@ def visible_clause(path_column: Any) -> ColumnElement[bool]:
 def visible_where(path_column: Any) -> list[ColumnElement[bool]]:
     """:func:`visible_clause` as a list of WHERE conditions, empty with no limit: for a statement whose only
     condition it would be (``WHERE 1 = 1`` would otherwise be added to an unlimited caller's query)."""
-    return [] if _visible.get() is None else [visible_clause(path_column)]
+    return [] if visible() is None else [visible_clause(path_column)]

@@ -12,7 +12,7 @@ from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from store import visibility
+from store import visible_roots as visibility
 from store.errors import InvalidInput, PathNotAllowed
 
 
