@@ -26,6 +26,7 @@ from flows.core.roots import Roots  # noqa: E402
 from mcp_server.app import AssayApp, build_server  # noqa: E402
 from mcp_server.config import Settings  # noqa: E402
 from store.engine import make_engine  # noqa: E402
+from tests.bench_runs import BenchRuns, module_bench  # noqa: E402
 
 # Property tests draw the same examples on every run, so CI judges the code and not the luck of the draw (a random
 # draw failed CI once on a bug no example had shown before); ASSAY_HYPOTHESIS=explore draws new ones, to look for
@@ -255,3 +256,14 @@ def pg_database(pg_url):
     with fresh_pg_database(pg_url) as url:
         yield url
 
+
+
+@pytest.fixture(scope="session", autouse=True)
+def bench_runs(request, tmp_path_factory):
+    """The benchmark smoke runs whose tests this session collected, started now in the background (tests/bench_runs.py
+    says why); a smoke test waits for its own with ``bench_runs.result(name)``."""
+    names = {name for item in request.session.items
+             if (module := getattr(item, "module", None)) and (name := module_bench(module.__name__))}
+    runs = BenchRuns(names, tmp_path_factory.mktemp("bench-runs"))
+    yield runs
+    runs.close()

@@ -6,12 +6,6 @@ the same resolve again a hit."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-REPO = Path(__file__).resolve().parent.parent
 
 EXPECTED_ROWS = [
     "media: 20-page PDF, 14-entry nested outline", "media: 24 s 320x240 video, 6 segments of 4 s",
@@ -30,12 +24,9 @@ EXPECTED_ROWS = [
 ]
 
 
-def test_citations_benchmark_prints_every_row(tmp_path):
-    out, figures = tmp_path / "citations.md", tmp_path / "citations.json"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "ASSAY_"))}
-    proc = subprocess.run([sys.executable, "-m", "bench.citations", "--quick", "--work", str(tmp_path),
-                           "--out", str(out), "--json", str(figures)],
-                          capture_output=True, text=True, timeout=600, cwd=REPO, env=env)
+def test_citations_benchmark_prints_every_row(bench_runs):
+    proc = bench_runs.result("citations")
+    out, figures = proc.work / "citations.md", proc.work / "citations.json"
     assert proc.returncode == 0, proc.stderr[-3000:]
     for row in EXPECTED_ROWS:
         assert row in proc.stdout, row
@@ -49,4 +40,4 @@ def test_citations_benchmark_prints_every_row(tmp_path):
     assert m["pdf"]["pages"] == [3, 3] and not any(m["pdf"]["flags"]) and all(m["pdf"]["cached_flags"])
     assert all(d >= 3.9 for d in m["video"]["durations"]) and not any(m["video"]["flags"])
     assert all(m["video"]["cached_flags"])
-    assert not list(tmp_path.glob("run-*")), "the scratch store was left behind"
+    assert not list(proc.work.glob("run-*")), "the scratch store was left behind"

@@ -4,16 +4,10 @@ every plan run did all the work its baseline did, with no errors, and the JSON f
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from examples.mediagen import HAVE_FFMPEG
-
-REPO = Path(__file__).resolve().parent.parent
 
 EXPECTED_ROWS = [
     "cores this run could get", "Prefect start, one-time", "worker pool start, one-time",
@@ -34,12 +28,9 @@ EXPECTED_ROWS = [
 
 
 @pytest.mark.skipif(not HAVE_FFMPEG, reason="ffmpeg is not installed (./scripts/setup installs it)")
-def test_classify_benchmark_prints_every_row(tmp_path):
-    out, figures = tmp_path / "classify.md", tmp_path / "classify.json"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "ASSAY_"))}
-    proc = subprocess.run([sys.executable, str(REPO / "bench" / "classify.py"), "--quick", "--corpus", str(tmp_path),
-                           "--out", str(out), "--json", str(figures)],
-                          capture_output=True, text=True, timeout=900, cwd=REPO, env=env)
+def test_classify_benchmark_prints_every_row(bench_runs):
+    proc = bench_runs.result("classify")
+    out, figures = proc.work / "classify.md", proc.work / "classify.json"
     assert proc.returncode == 0, proc.stderr[-3000:]
     for row in EXPECTED_ROWS:
         assert row in proc.stdout, row
@@ -49,4 +40,4 @@ def test_classify_benchmark_prints_every_row(tmp_path):
     assert data["thumbs"]["made"] == 12 and data["meta"]["made"] == data["meta"]["hashed"] == 17
     assert len(data["timeline"]["timestamps"]) == 5
     assert data["thumbs_rerun"]["applied"] == data["meta_rerun"]["applied"] == 0
-    assert not list(tmp_path.glob("run-*")), "the scratch stores were left behind"
+    assert not list(proc.work.glob("run-*")), "the scratch stores were left behind"

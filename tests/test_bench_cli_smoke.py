@@ -3,13 +3,6 @@ every run beside the server was handed to it, and every run outside its roots re
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-REPO = Path(__file__).resolve().parent.parent
-
 EXPECTED_ROWS = [
     "`assay index` of 5 files, `--no-prefect` (the floor)",
     "no server, first run on a fresh data dir",
@@ -20,13 +13,9 @@ EXPECTED_ROWS = [
     "reported to the server's Prefect API (its log line on every run) | yes",
 ]
 
-
-def test_cli_benchmark_prints_every_row(tmp_path):
-    out = tmp_path / "cli.md"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "ASSAY_"))}
-    proc = subprocess.run([sys.executable, str(REPO / "bench" / "cli.py"), "--files", "5", "--repeat", "1",
-                           "--work", str(tmp_path), "--out", str(out)],
-                          capture_output=True, text=True, timeout=900, cwd=REPO, env=env)
+def test_cli_benchmark_prints_every_row(bench_runs):
+    proc = bench_runs.result("cli")
+    out = proc.work / "cli.md"
     assert proc.returncode == 0, proc.stderr[-3000:]
     for row in EXPECTED_ROWS:
         assert row in proc.stdout, row

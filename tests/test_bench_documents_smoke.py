@@ -5,17 +5,11 @@ stored text (the benchmark writes a mismatch row otherwise)."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from bench.documents_corpus import QUERIES
-
-REPO = Path(__file__).resolve().parent.parent
 
 EXPECTED_ROWS = [
     "cores this run could get", "Prefect start, one-time", "first plan runs, one-time",
@@ -35,12 +29,9 @@ EXPECTED_ROWS = [
 
 
 @pytest.mark.skipif(shutil.which("rg") is None, reason="ripgrep is not installed (./scripts/setup installs it)")
-def test_documents_benchmark_prints_every_row(tmp_path):
-    out, figures = tmp_path / "documents.md", tmp_path / "documents.json"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "ASSAY_"))}
-    proc = subprocess.run([sys.executable, str(REPO / "bench" / "documents.py"), "--quick", "--work", str(tmp_path),
-                           "--out", str(out), "--json", str(figures)],
-                          capture_output=True, text=True, timeout=900, cwd=REPO, env=env)
+def test_documents_benchmark_prints_every_row(bench_runs):
+    proc = bench_runs.result("documents")
+    out, figures = proc.work / "documents.md", proc.work / "documents.json"
     assert proc.returncode == 0, proc.stderr[-3000:]
     for row in EXPECTED_ROWS:
         assert row.replace("|", "\\|") in proc.stdout, row  # the table escapes "|" in its cells
@@ -52,4 +43,4 @@ def test_documents_benchmark_prints_every_row(tmp_path):
     assert all(data["search"]["queries"][q.label]["total_matches"] == data["rg"][q.label]["lines"] for q in QUERIES)
     assert sum(data["rg"][q.label]["lines"] for q in QUERIES) > 0, "the queries found nothing at all"
     assert data["search"]["multi_completed"] == 10
-    assert not list(tmp_path.glob("run-*")), "the scratch store was left behind"
+    assert not list(proc.work.glob("run-*")), "the scratch store was left behind"

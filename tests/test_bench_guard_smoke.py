@@ -6,12 +6,6 @@ holds one record per call made, by user and outcome."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-REPO = Path(__file__).resolve().parent.parent
 
 EXPECTED_ROWS = [
     "cores this run could get",
@@ -31,12 +25,9 @@ EXPECTED_ROWS = [
 ]
 
 
-def test_guard_benchmark_prints_every_row_and_its_sanity_figures_hold(tmp_path):
-    out, figures = tmp_path / "guard.md", tmp_path / "guard.json"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "ASSAY_"))}
-    proc = subprocess.run([sys.executable, str(REPO / "bench" / "guard.py"), "--quick", "--work", str(tmp_path),
-                           "--out", str(out), "--json", str(figures)],
-                          capture_output=True, text=True, timeout=900, cwd=REPO, env=env)
+def test_guard_benchmark_prints_every_row_and_its_sanity_figures_hold(bench_runs):
+    proc = bench_runs.result("guard")
+    out, figures = proc.work / "guard.md", proc.work / "guard.json"
     assert proc.returncode == 0, proc.stderr[-3000:]
     for row in EXPECTED_ROWS:
         assert row in proc.stdout, row
@@ -50,4 +41,4 @@ def test_guard_benchmark_prints_every_row_and_its_sanity_figures_hold(tmp_path):
     assert load["client_check"]["exact"] and load["audit_check"]["exact"]
     most = load["audit_check"]["max_in_window"]
     assert most and all(v <= load["limits"][key.split("/")[1]] for key, v in most.items())
-    assert not list(tmp_path.glob("guard-*")), "the scratch data dirs were left behind"
+    assert not list(proc.work.glob("guard-*")), "the scratch data dirs were left behind"

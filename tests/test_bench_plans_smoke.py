@@ -2,12 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-REPO = Path(__file__).resolve().parent.parent
 
 EXPECTED_ROWS = [
     "index the tree once", "Prefect start, one-time", "raw SQL: the same selection",
@@ -17,12 +11,9 @@ EXPECTED_ROWS = [
 ]
 
 
-def test_plans_benchmark_prints_every_row(tmp_path):
-    out = tmp_path / "plans.md"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    proc = subprocess.run([sys.executable, str(REPO / "bench" / "plans.py"), "--files", "2000", "--repeat", "1",
-                           "--watch-files", "3", "--work", str(tmp_path), "--out", str(out)],
-                          capture_output=True, text=True, timeout=600, cwd=REPO, env=env)
+def test_plans_benchmark_prints_every_row(bench_runs):
+    proc = bench_runs.result("plans")
+    out = proc.work / "plans.md"
     assert proc.returncode == 0, proc.stderr[-3000:]
     for row in EXPECTED_ROWS:
         assert row in proc.stdout, row

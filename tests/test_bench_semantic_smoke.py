@@ -5,12 +5,6 @@ store held every cached vector, and every search call returned hits."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-REPO = Path(__file__).resolve().parent.parent
 
 EXPECTED_ROWS = [
     "Prefect start, one-time", "first plan runs, one-time", "extraction plan run (extract_text, 3 documents",
@@ -28,13 +22,9 @@ EXPECTED_ROWS = [
 ]
 
 
-def test_semantic_benchmark_prints_every_row(tmp_path):
-    out, figures = tmp_path / "semantic.md", tmp_path / "semantic.json"
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PREFECT_", "ASSAY_")) or k == "ASSAY_MODEL_CACHE"}  # the suite's model exports
-    proc = subprocess.run([sys.executable, "-m", "bench.semantic", "--quick", "--work", str(tmp_path),
-                           "--out", str(out), "--json", str(figures)],
-                          capture_output=True, text=True, timeout=900, cwd=REPO, env=env)
+def test_semantic_benchmark_prints_every_row(bench_runs):
+    proc = bench_runs.result("semantic")
+    out, figures = proc.work / "semantic.md", proc.work / "semantic.json"
     assert proc.returncode == 0, proc.stderr[-3000:]
     for row in EXPECTED_ROWS:
         assert row in proc.stdout, row
@@ -47,4 +37,4 @@ def test_semantic_benchmark_prints_every_row(tmp_path):
     assert 0.0 <= data["search"]["recall"] <= 1.0 and 0.0 <= data["synthetic"]["recall"] <= 1.0
     for tool in ("search_documents", "search"):
         assert data["mcp"][tool]["returned"] > 0, tool
-    assert not list(tmp_path.glob("run-*")), "the scratch store was left behind"
+    assert not list(proc.work.glob("run-*")), "the scratch store was left behind"

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parent.parent
 
 EXPECTED_ROWS = [
     "`find -printf` over 2,000 files, warm cache",
@@ -33,15 +29,10 @@ EXPECTED_ROWS = [
 
 
 @pytest.fixture(scope="module")
-def bench_run(tmp_path_factory) -> tuple[str, str, Path]:
-    work = tmp_path_factory.mktemp("bench")
-    out = work / "results.md"
-    proc = subprocess.run([sys.executable, str(REPO / "bench" / "run.py"), "--quick", "--sizes", "2000",
-                           "--calls", "20", "--repeat", "1", "--no-whole-command",
-                           "--work", str(work), "--out", str(out)],
-                          cwd=REPO, capture_output=True, text=True, timeout=300)
+def bench_run(bench_runs) -> tuple[str, str, Path]:
+    proc = bench_runs.result("run")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc.stdout, proc.stderr, out
+    return proc.stdout, proc.stderr, proc.work / "run.md"
 
 
 def test_quick_run_prints_a_row_for_every_measure(bench_run):

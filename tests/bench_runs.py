@@ -1,0 +1,142 @@
+"""The benchmark smoke runs, started in the background when the session begins and awaited by their tests.
+
+Each benchmark's quick form is a subprocess of 10-60 s that mostly waits (servers starting, Prefect's API, sockets).
+Run one after another at the end of the suite they took four and a half minutes; started at the session's first test,
+two at a time and at the lowest CPU priority (`nice -n 19`), they use the time the rest of the suite leaves idle, and
+the foreground tests keep the machine first. A test asks for its run by name and waits for it; only the runs whose
+tests were collected start (`pytest -k navigate` starts none)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PARALLEL = 2
+
+
+@dataclass(frozen=True)
+class Bench:
+    """A benchmark command: its arguments given its work dir, the environment it keeps, its time limit."""
+
+    name: str  # the smoke test's module is tests/test_bench_<name>_smoke.py (run: tests/test_bench_smoke.py)
+    argv: Callable[[Path], list[str]]
+    keep_env: Callable[[str], bool]
+    timeout: float = 900
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    """What a benchmark run left: its exit code, output and work dir."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    work: Path
+
+
+def _outside_prefect_and_assay(key: str) -> bool:
+    return not key.startswith(("PREFECT_", "ASSAY_"))
+
+
+def _script(name: str, *args: str) -> Callable[[Path], list[str]]:
+    return lambda work: [sys.executable, str(REPO / "bench" / f"{name}.py"), *args, "--work", str(work)]
+
+
+def _quick(name: str, *, module: bool = False) -> Callable[[Path], list[str]]:
+    """``--quick`` with the table and the JSON figures written into the work dir."""
+    def argv(work: Path) -> list[str]:
+        head = ["-m", f"bench.{name}"] if module else [str(REPO / "bench" / f"{name}.py")]
+        return [sys.executable, *head, "--quick", "--work", str(work),
+                "--out", str(work / f"{name}.md"), "--json", str(work / f"{name}.json")]
+    return argv
+
+
+def _classify(work: Path) -> list[str]:
+    return [sys.executable, str(REPO / "bench" / "classify.py"), "--quick", "--corpus", str(work),
+            "--out", str(work / "classify.md"), "--json", str(work / "classify.json")]
+
+
+# longest first, so the last to finish is a short one
+BENCHES: dict[str, Bench] = {b.name: b for b in [
+    Bench("cli", _script("cli", "--files", "5", "--repeat", "1", "--out", "{out}"), _outside_prefect_and_assay),
+    Bench("semantic", _quick("semantic", module=True),
+          lambda key: _outside_prefect_and_assay(key) or key == "ASSAY_MODEL_CACHE"),  # the suite's model exports
+    Bench("guard", _quick("guard"), _outside_prefect_and_assay),
+    Bench("documents", _quick("documents"), _outside_prefect_and_assay),
+    Bench("classify", _classify, _outside_prefect_and_assay),
+    Bench("run", _script("run", "--quick", "--sizes", "2000", "--calls", "20", "--repeat", "1", "--no-whole-command",
+                         "--out", "{out}"), lambda key: True, timeout=300),
+    Bench("plans", _script("plans", "--files", "2000", "--repeat", "1", "--watch-files", "3", "--out", "{out}"),
+          lambda key: not key.startswith("PREFECT_"), timeout=600),
+    Bench("citations", _quick("citations", module=True), _outside_prefect_and_assay, timeout=600),
+]}
+
+
+def module_bench(module_name: str) -> str | None:
+    """The benchmark a smoke-test module awaits (``tests.test_bench_cli_smoke`` → ``cli``), or None."""
+    stem = module_name.rsplit(".", 1)[-1]
+    if stem == "test_bench_smoke":
+        return "run"
+    if stem.startswith("test_bench_") and stem.endswith("_smoke"):
+        name = stem[len("test_bench_"):-len("_smoke")]
+        return name if name in BENCHES else None
+    return None
+
+
+class BenchRuns:
+    """The selected benchmarks, run ``PARALLEL`` at a time in the background; ``result(name)`` waits for one."""
+
+    def __init__(self, names: Iterable[str], base: Path) -> None:
+        self._base = base
+        self._lock = threading.Lock()
+        self._procs: set[subprocess.Popen[str]] = set()
+        self._closed = False
+        self._pool = ThreadPoolExecutor(max_workers=PARALLEL, thread_name_prefix="bench-smoke")
+        wanted = set(names)
+        self._futures: dict[str, Future[BenchResult]] = {
+            name: self._pool.submit(self._run, BENCHES[name]) for name in BENCHES if name in wanted}
+
+    def result(self, name: str) -> BenchResult:
+        """The run of ``name``, waited for (started now if the session did not select it at the start)."""
+        with self._lock:
+            if name not in self._futures:
+                self._futures[name] = self._pool.submit(self._run, BENCHES[name])
+            future = self._futures[name]
+        return future.result()
+
+    def close(self) -> None:
+        """Stop what still runs (an interrupted session) and let the threads go."""
+        with self._lock:
+            self._closed = True
+            for proc in self._procs:
+                proc.kill()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def _run(self, bench: Bench) -> BenchResult:
+        work = self._base / bench.name
+        work.mkdir(parents=True, exist_ok=True)
+        argv = [arg.replace("{out}", str(work / f"{bench.name}.md")) for arg in bench.argv(work)]
+        env = {k: v for k, v in os.environ.items() if bench.keep_env(k)}
+        with self._lock:
+            if self._closed:
+                return BenchResult(-1, "", "the session ended before this benchmark started", work)
+            proc = subprocess.Popen(["nice", "-n", "19", *argv], cwd=REPO, env=env, text=True,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            self._procs.add(proc)
+        try:
+            stdout, stderr = proc.communicate(timeout=bench.timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            stdout, stderr = proc.communicate()
+            stderr += f"\n[bench_runs] {bench.name} ran past {bench.timeout:.0f} s and was killed"
+        finally:
+            with self._lock:
+                self._procs.discard(proc)
+        return BenchResult(proc.returncode, stdout, stderr, work)
