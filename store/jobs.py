@@ -58,6 +58,12 @@ def mark_running(engine: Engine, *, job_id: int, flow_run_id: str | None = None)
         return bool(res.rowcount)
 
 
+def set_runs_on(engine: Engine, *, job_id: int, runs_on: str | None) -> None:
+    """Record where run ``job_id`` runs: "pool:<name>" for a flow run handed to a work pool."""
+    with engine.begin() as conn:
+        conn.execute(update(J).where(J.c.id == job_id).values(runs_on=runs_on))
+
+
 def set_flow_run(engine: Engine, *, job_id: int, flow_run_id: str | None) -> None:
     with engine.begin() as conn:
         conn.execute(update(J).where(J.c.id == job_id).values(flow_run_id=flow_run_id))
@@ -213,10 +219,12 @@ def fresh_scan_of(engine: Engine, *, path: str, max_age: float, now: float | Non
 
 
 def reap_orphans(engine: Engine) -> int:
-    """Jobs left pending/running by a process that died are marked failed at start-up (nothing runs them now)."""
+    """Jobs left pending/running by a process that died are marked failed at start-up (nothing runs them now). Runs
+    on a work pool (``runs_on`` "pool:<name>") are not: they run on the pool's workers, which finish their rows."""
     with engine.begin() as conn:
         res = conn.execute(
-            update(J).where(or_(J.c.status == "pending", J.c.status == "running")).values(
+            update(J).where(or_(J.c.status == "pending", J.c.status == "running"),
+                            or_(J.c.runs_on.is_(None), ~J.c.runs_on.startswith("pool:"))).values(
                 status="failed", error_message="the server stopped while this job was running; run it again",
                 completed_at=time.time(),
             )

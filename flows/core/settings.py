@@ -27,6 +27,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 from typing_extensions import Annotated, Self
 
+from flows.core.cluster_settings import ClusterSection
 from flows.core.guard_settings import GuardSection
 from flows.core.roots import Roots
 from flows.env import (ConfigError, Env, EnvironmentSource, Key, YamlFileSource, env_of, file_model, leaves, lookup,
@@ -166,6 +167,7 @@ FLAT: dict[str, Key] = {
     "auth": ("server", "auth"), "allow_unauthenticated": ("server", "allow_unauthenticated"),
     "database_url": ("database", "url"), "statement_timeout": ("database", "statement_timeout"),
     "plans_dir": ("plans", "dir"), "tool_groups": ("tools", "groups"),
+    "work_pool": ("cluster", "work_pool"), "cache_dir": ("cluster", "cache_dir"),
     "use_prefect": ("prefect", "enabled"), "prefect_ui": ("prefect", "ui"), "prefect_port": ("prefect", "port"),
 }
 
@@ -191,6 +193,8 @@ class AssaySettings(BaseSettings):
     classify: ClassifySection = Field(ClassifySection(), description="the classifier")
     index: IndexSection = Field(IndexSection(), description="indexing")
     guard: GuardSection = Field(GuardSection(), description="callers, permissions, rate limits and the audit log")
+    cluster: ClusterSection = Field(ClusterSection(), description="a Prefect work pool, its workers, the shared "
+                                                                  "artifact cache")
 
     def __init__(self, **values: Any) -> None:
         super().__init__(**_nested(values))

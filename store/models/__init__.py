@@ -27,6 +27,7 @@ from store.models.documents import Document, DocumentChange, DocumentSegment
 from store.models.semantic import Chunk, Collection, CollectionEntry, Embedding, EntryLabel
 from store.models.citations import MapNodeRow, ResourceMapRow
 from store.models.users import ApiToken, User
+from store.models.batches import OutcomeBatch
 from store.models.columns import now
 from store.fold import fold  # registered as assay_fold on every SQLite connection (store.engine)
 # isort: on
@@ -34,7 +35,7 @@ from store.fold import fold  # registered as assay_fold on every SQLite connecti
 __all__ = [
     "ADDED_COLUMNS", "ApiToken", "Artifact", "Chunk", "Collection",
     "CollectionEntry", "Document", "DocumentChange", "DocumentSegment", "Embedding", "Entry", "EntryLabel", "Job",
-    "JobIssue",
-    "MapNodeRow", "MetadataValue", "OutcomeRecord", "Plan", "PlanExecution", "Preference", "ResourceMapRow",
+    "JobIssue", "MapNodeRow", "MetadataValue", "OutcomeBatch", "OutcomeRecord", "Plan", "PlanExecution", "Preference",
+    "ResourceMapRow",
     "ResourceSet", "SavedQuery", "SetEdge", "SetMember", "Source", "User", "fold", "now",
 ]

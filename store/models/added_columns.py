@@ -22,6 +22,7 @@ ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("resource_maps", "metadata_json", "TEXT"),
     ("resource_maps", "updated_at", "DOUBLE PRECISION"),
     ("plan_executions", "run_id", "INTEGER"),
+    ("jobs", "runs_on", "TEXT"),
 )
 
 # Schema a store made by an older version has and this one no longer uses, dropped at start: the FTS5 trigram index

@@ -28,6 +28,7 @@ class Job(TableModel, table=True):
     params_json: str = "{}"
     cancel_requested: bool = False
     flow_run_id: str | None = None
+    runs_on: str | None = None  # "pool:<name>": a flow run on a work pool (not this process's to reap)
     created_at: float = Field(default_factory=now)
     started_at: float | None = None
     completed_at: float | None = None

@@ -1,0 +1,144 @@
+"""The outcome batches of executions spread over a work pool (``store.models.batches``): cut, handed out, held
+under a lease its worker renews, finished once, and handed out again when their worker vanished.
+
+Who may write what: the execution's flow cuts the batches (``create``) and hands out again the ones whose lease ran
+out (``expire``); a worker claims a pending batch (``claim``: pending → running, under a new attempt), renews its
+lease while it works (``heartbeat``) and finishes it (``finish``) or hands it back when told to stop (``release``).
+Each of these is one conditional UPDATE keyed by the attempt, so two processes never both own a batch: a worker
+whose batch was handed out again finds its ``finish`` refused, and what it did is done again by the new holder
+(outcomes are idempotent through their work keys)."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Iterable
+
+from sqlalchemy import and_, func, insert, select, update
+from sqlalchemy.engine import Engine
+
+from store.models.batches import OutcomeBatch
+
+B = OutcomeBatch.__table__
+
+PENDING, RUNNING, DONE, CANCELLED = "pending", "running", "done", "cancelled"
+
+
+def create(engine: Engine, *, job_id: int, execution_id: int, position: int,
+           ranges: Iterable[tuple[str, str | None, int]]) -> list[int]:
+    """Cut the batches of outcome ``position``: one per (after, until, entries); returns their ids in order."""
+    rows = [{"job_id": job_id, "execution_id": execution_id, "position": position, "k": k, "after": after,
+             "until": until, "entries": entries, "created_at": time.time()}
+            for k, (after, until, entries) in enumerate(ranges, start=1)]
+    if not rows:
+        return []
+    with engine.begin() as conn:
+        conn.execute(insert(B), rows)
+        return list(conn.execute(select(B.c.id).where(B.c.job_id == job_id, B.c.position == position)
+                                 .order_by(B.c.k)).scalars())
+
+
+def get(engine: Engine, batch_id: int) -> dict[str, Any] | None:
+    with engine.connect() as conn:
+        row = conn.execute(select(B).where(B.c.id == batch_id)).mappings().first()
+    return dict(row) if row else None
+
+
+def claim(engine: Engine, batch_id: int, *, worker: str, task_run_id: str | None) -> int | None:
+    """Take pending batch ``batch_id`` for ``worker``; returns the attempt it now holds, or None when the batch is
+    not pending (done, cancelled, or held by another)."""
+    now = time.time()
+    with engine.begin() as conn:
+        done = conn.execute(update(B).where(B.c.id == batch_id, B.c.status == PENDING).values(
+            status=RUNNING, attempt=B.c.attempt + 1, worker=worker, task_run_id=task_run_id, started_at=now,
+            heartbeat_at=now, finished_at=None))
+        if not done.rowcount:
+            return None
+        return int(conn.execute(select(B.c.attempt).where(B.c.id == batch_id)).scalar_one())
+
+
+def heartbeat(engine: Engine, held: Iterable[tuple[int, int]]) -> list[int]:
+    """Renew the leases of the (batch id, attempt) pairs a worker holds; returns the ids it no longer holds."""
+    lost = []
+    now = time.time()
+    with engine.begin() as conn:
+        for batch_id, attempt in held:
+            done = conn.execute(update(B).where(B.c.id == batch_id, B.c.attempt == attempt, B.c.status == RUNNING)
+                                .values(heartbeat_at=now))
+            if not done.rowcount:
+                lost.append(batch_id)
+    return lost
+
+
+def finish(engine: Engine, batch_id: int, attempt: int, result: dict[str, Any]) -> bool:
+    """Record what attempt ``attempt`` did; False (nothing written) when the batch was handed to another since."""
+    with engine.begin() as conn:
+        done = conn.execute(update(B).where(B.c.id == batch_id, B.c.attempt == attempt, B.c.status == RUNNING)
+                            .values(status=DONE, result_json=json.dumps(result), finished_at=time.time()))
+    return bool(done.rowcount)
+
+
+def release(engine: Engine, batch_id: int, attempt: int, *, why: str = "handed back") -> bool:
+    """Give a held batch back (its worker is stopping): pending again, to be handed out anew."""
+    with engine.begin() as conn:
+        row = conn.execute(select(B.c.worker, B.c.task_run_id, B.c.history_json).where(
+            B.c.id == batch_id, B.c.attempt == attempt, B.c.status == RUNNING)).first()
+        if row is None:
+            return False
+        history = json.loads(row.history_json or "[]") + [
+            {"worker": row.worker, "task_run_id": row.task_run_id, "outcome": why}]
+        done = conn.execute(update(B).where(B.c.id == batch_id, B.c.attempt == attempt, B.c.status == RUNNING)
+                            .values(status=PENDING, worker=None, task_run_id=None, heartbeat_at=None,
+                                    history_json=json.dumps(history)))
+    return bool(done.rowcount)
+
+
+def expire(engine: Engine, *, job_id: int, lease_seconds: float, now: float | None = None) -> list[dict[str, Any]]:
+    """Hand back every running batch of run ``job_id`` whose lease ran out (its worker died or hangs); returns them
+    as they were (with the worker and task run that held them)."""
+    cutoff = (now or time.time()) - lease_seconds
+    with engine.connect() as conn:
+        stale = [dict(r) for r in conn.execute(select(B).where(
+            B.c.job_id == job_id, B.c.status == RUNNING, B.c.heartbeat_at < cutoff)).mappings()]
+    return [row for row in stale if release(engine, row["id"], row["attempt"], why="lost")]
+
+
+def cancel_pending(engine: Engine, *, job_id: int) -> int:
+    """Cancel the batches of run ``job_id`` no worker took yet (an execution cancelled or ended early)."""
+    with engine.begin() as conn:
+        return conn.execute(update(B).where(B.c.job_id == job_id, B.c.status == PENDING)
+                            .values(status=CANCELLED, finished_at=time.time())).rowcount or 0
+
+
+def of_position(engine: Engine, *, job_id: int, position: int) -> list[dict[str, Any]]:
+    """The batches of one outcome of run ``job_id``, in order."""
+    with engine.connect() as conn:
+        rows = conn.execute(select(B).where(B.c.job_id == job_id, B.c.position == position).order_by(B.c.k))
+        return [dict(r) for r in rows.mappings()]
+
+
+def of_execution(engine: Engine, *, execution_id: int) -> list[dict[str, Any]]:
+    """Every batch of plan execution ``execution_id`` (all its runs), with where each ran."""
+    with engine.connect() as conn:
+        rows = conn.execute(select(B).where(B.c.execution_id == execution_id).order_by(B.c.job_id, B.c.position,
+                                                                                      B.c.k))
+        return [dict(r) for r in rows.mappings()]
+
+
+def by_worker(engine: Engine, *, execution_id: int | None = None, since: float | None = None) -> dict[str, int]:
+    """Batches done per worker (of one execution, or finished since a time)."""
+    where = [B.c.status == DONE]
+    if execution_id is not None:
+        where.append(B.c.execution_id == execution_id)
+    if since is not None:
+        where.append(B.c.finished_at >= since)
+    with engine.connect() as conn:
+        rows = conn.execute(select(B.c.worker, func.count()).where(and_(*where)).group_by(B.c.worker))
+        return {str(worker): int(n) for worker, n in rows}
+
+
+def in_flight(engine: Engine, limit: int = 100) -> list[dict[str, Any]]:
+    """The batches running now (any execution), oldest first."""
+    with engine.connect() as conn:
+        rows = conn.execute(select(B).where(B.c.status == RUNNING).order_by(B.c.started_at).limit(limit))
+        return [dict(r) for r in rows.mappings()]
