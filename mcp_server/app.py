@@ -24,6 +24,7 @@ from flows.classify.service import classify_deployment
 from flows.core import capability as capabilities
 from flows.core import prefect
 from flows.core.deployments import Deployments
+from flows.core.pool import WorkPool
 from flows.core.prefect import ui_url
 from flows.core.roots import Roots
 from flows.core.runner import JobRunner
@@ -143,9 +144,18 @@ class AssayApp:
             try:
                 self.prefect_url = prefect.ensure_api()
                 deployments = Deployments()
-                plans = PlanDeployments(self.engine, deployments)
-                self.plans.deployments = plans  # plans saved from now on are deployed once the runner is up
-                deployments.start([*plans.initial(), index_deployment(), classify_deployment()])
+                pool_name = settings.cluster.work_pool
+                if pool_name is None:
+                    plans = PlanDeployments(self.engine, deployments)
+                    self.plans.deployments = plans  # plans saved from now on are deployed once the runner is up
+                    deployments.start([*plans.initial(), index_deployment(), classify_deployment()])
+                else:  # the plans are deployed on the work pool, their runs handed to its workers
+                    pool = WorkPool(pool_name)
+                    plans = PlanDeployments(self.engine, pool)
+                    pool.start(plans.initial())
+                    self.plans.deployments = plans
+                    self.runner.pool = pool
+                    deployments.start([index_deployment(), classify_deployment()])
                 self.deployments = deployments
                 self.runner.deployments = deployments
                 log.info("Prefect is ready: %s; assay's flows are served as deployments", ui_url(self.prefect_url))
@@ -168,6 +178,7 @@ class AssayApp:
             self.guard = None
         if self.deployments is not None:
             self.runner.deployments = None
+            self.runner.pool = None
             self.plans.deployments = None
             self.deployments.stop()
             self.deployments = None

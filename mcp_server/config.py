@@ -78,5 +78,10 @@ def prepare_environment(settings: Settings) -> None:
         os.environ["ASSAY_STATEMENT_TIMEOUT"] = f"{settings.database.statement_timeout:g}"
     prefect_support.configure(settings.data_dir)  # where a server records the Prefect API it shares
     capabilities.configure(settings.data_dir)  # e.g. the classifier's artifact cache under <data dir>/cache
+    cluster = settings.cluster
+    if cluster.cache_dir is not None:  # store.cache reads it; the flow runs a pool's worker starts inherit it
+        os.environ["ASSAY_CACHE_DIR"] = str(cluster.cache_dir)
+        # the parameters of the outcome batches' task runs (Prefect's background tasks), which every worker reads
+        os.environ.setdefault("PREFECT_RESULTS_LOCAL_STORAGE_PATH", str(cluster.cache_dir / "prefect-task-parameters"))
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

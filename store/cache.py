@@ -34,15 +34,26 @@ MIME_TYPES = {"jpg": "image/jpeg", "png": "image/png", "webp": "image/webp", "js
 _CACHE_PATH = re.compile(r"cache/[0-9a-f]{2}/[0-9a-f]{2}/[0-9a-f]{32}\.(" + "|".join(MIME_TYPES) + ")")
 
 
+CACHE_DIR_ENV = "ASSAY_CACHE_DIR"  # a cache shared by the machines of a work pool (settings: cluster.cache_dir)
+
+
 def cache_dir(data_dir: str | Path) -> Path:
-    return Path(data_dir) / CACHE_DIR
+    """The cache's folder: ``$ASSAY_CACHE_DIR`` when set (one folder every machine of a pool shares), else ``cache/``
+    in the data dir. Cache paths (``cache/ab/cd/...``) are the same either way."""
+    shared = os.environ.get(CACHE_DIR_ENV)
+    return Path(shared) if shared else Path(data_dir) / CACHE_DIR
+
+
+def file_of(data_dir: str | Path, rel: str) -> Path:
+    """The file cache path ``rel`` (``cache/ab/cd/<hash>.<ext>``) names, wherever the cache folder is."""
+    return cache_dir(data_dir) / rel.removeprefix(CACHE_DIR + "/")
 
 
 def put(data_dir: str | Path, data: bytes, ext: str = "jpg") -> str:
     """Store ``data`` and return its cache path (``cache/ab/cd/<hash>.<ext>``); storing the same bytes twice is free."""
     digest = xxhash.xxh3_128_hexdigest(data)
     rel = f"{CACHE_DIR}/{digest[:2]}/{digest[2:4]}/{digest}.{ext}"
-    target = Path(data_dir) / rel
+    target = file_of(data_dir, rel)
     if target.exists():
         try:  # fresh again: a sweep running meanwhile keeps it until the row that will point at it is written
             os.utime(target)
@@ -85,7 +96,7 @@ def resolve(data_dir: str | Path, rel: str) -> Path | None:
     if not is_cache_path(rel):
         return None
     root = os.path.realpath(cache_dir(data_dir))
-    real = os.path.realpath(os.path.join(data_dir, rel))
+    real = os.path.realpath(file_of(data_dir, rel))
     if not real.startswith(root + os.sep) or not os.path.isfile(real):
         return None
     return Path(real)

@@ -13,13 +13,13 @@ import json
 import time
 from typing import Any, Iterable, Sequence
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import delete, func, insert, or_, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from store.entries import iso
 from store.errors import AlreadyExists, InvalidInput, NotFound
-from store.models import OutcomeRecord, Plan, PlanExecution
+from store.models import Job, OutcomeRecord, Plan, PlanExecution
 from store.models.columns import inserted_id
 
 P = Plan.__table__
@@ -195,9 +195,13 @@ def delete_execution(engine: Engine, *, execution_id: int) -> None:
 
 
 def reap_running(engine: Engine) -> int:
-    """Executions left running by a server that stopped are marked as errors (at server start)."""
+    """Executions left running by a server that stopped are marked as errors (at server start); those running on a
+    work pool are not (its workers finish them)."""
+    jobs = Job.__table__
+    on_pool = select(jobs.c.id).where(jobs.c.runs_on.startswith("pool:"))
     with engine.begin() as conn:
-        return conn.execute(update(X).where(X.c.status == "running").values(
+        return conn.execute(update(X).where(X.c.status == "running",
+                                            or_(X.c.run_id.is_(None), X.c.run_id.not_in(on_pool))).values(
             status="error", completed_at=time.time(),
             error_message="the server stopped before this execution finished")).rowcount or 0
 

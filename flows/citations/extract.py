@@ -110,7 +110,7 @@ def extract(data_dir: str | Path, source_path: str, source_hash: str, address: A
         ext = _clip_format(modality, suffix, exact)[1]
     key = output_key(source_hash, address, exact)
     rel = f"{cache.CACHE_DIR}/{key[:2]}/{key[2:4]}/{key}.{ext}"
-    target = Path(data_dir) / rel
+    target = cache.file_of(data_dir, rel)
     try:
         os.utime(target)  # fresh again: the sweep keeps young files
         return Extracted(rel, target, cache.mime_type(rel), target.stat().st_size, cached=True)

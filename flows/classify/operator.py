@@ -35,7 +35,7 @@ def cache_usage(root: Path | None = None) -> Usage:
 def missing_artifact_ids(engine: Engine, root: Path) -> list[int]:
     """Ids of the artifact rows whose cache file is not under ``root`` (streamed over the table in id order)."""
     return [artifact_id for artifact_id, _, rel in store_artifacts.iter_artifact_cache_paths(engine)
-            if not (root / rel).is_file()]
+            if not cache.file_of(root, rel).is_file()]
 
 
 def repair_artifact_cache(engine: Engine, root: Path | None = None) -> dict[str, Any]:

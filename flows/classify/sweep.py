@@ -59,7 +59,7 @@ def iter_cache_files(data_dir: str | Path) -> Iterator[tuple[str, os.DirEntry]]:
                     if entry.is_dir(follow_symlinks=False):
                         stack.append(Path(entry.path))
                     elif entry.is_file(follow_symlinks=False):
-                        rel = Path(entry.path).relative_to(data_dir).as_posix()
+                        rel = f"{cache.CACHE_DIR}/{Path(entry.path).relative_to(root).as_posix()}"
                         if cache.is_cache_path(rel):
                             yield rel, entry
         except OSError as exc:
@@ -145,7 +145,7 @@ def missing_files(engine: Engine, data_dir: str | Path, *, limit: int = 100) -> 
     """Artifact rows whose cache file is gone: (count, first ``limit`` as {artifactId, entryId, cachePath})."""
     count, sample = 0, list[dict[str, Any]]()
     for artifact_id, entry_id, rel in store_artifacts.iter_artifact_cache_paths(engine):
-        if not (Path(data_dir) / rel).is_file():
+        if not cache.file_of(data_dir, rel).is_file():
             count += 1
             if len(sample) < limit:
                 sample.append({"artifactId": artifact_id, "entryId": entry_id, "cachePath": rel})

@@ -28,6 +28,7 @@ from sqlalchemy.engine import Engine
 from flows.core import hooks
 from flows.core.capability import Registry
 from flows.core.deployments import Deployments
+from flows.core.pool import WorkPool
 from flows.core.prefect import flow_settings
 from store import jobs as store_jobs
 from store.engine import share_engine
@@ -85,6 +86,8 @@ class JobRunner:
         self._lock = threading.Lock()
         self._closed = False
         self.deployments: Deployments | None = None  # set by a serving process: runs become its deployments' runs
+        self.pool: WorkPool | None = None  # set by a process serving on a work pool: runs of kinds with a deployment go
+        # there (plans), handed to the pool's workers
 
     # -- starting --
 
@@ -121,7 +124,7 @@ class JobRunner:
                 job = store_jobs.get_job(self.engine, job_id=job_id)
                 try:
                     with flow_settings():
-                        self._run_flow(kind, job)
+                        self._run_flow(kind, job, event, on_progress)
                 except Exception:
                     log.exception("%s flow for job %s failed", kind_name, job_id)
             else:
@@ -146,10 +149,17 @@ class JobRunner:
                 self._events.pop(job_id, None)
                 self._futures.pop(job_id, None)
 
-    def _run_flow(self, kind: JobKind, job: dict[str, Any]) -> None:
+    def _run_flow(self, kind: JobKind, job: dict[str, Any], cancel: threading.Event,
+                  on_progress: ProgressHook | None) -> None:
         """Run ``job``'s flow here: as a run of its deployment when its kind names one and this process serves it (so
-        Prefect's UI can retry it from its parameters), else as a plain flow run."""
+        Prefect's UI can retry it from its parameters), else as a plain flow run. On a work pool, a kind with a
+        deployment is handed to the pool's workers instead, and followed through its row."""
         parameters = kind.parameters(job, self.database_url)
+        if self.pool is not None and kind.deployment is not None:
+            parameters.pop("store", None)  # the workers have their own store URL (this one may hold a password)
+            self.pool.run(self.engine, job, kind.flow, kind.deployment(job), parameters, cancel=cancel,
+                          on_progress=on_progress, finish_failed=kind.finish_failed or _finish_failed)
+            return
         flow_run = None
         if self.deployments is not None and kind.deployment is not None:
             name = kind.deployment(job)
@@ -193,3 +203,7 @@ class JobRunner:
         for event in events:
             event.set()
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _finish_failed(engine: Engine, job_id: int, message: str) -> None:
+    store_jobs.finish_job(engine, job_id=job_id, status="failed", error_message=message)

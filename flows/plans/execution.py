@@ -14,7 +14,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Iterator, Protocol
 
 from sqlalchemy.engine import Engine
 
@@ -46,6 +46,21 @@ class Stages(Protocol):
 
     def outcome(self, ctx: PlanContext, position: int, after: str, k: int) -> dict[str, Any]: ...
 
+    def batches(self, ctx: PlanContext, position: int) -> Iterator[tuple[int, dict[str, Any]]]:
+        """Every batch of outcome ``position`` as (k, what it did); the last has ``done``."""
+        ...
+
+
+def one_after_another(stages_: Stages, ctx: PlanContext, position: int) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The batches of outcome ``position`` one after another along the path index, each through ``outcome``."""
+    after, k = "", 1
+    while True:
+        out = stages_.outcome(ctx, position, after, k)
+        yield k, out
+        if out["done"]:
+            return
+        after, k = out["last"], k + 1
+
 
 class DirectStages:
     def scan(self, ctx: PlanContext, index: int) -> dict[str, Any]:
@@ -56,6 +71,9 @@ class DirectStages:
 
     def outcome(self, ctx: PlanContext, position: int, after: str, k: int) -> dict[str, Any]:
         return stages.outcome_batch(ctx, position, after, k)
+
+    def batches(self, ctx: PlanContext, position: int) -> Iterator[tuple[int, dict[str, Any]]]:
+        return one_after_another(self, ctx, position)
 
 
 def open_execution(engine: Engine, plan: Plan, *, trigger: str, roots: Roots | None,
@@ -210,14 +228,9 @@ def run_stages(run: PlanRun, runner: Stages | None = None) -> dict[str, Any]:
             for position, outcome in enumerate(ctx.outcomes):
                 if outcome.rule != spec.rule.name:
                     continue
-                after, k = "", 1
-                while True:
-                    out = call.outcome(ctx, position, after, k)
+                for k, out in call.batches(ctx, position):
                     run.batch_done(position, out)
                     run.report(f"{outcome.outcome.type} {outcome.rule} [batch {k}]")
-                    if out["done"]:
-                        break
-                    after, k = out["last"], k + 1
                 store_plans.update_execution(engine, execution_id=ctx.execution_id, outcomes_applied=run.applied())
         run.outcome_summary()
         counters = run.counters()

@@ -11,7 +11,7 @@ plan's name, the flow opens an execution itself (trigger ``prefect``).
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Iterator
 
 import prefect
 from prefect import task
@@ -28,6 +28,7 @@ from flows.core.prefect import cancel_requested_in_prefect, stop_worker_processe
 from flows.core.runner import JobKind
 from flows.core.settings import run_settings
 from flows.plans import execution, stages
+from flows.plans.spread import SpreadStages, pool_name
 from flows.plans.stages import PlanContext
 from store import jobs as store_jobs
 from store.engine import get_engine
@@ -67,6 +68,9 @@ class TaskStages:
     def outcome(self, ctx: PlanContext, position: int, after: str, k: int) -> dict[str, Any]:
         spec = ctx.outcomes[position]
         return apply_outcome(self.store, self.run_id, position, after, k, spec.outcome.type, spec.rule)
+
+    def batches(self, ctx: PlanContext, position: int) -> Iterator[tuple[int, dict[str, Any]]]:
+        return execution.one_after_another(self, ctx, position)
 
 
 def summary_markdown(row: dict[str, Any]) -> str:
@@ -115,7 +119,10 @@ def plan_flow(plan_name: str, run_id: int | None = None, store: str | None = Non
                                           roots=run_settings().effective_roots())
     hooks.register(run_id, external=cancel_requested_in_prefect(flow_run_id))
     try:
-        row = execution.run_plan_job(url, run_id, stages_runner=TaskStages(url, run_id), flow_run_id=flow_run_id)
+        pool = pool_name()
+        runner: execution.Stages = TaskStages(url, run_id) if pool is None else SpreadStages(TaskStages(url, run_id),
+                                                                                              pool)
+        row = execution.run_plan_job(url, run_id, stages_runner=runner, flow_run_id=flow_run_id)
     except TerminationSignal:
         # a SIGTERM: Prefect's runner cancelling the run it started in this process (a Cancel in the UI, the server
         # stopping). The rows are finished (run_plan_job); the worker processes (the classifier's, the extractors')

@@ -237,6 +237,42 @@ def outcome_batch(ctx: PlanContext, position: int, after: str, k: int) -> dict[s
     return _result(result, last=last, done=done, ids=len(rows))
 
 
+def outcome_range(ctx: PlanContext, position: int, after: str, until: str | None, k: int, *,
+                  stop: Callable[[], bool] = lambda: False) -> dict[str, Any]:
+    """Apply outcome ``position`` to every match whose path sorts in (``after``, ``until``] (``until`` None: to the
+    end), read in pieces of the outcome's batch size: one batch of an execution spread over a work pool
+    (:mod:`flows.plans.spread`). ``stop()`` true between pieces ends it early with ``stopped`` set (its worker is
+    stopping and hands the batch back; the pieces done are kept, and skipped by their work keys when redone)."""
+    spec = ctx.outcomes[position]
+    executor = executor_for(spec.outcome)
+    limit = batch_size_for(spec.outcome, ctx.batch_size)
+    total, ids, last = BatchResult(), 0, after
+    while True:
+        ctx.check_cancel()
+        if stop():
+            return {**_result(total, last=last, done=False, ids=ids), "stopped": True}
+        with ctx.engine.connect() as conn:
+            where = and_(ctx.candidates(conn), spec.push, T.c.path > last)
+            if until is not None:
+                where = and_(where, T.c.path <= until)
+            rows = conn.execute(select(T).where(where).order_by(T.c.path).limit(limit)).mappings().all()
+        if not rows:
+            break
+        last = rows[-1]["path"]
+        read = len(rows)
+        if spec.residual is not None:
+            rows = [r for r in rows if ctx.evaluate(spec.residual, r)]
+        result = _apply_rows(ctx, spec, executor, rows, k)
+        total.applied += result.applied
+        total.unchanged += result.unchanged
+        total.skipped += result.skipped
+        total.errors.extend(result.errors)
+        ids += len(rows)
+        if read < limit:
+            break
+    return _result(total, last=until if until is not None else last, done=True, ids=ids)
+
+
 def _result(result: BatchResult, *, last: str, done: bool, ids: int) -> dict[str, Any]:
     return {"last": last, "done": done, "ids": ids, "applied": result.applied, "unchanged": result.unchanged,
             "skipped": result.skipped, "errors": [list(e) for e in result.errors]}

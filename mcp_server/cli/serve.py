@@ -42,6 +42,12 @@ def add_parser(sub, common, summary: str) -> argparse.ArgumentParser:
     serve.add_argument("--tool-groups", metavar="G1,G2", help="only list these tool groups (default: all)")
     serve.add_argument("--plans-dir", metavar="DIR", help="load plan files from DIR, reload them on change, and "
                                                           "write plans created over MCP back to it")
+    serve.add_argument("--work-pool", metavar="NAME",
+                       help="run plan executions on this Prefect work pool, their outcome batches spread over its "
+                            "workers (`assay worker --pool NAME` on each machine; made when missing)")
+    serve.add_argument("--cache-dir", metavar="DIR",
+                       help="the artifact cache, a folder every machine of the work pool shares (default: cache/ "
+                            "in the data dir)")
     serve.add_argument("--no-prefect", action="store_true",
                        help="run jobs as plain functions instead of Prefect flows (no flow runs recorded)")
     serve.add_argument("--no-ui", action="store_true",
@@ -72,7 +78,8 @@ def run(args: argparse.Namespace) -> int:
                              tool_groups=_split(args.tool_groups), allowed_hosts=_split(args.allowed_hosts),
                              use_prefect=False if args.no_prefect else None, plans_dir=args.plans_dir,
                              prefect_ui=False if args.no_ui else None, auth=args.auth,
-                             allow_unauthenticated=args.allow_unauthenticated)
+                             allow_unauthenticated=args.allow_unauthenticated, work_pool=args.work_pool,
+                             cache_dir=args.cache_dir)
     if settings.transport == "http":
         transport_security(settings)  # refuses an open non-loopback binding before anything starts
         check_exposure(settings)

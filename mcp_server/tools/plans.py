@@ -186,7 +186,9 @@ def register(tools: ToolSet, app: AssayApp) -> None:
         progress = McpProgress(ctx)
 
         def on_progress(p: dict) -> None:
-            progress.update(p["percent"], f"{p['stage']}: {p['outcomes_applied']} outcomes applied")
+            applied = p.get("outcomes_applied")  # not known while a work pool's worker runs it
+            progress.update(p["percent"], p["stage"] if applied is None
+                            else f"{p['stage']}: {applied} outcomes applied")
 
         row = await anyio.to_thread.run_sync(lambda: service.execute(plan, wait=True, on_progress=on_progress))
         await progress.finish(f"{row.get('status')}: {row.get('outcomes_applied') or 0} outcomes applied")
