@@ -42,6 +42,7 @@ COMMANDS: dict[str, Command] = {  # in the order `assay --help` lists them
                     "validate, run, preview, explain, print plans; print the plan JSON Schema",
                     with_app="mcp_server.cli.plan_app:run"),
     "worker": Command("mcp_server.cli.worker", "run a work pool's plan executions and outcome batches on this machine"),
+    "status": Command("mcp_server.cli.status", "the work pool: its workers, runs in flight, where each batch runs"),
     "users": Command("mcp_server.cli.users",
                      "the local users of a guarded server: add, list, roles, permissions, roots"),
     "tokens": Command("mcp_server.cli.tokens", "the users' API tokens: create (printed once), list, revoke"),

@@ -18,7 +18,7 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     READ: (
         # navigation and inspection, jobs followed
         "navigate", "inspect", "job-progress", "list-jobs", "classifier-job-progress", "list-classifier-jobs",
-        "db-diagnose", "session-info",
+        "db-diagnose", "session-info", "cluster-status",
         # saved queries, sets and resource queries, read
         "query-execute", "query-list", "query-get", "resource-set-list", "resource-set-get", "resource-children",
         "resource-parent", "resource-sum", "resource-time-range", "resource-metric-range", "resource-is",
