@@ -4,8 +4,8 @@ condition expressions, printing back (YAML, DSL, expression text) and a JSON Sch
 Modules, bottom to top (each imports only modules below it; tests/dsl/test_import_graph.py keeps it so): errors,
 fields, limits, regex, units, syntax_errors; nodes (condition node types, object forms only); grammar (Lark) and
 expressions (expression text -> nodes); conditions (the Condition type: objects and expression text); outcomes;
-model (Plan); parse (DSL / YAML / JSON -> Plan) and printer (Plan -> YAML / DSL, conditions -> text); evaluate, sql
-and schema.
+schedule (when a plan runs on its own); model (Plan); parse (DSL / YAML / JSON -> Plan) and printer (Plan -> YAML /
+DSL, conditions -> text); evaluate, sql and schema.
 """
 
 from __future__ import annotations

@@ -91,6 +91,11 @@ POSITIONALS: dict[str, tuple[str, ...]] = {"selection_set": ("selectionSetName",
                                            "map": ("strategy",), "label": ("classes",), "chained": ()}
 # the key=value options of a label outcome; any other NAME="description" is a class with a description
 LABEL_OPTIONS = ("classes", "threshold", "into", "model", "collection")
+# the words of a schedule line -> the schedule's keys (tests check them against dsl.schedule.Schedule)
+SCHEDULE_WORDS = {"cron": "cron", "every": "interval", "interval": "interval", "rrule": "rrule",
+                  "timezone": "timezone", "anchor": "anchor"}
+SCHEDULE_FORMS = 'schedule cron "0 3 * * *", schedule every 15m or schedule rrule "FREQ=DAILY;BYHOUR=6", then ' \
+                 "optionally timezone ZONE (and, after every, anchor DATE-TIME)"
 
 
 # --- value spellings (the printer uses the same ones) ----------------------------------------------------------
@@ -324,6 +329,36 @@ class Build(Transformer[Token, Any]):
 
     def status(self, token: Token) -> tuple[str, Built]:
         return ("status", Built(text_of(token), {("status",): self.pos(token)}))
+
+    def schedule(self, *items: tuple[Any, ...]) -> tuple[str, Built]:
+        """``schedule cron "0 3 * * *" timezone Europe/Berlin``: words each followed by its value (or
+        ``word=value``)."""
+        first = items[0][1]
+        data: dict[str, Any] = {}
+        where: dict[Path, Pos] = {("schedule",): self.pos(first)}
+        pairs: list[tuple[Token, Any, Pos | None]] = []  # (word, value, where the value is); None: no value
+        for item in items:
+            if item[0] == "option":
+                pairs.append((item[1], item[2].data, item[2].where.get((), self.pos(item[1]))))
+            elif pairs and pairs[-1][2] is None:
+                pairs[-1] = (pairs[-1][0], text_of(item[1]), self.pos(item[1]))
+            else:
+                pairs.append((item[1], None, None))
+        for word, value, at in pairs:
+            key = SCHEDULE_WORDS.get(word.value) if word.type == "WORD" else None
+            if key is None:
+                after = next(reversed(data), None)
+                hint = f"quote the {after} text (it has spaces); " if after in ("cron", "rrule") else ""
+                self.problem(f"{text_of(word)!r} is not part of a schedule; {hint}write {SCHEDULE_FORMS}", word)
+                break
+            if at is None:
+                self.problem(f"missing value after {word.value!r}; write {SCHEDULE_FORMS}", word)
+                break
+            if key in data:
+                self.problem(f"{word.value!r} is given twice; give it once", word)
+            data[key] = value
+            where[("schedule", key)] = at
+        return ("schedule", Built(data, where))
 
     def prefer(self, *options: tuple[str, Token, Built]) -> tuple[str, Built]:
         return ("preferences", Built(*self.options(options, prefix=("preferences",))))

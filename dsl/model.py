@@ -3,8 +3,8 @@
 :class:`~dsl.errors.PlanValidationError` listing every problem with its path (``rules[0].when.conditions[1]``).
 
 A plan names its sources (where entries come from), its rules (a condition and the outcomes for entries that pass)
-and preferences. The reference's single ``conditions`` + ``outcomes`` pair is shorthand for one rule named after the
-plan.
+and preferences, and may carry a schedule (:mod:`dsl.schedule`: when it runs on its own). The reference's single
+``conditions`` + ``outcomes`` pair is shorthand for one rule named after the plan.
 
 The text front doors sit above this module: :func:`dsl.parse.parse_plan_text` and :func:`~dsl.parse.parse_plan_file`
 read DSL, YAML and JSON; :func:`dsl.printer.plan_to_yaml` and :func:`~dsl.printer.plan_to_dsl` print a plan back
@@ -17,12 +17,14 @@ import re
 from collections.abc import Callable
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator,
+                      model_validator)
 
 from dsl.conditions import TRUE, Condition
 from dsl.errors import PlanValidationError, Problem
 from dsl.limits import OBJECT_DEPTH_RULE, object_too_deep
 from dsl.outcomes import OUTCOME_MODELS, Outcome
+from dsl.schedule import Schedule
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 NAME_RULE = "1-128 letters, digits, '-', '_' or '.', starting with a letter or digit"
@@ -168,6 +170,8 @@ class Plan(BaseModel):
     sources: list[Source] = Field(default_factory=list)
     rules: list[Rule] = Field(default_factory=list)
     preferences: dict[str, Any] = Field(default_factory=dict)
+    schedule: Schedule | None = Field(default=None, description="when the plan runs on its own (its Prefect "
+                                                                "deployment's schedule); not for watched plans")
     # the folder of the plan file it came from: relative source paths are relative to it (not part of the plan)
     _base_dir: str | None = PrivateAttr(default=None)
 
@@ -195,6 +199,21 @@ class Plan(BaseModel):
     @classmethod
     def _name(cls, v: str) -> str:
         return _check_name(v, "plan name")
+
+    @field_validator("schedule")
+    @classmethod
+    def _schedule(cls, v: Schedule | None, info: ValidationInfo) -> Schedule | None:
+        """A watched plan runs on file events, on the machine whose files it watches: no schedule."""
+        if v is None:
+            return v
+        watched = [s.name for s in info.data.get("sources") or [] if s.type == "filesystem.watch"]
+        if info.data.get("mode") == "continuous" or watched:
+            why = "a continuous plan" if info.data.get("mode") == "continuous" else \
+                f"a plan with a filesystem.watch source ({', '.join(map(repr, watched))})"
+            raise ValueError(f"{why} cannot carry a schedule: it runs on file events, on the machine whose files it "
+                             "watches; remove the schedule, or make the plan mode oneshot with filesystem.index "
+                             "sources")
+        return v
 
     @model_validator(mode="after")
     def _whole(self) -> "Plan":
@@ -356,6 +375,8 @@ def _accepted_keys(parts: list[Any], data: Any) -> list[str]:
     last = head[-1] if head else ""
     if last == "config":
         return list(SourceConfig.model_fields) + ["path"]
+    if parts == ["schedule"]:
+        return list(Schedule.model_fields)
     if isinstance(node, dict):
         kind = node.get("type")
         if "sources" in parts and parts[-2:-1] == ["sources"] or (len(parts) >= 2 and parts[-2] == "sources"):

@@ -30,6 +30,10 @@ continue over several lines::
   filesystem source, the set of a ``set`` source, the saved query of a ``query`` source; ``into`` names the
   target set; key=value pairs are the source's config (recursive, max_depth, include_hidden, include_directories,
   follow_symlinks, exclude, debounce_ms, path, paths).
+- ``schedule cron "EXPR" | every DURATION | rrule "RULE" [timezone ZONE] [anchor DATE-TIME]``: when the plan runs
+  on its own (:mod:`dsl.schedule`), e.g. ``schedule cron "0 3 * * *" timezone Europe/Berlin``, ``schedule every
+  15m``, ``schedule rrule "FREQ=DAILY;BYHOUR=6"``; ``anchor`` (where intervals count from) goes with ``every``. A
+  plan that watches (mode continuous, or a watch source) has none.
 - ``rule NAME [when CONDITION]`` followed by its ``do`` lines; a rule without ``when`` matches every entry.
 - ``do TYPE [VALUE...] [key=value...] [(OUTCOME, OUTCOME...)] [when CONDITION]``: the values fill, in order,
   selection_set: selectionSetName, operation (add | remove); classifier: classifierOperation; embed: collection;

@@ -19,7 +19,8 @@ from dsl.fields import FieldSpec, field_spec
 from dsl.grammar import LABEL_OPTIONS, POSITIONALS, SHORT_SOURCES, is_bare, option_value, quote, unescape, word_value
 from dsl.model import Plan, Source
 from dsl.outcomes import OutcomeBase
-from dsl.units import format_duration, format_size
+from dsl.schedule import Schedule
+from dsl.units import format_duration, format_size, parse_duration
 
 TRUE_TEXT = "all()"
 WORD_OPS = ("in", "contains", "startswith", "endswith", "matches", "glob", "between")
@@ -174,9 +175,25 @@ def _source_object(source: Source) -> dict[str, Any]:
     return data
 
 
+def interval_text(seconds: float) -> str | float:
+    """An interval as a duration (``15m``, ``90s``) when that reads back exactly, else its seconds."""
+    text = format_duration(seconds)
+    return text if parse_duration(text) == seconds else seconds
+
+
+def schedule_object(schedule: Schedule) -> dict[str, Any]:
+    """A schedule's keys that are set, the interval as a duration: ``{interval: 15m, timezone: Europe/Berlin}``."""
+    data = _changed(schedule)
+    if "interval" in data:
+        data["interval"] = interval_text(data["interval"])
+    return _Flow(data)
+
+
 def plan_object(plan: Plan) -> dict[str, Any]:
     """The canonical plan object of the YAML form: defaults omitted, conditions as expression text."""
-    data: dict[str, Any] = {k: v for k, v in _changed(plan, exclude=("sources", "rules", "preferences")).items()}
+    data = _changed(plan, exclude=("sources", "rules", "preferences", "schedule"))
+    if plan.schedule is not None:
+        data["schedule"] = schedule_object(plan.schedule)
     data["sources"] = [_source_object(s) for s in plan.sources]
     rules = []
     for rule in plan.rules:
@@ -271,6 +288,21 @@ def outcome_text(outcome: OutcomeBase) -> str:
     return " ".join(parts)
 
 
+def schedule_line(schedule: Schedule) -> str:
+    """``schedule cron "0 3 * * *" timezone Europe/Berlin``, ``schedule every 15m``, ``schedule rrule "..."``."""
+    if schedule.cron is not None:
+        parts = ["cron", quote(schedule.cron)]
+    elif schedule.interval is not None:
+        parts = ["every", str(interval_text(schedule.interval))]
+    else:
+        parts = ["rrule", quote(schedule.rrule or "")]
+    if schedule.timezone != Schedule.model_fields["timezone"].default:
+        parts += ["timezone", _word(schedule.timezone)]
+    if schedule.anchor is not None:
+        parts += ["anchor", _word(schedule.anchor)]
+    return " ".join(["schedule", *parts])
+
+
 def plan_to_dsl(plan: Plan) -> str:
     """``plan`` as DSL text (see :mod:`dsl.parse` for the syntax)."""
     lines = [f"plan {_word(plan.name)}"]
@@ -279,6 +311,8 @@ def plan_to_dsl(plan: Plan) -> str:
     for key in ("mode", "status"):
         if getattr(plan, key) != Plan.model_fields[key].default:
             lines.append(f"{key} {getattr(plan, key)}")
+    if plan.schedule is not None:
+        lines.append(schedule_line(plan.schedule))
     lines += [_source_line(s) for s in plan.sources]
     for rule in plan.rules:
         when = "" if rule.when == Group(type="all") else f" when {condition_to_text(rule.when)}"

@@ -16,6 +16,7 @@ from dsl.nodes import REFERENCE_LEAVES
 from dsl.fields import FIELDS, OPERATORS
 from dsl.model import NAME_RE, SOURCE_TYPES, Plan, SourceConfig
 from dsl.outcomes import OUTCOME_MODELS
+from dsl.schedule import KINDS, Schedule
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -107,6 +108,15 @@ def _outcome_defs() -> dict[str, Any]:
     return {"outcome": {"oneOf": variants}}
 
 
+def _schedule_def() -> dict[str, Any]:
+    props = _model_properties(Schedule)
+    for key in (*KINDS, "anchor"):  # a value when given, not null
+        props[key] = {k: v for k, v in props[key].items() if k != "anyOf"} | {"type": "string"}
+    props["interval"] = {"type": ["number", "string"], "description": props["interval"]["description"]}
+    return {"type": "object", "description": (Schedule.__doc__ or "").strip(), "properties": props,
+            "oneOf": [{"required": [kind]} for kind in KINDS], "additionalProperties": False}
+
+
 def plan_json_schema() -> dict[str, Any]:
     """The JSON Schema of a plan file (YAML or JSON)."""
     name = {"type": "string", "pattern": f"^{NAME_RE.pattern}$"}
@@ -131,6 +141,7 @@ def plan_json_schema() -> dict[str, Any]:
             "sources": {"type": "array", "items": _ref("source"), "minItems": 1},
             "rules": {"type": "array", "items": _ref("rule")},
             "preferences": {"type": "object"},
+            "schedule": _ref("schedule"),
             "conditions": _ref("condition"),
             "outcomes": outcomes,
         },
@@ -153,6 +164,7 @@ def plan_json_schema() -> dict[str, Any]:
                 "required": ["name"],
                 "additionalProperties": False,
             },
+            "schedule": _schedule_def(),
             **_condition_defs(),
             **_outcome_defs(),
         },

@@ -52,7 +52,7 @@ DSL_EXAMPLES: dict[str, list[str]] = {
     "a plan starts with 'plan NAME'": ["rule x\n", "source x index /a\n", "x\n", "", "description x\n"],
     "missing plan name: plan NAME": ["plan\n"],
     "the plan line is 'plan NAME'; put other statements on their own lines": ["plan x y\n", "plan x when\n"],
-    "unknown statement; a line starts with plan, description, mode, status, source, rule, do or prefer": [
+    "unknown statement; a line starts with plan, description, mode, status, schedule, source, rule, do or prefer": [
         "plan p\nfoo\n", "plan p\nfoo bar\n", "plan p\nrule r\nfoo\n", "plan p\n\"x\"\n", "plan p\n=\n",
         "plan p\nrule r\ndo selection_set x\nfoo\n",
         "plan p\nsource s index /a\nfoo\n"],
@@ -68,6 +68,8 @@ DSL_EXAMPLES: dict[str, list[str]] = {
     "prefer takes key=value settings": ["plan p\nprefer\n", "plan p\nprefer a\n", "plan p\nprefer a b=c\n"],
     "missing description text: description \"...\"": ["plan p\ndescription\n"],
     "missing value: mode oneshot|continuous, status active|paused|disabled": ["plan p\nmode\n", "plan p\nstatus\n"],
+    'a schedule line is schedule cron "0 3 * * *", schedule every 15m or schedule rrule "FREQ=DAILY;BYHOUR=6", '
+    "then optionally timezone ZONE": ["plan p\nschedule\n", "plan p\nschedule (\n"],
     "unclosed parenthesis: add ')'": ["plan p\nrule r\ndo chained (selection_set a\n",
                                        "plan p\nrule r\ndo chained (selection_set a,\n"],
     "'do' belongs to a rule: write 'rule NAME' on a line before it": [

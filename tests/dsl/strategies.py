@@ -143,6 +143,19 @@ json_values = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(-10**
                                                    st.dictionaries(texts, inner, max_size=3)), max_leaves=6)
 rules = st.fixed_dictionaries({"outcomes": st.lists(outcomes, max_size=3)}, optional={"when": conditions})
 
+zones = st.sampled_from(["UTC", "Europe/Berlin", "America/Argentina/Buenos_Aires", "Etc/GMT+5", "Asia/Kolkata"])
+intervals = st.one_of(st.integers(1, 10**9), st.floats(1, 10**9), st.builds(
+    lambda n, u: f"{n}{u}", st.integers(1, 100_000), st.sampled_from(["s", "m", "h", "d", "w"])))
+anchors = st.datetimes(min_value=datetime(1971, 1, 1), max_value=datetime(2200, 1, 1)).flatmap(
+    lambda d: st.sampled_from([d.isoformat(), d.replace(tzinfo=timezone.utc).isoformat(), d.date().isoformat()]))
+schedules = st.one_of(
+    st.fixed_dictionaries({"cron": st.sampled_from(["0 3 * * *", "*/15 * * * *", "0 6 * * MON-FRI", "@daily"])},
+                          optional={"timezone": zones}),
+    st.fixed_dictionaries({"interval": intervals}, optional={"timezone": zones, "anchor": anchors}),
+    st.fixed_dictionaries({"rrule": st.sampled_from(["FREQ=DAILY;BYHOUR=6", "RRULE:FREQ=WEEKLY;BYDAY=MO,TH",
+                                                     "DTSTART:20260101T000000\nRRULE:FREQ=DAILY"])},
+                          optional={"timezone": zones}))
+
 
 @st.composite
 def plans(draw) -> Plan:
@@ -157,5 +170,8 @@ def plans(draw) -> Plan:
             "status": st.sampled_from(["active", "paused", "disabled"]),
             "preferences": st.dictionaries(texts, json_values, max_size=3)})),
     }
+    watched = data.get("mode") == "continuous" or any(s["type"] == "filesystem.watch" for s in data["sources"])
+    if not watched and draw(st.booleans()):  # a watched plan has no schedule
+        data["schedule"] = draw(schedules)
     return Plan.from_object(data)
 
