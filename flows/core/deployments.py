@@ -28,19 +28,45 @@ import asyncio
 import logging
 import os
 import threading
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple, Protocol
 from uuid import UUID
 
 from prefect.client.orchestration import get_client
 from prefect.deployments.runner import EntrypointType
 from prefect.client.schemas.objects import FlowRun
 from prefect.runner import Runner
+from prefect.schedules import Schedule
 from prefect.states import Pending
 
 log = logging.getLogger(__name__)
 
-# (flow, deployment name, default parameters, description, paused)
-DeploymentSpec = tuple[Any, str, dict[str, Any], str, bool]
+
+class DeploymentSpec(NamedTuple):
+    """One deployment of a flow, in the order :meth:`Deployments.add` (and a work pool's ``add``) takes it; a plain
+    5-tuple (flow, name, parameters, description, paused) is one without schedules."""
+
+    flow: Any
+    name: str
+    parameters: dict[str, Any]
+    description: str
+    paused: bool = False
+    # Prefect's schedules of the deployment; none clears the ones it had (a plan whose schedule was removed)
+    schedules: tuple[Schedule, ...] = ()
+
+
+class DeploymentTarget(Protocol):
+    """Where deployments are made and served: this process's Runner (:class:`Deployments`) or a work pool's
+    workers (``flows.core.pool.WorkPool``)."""
+
+    def add(self, flow: Any, name: str, parameters: dict[str, Any], description: str, paused: bool = False,
+            schedules: Sequence[Schedule] = ()) -> UUID | None: ...
+
+    def remove(self, flow: Any, name: str) -> None: ...
+
+    def deployment_id(self, flow: Any, name: str) -> UUID | None: ...
+
+
 START_TIMEOUT = 120.0  # seconds for the Runner to create its first deployments on a busy machine
 STOP_TIMEOUT = 5.0  # seconds for it to stop polling and kill the runs it started
 
@@ -62,9 +88,11 @@ class Deployments:
 
     # -- life --
 
-    def start(self, initial: list[DeploymentSpec]) -> None:
-        """Start the Runner with ``initial`` deployments; returns once they exist."""
-        self._thread = threading.Thread(target=self._main, args=(initial,), name="assay-deployments", daemon=True)
+    def start(self, initial: Iterable[tuple[Any, ...]]) -> None:
+        """Start the Runner with ``initial`` deployments (each a :class:`DeploymentSpec` or the tuple of its first
+        fields); returns once they exist."""
+        specs = [DeploymentSpec(*spec) for spec in initial]
+        self._thread = threading.Thread(target=self._main, args=(specs,), name="assay-deployments", daemon=True)
         self._thread.start()
         if not self._ready.wait(START_TIMEOUT):
             raise RuntimeError(f"Prefect's runner did not start within {START_TIMEOUT:.0f} s")
@@ -100,27 +128,28 @@ class Deployments:
         await self._runner.start()
 
     async def _add(self, flow: Any, name: str, parameters: dict[str, Any], description: str,
-                   paused: bool = False) -> UUID:
+                   paused: bool = False, schedules: tuple[Schedule, ...] = ()) -> UUID:
         assert self._runner is not None
+        # schedules given even when empty: Prefect then replaces the deployment's schedules (clears them)
         deployment_id = await self._runner.aadd_flow(
             flow, name=name, parameters=parameters, description=description, paused=paused,
-            entrypoint_type=EntrypointType.MODULE_PATH, enforce_parameter_schema=False)
+            schedules=list(schedules), entrypoint_type=EntrypointType.MODULE_PATH, enforce_parameter_schema=False)
         with self._lock:
             self._ids[f"{flow.name}/{name}"] = deployment_id
         return deployment_id
 
     def add(self, flow: Any, name: str, parameters: dict[str, Any], description: str,
-            paused: bool = False) -> UUID | None:
-        """Create (or update) deployment ``name`` of ``flow`` and serve it; before the Runner is up, it is created
-        when the Runner starts (None then)."""
+            paused: bool = False, schedules: Sequence[Schedule] = ()) -> UUID | None:
+        """Create (or update) deployment ``name`` of ``flow`` with ``schedules`` (none: it has none) and serve it;
+        before the Runner is up, it is created when the Runner starts (None then)."""
+        spec = DeploymentSpec(flow, name, parameters, description, paused, tuple(schedules))
         with self._lock:
             if not self._ready.is_set():
-                self._pending.append((flow, name, parameters, description, paused))
+                self._pending.append(spec)
                 return None
         if self._loop is None:
             return None
-        future = asyncio.run_coroutine_threadsafe(self._add(flow, name, parameters, description, paused),
-                                                  self._loop)
+        future = asyncio.run_coroutine_threadsafe(self._add(*spec), self._loop)
         return future.result(timeout=60)
 
     def flow_run(self, flow: Any, name: str, parameters: dict[str, Any]) -> FlowRun | None:

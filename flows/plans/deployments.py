@@ -1,7 +1,8 @@
 """A plan's deployment: each stored plan is a deployment of the ``assay-plan`` flow named after the plan (parameters:
 the plan's name), created when the server starts or the plan is made, updated when it changes, deleted with it; a
 paused or disabled plan's deployment is paused. In Prefect's UI a person opens it, presses Run, sees the run and
-retries it when it failed; the run does what plan-execute does.
+retries it when it failed; the run does what plan-execute does. A plan's ``schedule`` is its deployment's schedule
+(:mod:`flows.plans.schedules`): Prefect's scheduler starts those runs, and pausing the plan pauses them.
 """
 
 from __future__ import annotations
@@ -12,23 +13,25 @@ from typing import Any
 from sqlalchemy.engine import Engine
 
 from dsl.model import Plan
-from flows.core.deployments import Deployments, DeploymentSpec
+from flows.core.deployments import DeploymentSpec, DeploymentTarget
 from flows.plans.flow import plan_flow
+from flows.plans.schedules import plan_schedules
 from store import plans as store_plans
 
 log = logging.getLogger(__name__)
 
 
 def plan_deployment(plan: Plan) -> DeploymentSpec:
-    """(flow, deployment name, default parameters, description, paused) of ``plan``'s deployment."""
+    """``plan``'s deployment: paused unless the plan is active, with the plan's schedule (or none)."""
     description = plan.description or f"assay plan {plan.name}"
-    return plan_flow, plan.name, {"plan_name": plan.name}, description, plan.status != "active"
+    return DeploymentSpec(plan_flow, plan.name, {"plan_name": plan.name}, description, plan.status != "active",
+                          plan_schedules(plan))
 
 
 class PlanDeployments:
-    """The plans' deployments on a :class:`~flows.core.deployments.Deployments`."""
+    """The plans' deployments, served by this process's Runner or on a work pool."""
 
-    def __init__(self, engine: Engine, deployments: Deployments) -> None:
+    def __init__(self, engine: Engine, deployments: DeploymentTarget) -> None:
         self.engine = engine
         self.deployments = deployments
 

@@ -5,9 +5,7 @@ cancelled from Prefect. One server for the module (Prefect's server takes its ti
 
 from __future__ import annotations
 
-import json
 import shutil
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -15,54 +13,12 @@ from typing import Any
 import httpx
 import psutil
 import pytest
-from mcp import Client
 from PIL import Image
 
-from tests.e2e.conftest import REPO, _stop, free_port, serve_args, server_env, wait_listening
+from tests.e2e.conftest import server_env
+from tests.e2e.prefect_serve import Served, call, serving
 
 pytestmark = pytest.mark.e2e
-
-
-class Served:
-    def __init__(self, url: str, api: str, tree: Path, log: Path, pid: int) -> None:
-        self.url, self.api, self.tree, self.log, self.pid = url, api, tree, log, pid
-
-    def post(self, path: str, body: dict[str, Any]) -> Any:
-        return self._send("POST", path, body)
-
-    def get(self, path: str) -> Any:
-        return self._send("GET", path, None)
-
-    def _send(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
-        """One API call; a 503 is asked again, as Prefect's own client does (its server answers so while its
-        database is busy, on a loaded machine; nothing was written then)."""
-        for attempt in range(5):
-            response = httpx.request(method, f"{self.api}{path}", json=body, timeout=30)
-            if response.status_code != 503:
-                break
-            time.sleep(1 + attempt)
-        response.raise_for_status()
-        return response.json()
-
-    def deployment(self, name: str) -> dict[str, Any]:
-        deadline = time.monotonic() + 60
-        while True:
-            found = self.post("/deployments/filter", {"deployments": {"name": {"any_": [name]}},
-                                                      "flows": {"name": {"any_": ["assay-plan"]}}})
-            if found:
-                return found[0]
-            assert time.monotonic() < deadline, f"no deployment {name}; server log:\n{self.log.read_text()[-3000:]}"
-            time.sleep(0.5)
-
-    def wait_final(self, flow_run_id: str, timeout: float = 120) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while True:
-            run = self.get(f"/flow_runs/{flow_run_id}")
-            if run["state"]["type"] in ("COMPLETED", "FAILED", "CANCELLED", "CRASHED"):
-                return run
-            assert time.monotonic() < deadline, f"flow run still {run['state']['type']}:\n" \
-                                                f"{self.log.read_text()[-3000:]}"
-            time.sleep(0.5)
 
 
 @pytest.fixture(scope="module")
@@ -73,25 +29,8 @@ def served(tmp_path_factory) -> Served:
     for i in range(3):
         (tree / "notes" / f"n{i}.txt").write_text(f"note {i}\n")
     write_pictures(tree / "pictures")
-    port = free_port()
-    log = tmp / "server.log"
-    env = server_env(tmp, prefect=True)
-    env["ASSAY_PREFECT_UI"] = "1"  # the default of assay serve: Prefect's server with its UI and services
-    with open(log, "wb") as out:
-        proc = subprocess_popen(serve_args(tree, prefect=True, extra=["--transport", "http", "--port", str(port)]),
-                                out, env)
-    try:
-        wait_listening(proc, port, log)
-        record = tmp / "data" / "prefect-api.json"
-        deadline = time.monotonic() + 180
-        while not record.exists():
-            assert proc.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, f"Prefect did not start:\n{log.read_text()[-3000:]}"
-            time.sleep(0.5)
-        api = json.loads(record.read_text())["url"]
-        yield Served(f"http://127.0.0.1:{port}/mcp", api, tree, log, proc.pid)
-    finally:
-        _stop(proc)
+    with serving(tmp, tree, server_env(tmp, prefect=True)) as served:
+        yield served
 
 
 PICTURES = 240
@@ -106,17 +45,6 @@ def write_pictures(folder: Path) -> None:
     (folder / "big.bin").unlink()
     for i in range(PICTURES):
         (folder / f"p{i:03}.png").write_bytes(picture + f"copy {i}".encode())
-
-
-def subprocess_popen(args: list[str], out: Any, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO, start_new_session=True)
-
-
-async def call(served: Served, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    async with Client(served.url) as client:
-        result = await client.call_tool(tool, arguments)
-    assert not result.is_error, result.content
-    return result.structured_content
 
 
 async def test_prefect_serves_its_ui_beside_the_api(served: Served) -> None:
