@@ -174,7 +174,7 @@ def assay_worker(work: Path, name: str, *, pool: str, database_url: str, api_url
                "worker", "--pool", pool, "--name", name, "--database-url", database_url, "--cache-dir",
                str(cache_dir), "--data-dir", str(data), "--root", "/"]
     log = work / f"worker-{name}.log"
-    with open(log, "wb") as out:
+    with open(log, "ab") as out:  # a worker started again under its name adds to its log
         proc = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=REPO,
                                 start_new_session=True)
     part = Part(name, proc, log, data_dir=data)
@@ -215,7 +215,7 @@ def assay_serve(work: Path, *, pool: str | None, database_url: str, api_url: str
                "--database-url", database_url, "--cache-dir", str(cache_dir), "--data-dir", str(data),
                *(["--work-pool", pool] if pool else []), *[arg for r in roots for arg in ("--root", str(r))]]
     log = work / f"serve-{name}.log"
-    with open(log, "wb") as out:
+    with open(log, "ab") as out:
         proc = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=REPO,
                                 start_new_session=True)
     url = f"http://127.0.0.1:{port}/mcp"

@@ -150,7 +150,7 @@ class AssayApp:
                     self.plans.deployments = plans  # plans saved from now on are deployed once the runner is up
                     deployments.start([*plans.initial(), index_deployment(), classify_deployment()])
                 else:  # the plans are deployed on the work pool, their runs handed to its workers
-                    pool = WorkPool(pool_name)
+                    pool = WorkPool(pool_name, lease_seconds=settings.cluster.lease_seconds)
                     plans = PlanDeployments(self.engine, pool)
                     pool.start(plans.initial())
                     self.plans.deployments = plans

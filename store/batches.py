@@ -110,6 +110,14 @@ def cancel_pending(engine: Engine, *, job_id: int) -> int:
                             .values(status=CANCELLED, finished_at=time.time())).rowcount or 0
 
 
+def reopen(engine: Engine, *, job_id: int) -> int:
+    """Make the cancelled batches of run ``job_id`` pending again (the run is retried: a new flow run of the same
+    execution takes its batches up where they were)."""
+    with engine.begin() as conn:
+        return conn.execute(update(B).where(B.c.job_id == job_id, B.c.status == CANCELLED)
+                            .values(status=PENDING, finished_at=None)).rowcount or 0
+
+
 def of_position(engine: Engine, *, job_id: int, position: int) -> list[dict[str, Any]]:
     """The batches of one outcome of run ``job_id``, in order."""
     with engine.connect() as conn:

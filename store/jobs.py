@@ -64,6 +64,20 @@ def set_runs_on(engine: Engine, *, job_id: int, runs_on: str | None) -> None:
         conn.execute(update(J).where(J.c.id == job_id).values(runs_on=runs_on))
 
 
+def heartbeat(engine: Engine, *, job_id: int) -> None:
+    """The flow running job ``job_id`` on a work pool is alive (renewed every few seconds while it runs)."""
+    with engine.begin() as conn:
+        conn.execute(update(J).where(J.c.id == job_id).values(heartbeat_at=time.time()))
+
+
+def reopen_lost(engine: Engine, *, job_id: int) -> bool:
+    """A running job whose flow stopped renewing its heartbeat (its machine is gone) is made pending again, to be
+    handed to another worker; False when it finished meanwhile."""
+    with engine.begin() as conn:
+        return bool(conn.execute(update(J).where(J.c.id == job_id, J.c.status == "running").values(
+            status="pending", heartbeat_at=None)).rowcount)
+
+
 def set_flow_run(engine: Engine, *, job_id: int, flow_run_id: str | None) -> None:
     with engine.begin() as conn:
         conn.execute(update(J).where(J.c.id == job_id).values(flow_run_id=flow_run_id))

@@ -24,9 +24,10 @@ from prefect.states import Cancelled as CancelledState
 from prefect.states import State
 
 from flows.core import hooks
+from flows.core.pool import heartbeat
 from flows.core.prefect import cancel_requested_in_prefect, stop_worker_processes
 from flows.core.runner import JobKind
-from flows.core.settings import run_settings
+from flows.core.settings import current, run_settings
 from flows.plans import execution, stages
 from flows.plans.spread import SpreadStages, pool_name
 from flows.plans.stages import PlanContext
@@ -120,9 +121,12 @@ def plan_flow(plan_name: str, run_id: int | None = None, store: str | None = Non
     hooks.register(run_id, external=cancel_requested_in_prefect(flow_run_id))
     try:
         pool = pool_name()
-        runner: execution.Stages = TaskStages(url, run_id) if pool is None else SpreadStages(TaskStages(url, run_id),
-                                                                                              pool)
-        row = execution.run_plan_job(url, run_id, stages_runner=runner, flow_run_id=flow_run_id)
+        if pool is None:
+            row = execution.run_plan_job(url, run_id, stages_runner=TaskStages(url, run_id), flow_run_id=flow_run_id)
+        else:  # on a pool's worker: its heartbeat tells the process that handed it over that it lives
+            with heartbeat(get_engine(url), run_id, every=current().cluster.lease_seconds / 4):
+                row = execution.run_plan_job(url, run_id, stages_runner=SpreadStages(TaskStages(url, run_id), pool),
+                                             flow_run_id=flow_run_id)
     except TerminationSignal:
         # a SIGTERM: Prefect's runner cancelling the run it started in this process (a Cancel in the UI, the server
         # stopping). The rows are finished (run_plan_job); the worker processes (the classifier's, the extractors')

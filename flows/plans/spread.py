@@ -208,13 +208,19 @@ class SpreadStages:
 
     def _spread(self, ctx: PlanContext, position: int) -> Iterator[tuple[int, dict[str, Any]]]:
         spec = ctx.outcomes[position]
-        _, size = batch_entries(ctx, position, self.pool)
-        ranges = cut(ctx, position, size)
-        if not ranges:
-            yield 1, {"last": "", "done": True, "ids": 0, "applied": 0, "unchanged": 0, "skipped": 0, "errors": []}
-            return
-        ids = store_batches.create(ctx.engine, job_id=ctx.job_id, execution_id=ctx.execution_id, position=position,
-                                   ranges=ranges)
+        cut_before = store_batches.of_position(ctx.engine, job_id=ctx.job_id, position=position)
+        if cut_before:  # the run is retried (its flow run's machine stopped): its batches go on where they were
+            store_batches.reopen(ctx.engine, job_id=ctx.job_id)
+            ids = [row["id"] for row in cut_before]
+        else:
+            _, size = batch_entries(ctx, position, self.pool)
+            ranges = cut(ctx, position, size)
+            if not ranges:
+                yield 1, {"last": "", "done": True, "ids": 0, "applied": 0, "unchanged": 0, "skipped": 0,
+                          "errors": []}
+                return
+            ids = store_batches.create(ctx.engine, job_id=ctx.job_id, execution_id=ctx.execution_id,
+                                       position=position, ranges=ranges)
         follow = _Following(ctx, position, ids, spec.outcome.type, spec.rule)
         yield from follow.until_done()
 
@@ -225,18 +231,38 @@ class _Following:
     def __init__(self, ctx: PlanContext, position: int, ids: list[int], outcome: str, rule: str) -> None:
         self.ctx, self.position, self.ids, self.outcome, self.rule = ctx, position, ids, outcome, rule
         self.submitted: dict[int, int] = {}  # batch id -> task runs submitted for it
+        self.task_runs: dict[int, str] = {}  # batch id -> its last task run
+        self.last_activity = time.monotonic()  # when a batch of this outcome last started or ended
         self.until = {row["id"]: row["until"] for row in store_batches.of_position(ctx.engine, job_id=ctx.job_id,
                                                                                   position=position)}
         self.lease = current().cluster.lease_seconds
 
     def submit(self, batch_id: int, k: int) -> None:
         self.submitted[batch_id] = self.submitted.get(batch_id, 0) + 1
-        batch_task.delay(batch_id, self.outcome, self.rule, k, self.submitted[batch_id])
+        future = batch_task.delay(batch_id, self.outcome, self.rule, k, self.submitted[batch_id])
+        self.task_runs[batch_id] = str(future.task_run_id)
+
+    def resubmit_untaken(self, rows: list[dict[str, Any]]) -> None:
+        """Pending batches while none of this outcome runs or finished for two leases: their task runs went to a
+        worker that stopped before it claimed them (a task worker takes its next run while it works on one). They
+        are handed out again; a run that does reach a worker later finds its batch taken and does nothing."""
+        now = time.monotonic()
+        if any(row["status"] == store_batches.RUNNING for row in rows) or now - self.last_activity < 2 * self.lease:
+            return
+        for row in rows:
+            if row["status"] == store_batches.PENDING:
+                _crashed({**row, "task_run_id": self.task_runs.get(row["id"]), "worker": "a stopped worker"})
+                self.submit(row["id"], row["k"])
+        self.last_activity = now
 
     def until_done(self) -> Iterator[tuple[int, dict[str, Any]]]:
         ctx = self.ctx
-        for k, batch_id in enumerate(self.ids, start=1):
-            self.submit(batch_id, k)
+        for row in store_batches.of_position(ctx.engine, job_id=ctx.job_id, position=self.position):
+            if row["status"] == store_batches.PENDING:
+                self.submitted[row["id"]] = len(json.loads(row["history_json"] or "[]"))
+                self.submit(row["id"], row["k"])
+            else:  # a retried run: held batches go on (or are handed out when their lease runs out), done ones count
+                self.submitted[row["id"]] = len(json.loads(row["history_json"] or "[]")) + 1
         done: set[int] = set()
         while len(done) < len(self.ids):
             if ctx.should_cancel():
@@ -244,12 +270,17 @@ class _Following:
                 raise Cancelled("cancelled on request")
             for lost in store_batches.expire(ctx.engine, job_id=ctx.job_id, lease_seconds=self.lease):
                 _crashed(lost)
-            for row in store_batches.of_position(ctx.engine, job_id=ctx.job_id, position=self.position):
+            rows = store_batches.of_position(ctx.engine, job_id=ctx.job_id, position=self.position)
+            if any(row["status"] == store_batches.RUNNING for row in rows):
+                self.last_activity = time.monotonic()
+            self.resubmit_untaken(rows)
+            for row in rows:
                 if row["status"] == store_batches.PENDING and \
                         len(json.loads(row["history_json"] or "[]")) >= self.submitted.get(row["id"], 0):
                     self.submit(row["id"], row["k"])  # handed back or lost: a new task run, for another worker
                 elif row["status"] == store_batches.DONE and row["id"] not in done:
                     done.add(row["id"])
+                    self.last_activity = time.monotonic()
                     out = json.loads(row["result_json"] or "{}")
                     if out.get("failed"):
                         self.stop_all()

@@ -114,10 +114,8 @@ async def _serve(pool: str, name: str, batches: int) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop)
     await stopping.wait()
-    log.info("assay worker %s stopping: the batch in hand is handed back", name)
-    deadline = loop.time() + GRACE_SECONDS
-    while (tasks.current_tasks or 0) > 0 and loop.time() < deadline:
-        await asyncio.sleep(0.2)
-    for task in running:
-        task.cancel()
+    log.info("assay worker %s stopping: no more batches taken; the one in hand ends between two pieces", name)
+    running[0].cancel()  # the task worker: its subscription ends, the batch in hand finishes or is handed back
+    await asyncio.wait([running[0]], timeout=GRACE_SECONDS)
+    running[1].cancel()  # the process worker: the flow runs it started end with it, and are handed out again
     await asyncio.gather(*running, return_exceptions=True)

@@ -20,8 +20,8 @@ from flows.core.capability import installed
 # the server's own groups, over the store itself: diagnostics, entry queries, resource sets, the session; and the
 # operator's (reference 004): server introspection and control, users, read-only SQL
 OPERATOR_GROUPS: tuple[str, ...] = ("admin", "users", "sql")
-SERVER_GROUPS: tuple[str, ...] = ("database", "queries", "resource-navigation", "resource-queries", "resource-sets",
-                                  "session", *OPERATOR_GROUPS)
+SERVER_GROUPS: tuple[str, ...] = ("cluster", "database", "queries", "resource-navigation", "resource-queries",
+                                  "resource-sets", "session", *OPERATOR_GROUPS)
 
 
 def module_of(group: str) -> str:

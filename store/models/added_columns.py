@@ -23,6 +23,7 @@ ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("resource_maps", "updated_at", "DOUBLE PRECISION"),
     ("plan_executions", "run_id", "INTEGER"),
     ("jobs", "runs_on", "TEXT"),
+    ("jobs", "heartbeat_at", "DOUBLE PRECISION"),
 )
 
 # Schema a store made by an older version has and this one no longer uses, dropped at start: the FTS5 trigram index

@@ -29,6 +29,7 @@ class Job(TableModel, table=True):
     cancel_requested: bool = False
     flow_run_id: str | None = None
     runs_on: str | None = None  # "pool:<name>": a flow run on a work pool (not this process's to reap)
+    heartbeat_at: float | None = None  # renewed by the flow running it on a work pool's worker, while it lives
     created_at: float = Field(default_factory=now)
     started_at: float | None = None
     completed_at: float | None = None
