@@ -28,6 +28,15 @@ from typing import Any, Callable, Generic, Protocol, TypeVar
 log = logging.getLogger(__name__)
 
 
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity: ``taskset``, a container's cpuset), at least 1; the
+    default size of the worker pools, so a worker pinned to one core runs one process, not one per core."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # no affinity on this platform
+        return os.cpu_count() or 1
+
 _fork_guard = threading.Lock()
 _fork_guarded = False
 

@@ -40,7 +40,8 @@ FLAGS: dict[str, str] = {
     "server.allowed_hosts": "--allowed-hosts", "roots": "--root", "data_dir": "--data-dir",
     "database.url": "--database-url", "tools.groups": "--tool-groups", "plans.dir": "--plans-dir",
     "prefect.enabled": "--no-prefect", "server.auth": "--auth",
-    "server.allow_unauthenticated": "--allow-unauthenticated",
+    "server.allow_unauthenticated": "--allow-unauthenticated", "cluster.work_pool": "--work-pool",
+    "cluster.cache_dir": "--cache-dir",
 }
 SEPARATORS = {os.pathsep: "os.pathsep", ",": "comma"}  # how the table names a list's separator in a variable
 

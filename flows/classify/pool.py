@@ -24,7 +24,7 @@ from typing import Callable, Iterable, Iterator
 from flows.classify.model import FileResult, FileTask
 from flows.classify.worker import classify_file
 from flows.core import settings
-from flows.workers import PoolsByMode, exit_with_parent
+from flows.workers import PoolsByMode, exit_with_parent, usable_cores
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ def default_mode() -> str:
 
 def default_workers() -> int:
     """The classify pool's size: the setting classify.workers (ASSAY_CLASSIFY_WORKERS), else one per core."""
-    return settings.current().classify.workers or os.cpu_count() or 1
+    return settings.current().classify.workers or usable_cores()
 
 
 def _failed(task: FileTask, reason: str) -> FileResult:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
-import os
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -38,7 +37,7 @@ from flows.core import settings
 from flows.documents.extract import extract_file
 from flows.documents.extract_process import ExtractFn, failed, timed_call, worker_main
 from flows.documents.model import ExtractOptions, Extracted
-from flows.workers import PoolsByMode
+from flows.workers import PoolsByMode, usable_cores
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +58,7 @@ def default_mode() -> str:
 
 def default_workers() -> int:
     """The extraction pool's size: the setting documents.workers (ASSAY_DOCUMENT_WORKERS), else one per core."""
-    return settings.current().documents.workers or os.cpu_count() or 1
+    return settings.current().documents.workers or usable_cores()
 
 
 def _deadline(task: _Task, options: ExtractOptions) -> float:

@@ -44,6 +44,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from flows.semantic import paths, settings
+from flows.workers import usable_cores
 from flows.semantic.model import BACKENDS, DEFAULT_MODEL
 from store.errors import DocumentError, InvalidInput
 
@@ -195,7 +196,7 @@ def threads() -> int:
     if wanted > 0:
         return wanted
     omp = os.environ.get("OMP_NUM_THREADS", "")
-    return int(omp) if omp.isdigit() and int(omp) > 0 else (os.cpu_count() or 1)
+    return int(omp) if omp.isdigit() and int(omp) > 0 else usable_cores()
 
 
 def _set_threads() -> None:

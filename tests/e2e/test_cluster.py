@@ -282,3 +282,59 @@ async def test_a_run_goes_on_when_the_server_that_started_it_dies(cluster: Clust
     plan = await cluster.call("plan-get", {"name": "server-dies"})
     assert json.dumps(plan).count('"success"') >= 1
     assert done["outcomes_applied"] == len(made)
+
+
+async def test_cluster_status_shows_the_pool_its_workers_and_where_the_batches_ran(cluster: Cluster) -> None:
+    folder = cluster.files / "status"
+    pictures(folder, 24, size=300)
+    await cluster.call("plan-create", {"text": plan_text("status", folder)})
+    row = await cluster.call("plan-execute", {"name": "status", "wait": True})
+    ran = {b["worker"] for b in cluster.batches(row["execution_id"])}
+    status = await cluster.call("cluster-status", {})
+    assert status["mode"] == "pool" and status["pool"]["name"] == POOL
+    online = {w["name"] for w in status["workers"] if w["status"] == "ONLINE"}
+    assert {"w1", "w2"} <= online, status["workers"]
+    assert ran <= set(status["batches_done_last_hour"]), status["batches_done_last_hour"]
+
+
+async def test_text_extracted_on_the_workers_is_found_by_every_server_on_the_store(cluster: Cluster) -> None:
+    folder = cluster.files / "texts"
+    folder.mkdir()
+    for i in range(12):
+        (folder / f"note{i:02}.txt").write_text(f"note {i}\n" + ("quasar line\n" if i % 3 == 0 else "plain\n"))
+    await cluster.call("plan-create", {"text": f"plan texts\nsource files index {folder}\n"
+                                               "rule t when extension = .txt\n  do extract_text\n"})
+    row = await cluster.call("plan-execute", {"name": "texts", "wait": True})
+    assert row["status"] == "success" and row["outcomes_applied"] == 12, row
+    assert {b["worker"] for b in cluster.batches(row["execution_id"])} <= {"w1", "w2"}
+    first = await cluster.call("search_documents", {"query": "quasar", "scope": {"type": "global"}})
+    with contextlib.ExitStack() as stack:  # a second server on the same store, started now: it catches up too
+        other = stack.enter_context(assay_serve(cluster.work, pool=None, database_url=cluster.db, api_url=cluster.api,
+                                                cache_dir=cluster.cache, roots=[cluster.files], name="second"))
+        async with Client(other.url) as client:
+            second = (await client.call_tool("search_documents", {"query": "quasar", "scope": {"type": "global"}})) \
+                .structured_content or {}
+    for found in (first, second):
+        assert found["total_matches"] == 4, found
+
+
+async def test_a_scheduled_plan_runs_on_the_pool_until_it_is_paused(cluster: Cluster) -> None:
+    folder = cluster.files / "scheduled"
+    pictures(folder, 2, size=200)
+    await cluster.call("plan-create", {"text": plan_text("every", folder) + "schedule every 3s\n"})
+
+    def prefect_executions() -> int:
+        return len(cluster.sql("SELECT id FROM plan_executions WHERE plan_name = 'every' AND trigger = 'prefect' "
+                               "AND status <> 'running'"))
+
+    deadline = time.monotonic() + 90
+    while prefect_executions() < 2:
+        assert time.monotonic() < deadline, cluster.logs() + cluster.task_runs()
+        time.sleep(0.5)
+    await cluster.call("plan-update", {"name": "every", "status": "paused"})
+    with httpx.Client(base_url=cluster.api, timeout=30) as api:
+        assert api.get("/deployments/name/assay-plan/every").json()["paused"] is True
+    time.sleep(4)  # a run already handed out finishes
+    settled = len(cluster.sql("SELECT id FROM plan_executions WHERE plan_name = 'every'"))
+    time.sleep(8)
+    assert len(cluster.sql("SELECT id FROM plan_executions WHERE plan_name = 'every'")) == settled

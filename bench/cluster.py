@@ -1,0 +1,313 @@
+"""The work-pool benchmark: the same plans run in one process on one core, on a pool with one worker, and on a pool
+with two, every "machine" a worker pinned to a core of its own with ``taskset``, all sharing one PostgreSQL store.
+
+    .venv/bin/python bench/cluster.py [--images 500] [--videos 20] [--docs 2000] [--work DIR] [--quick]
+
+1. The corpora: bench/media.py's photos (2-12 MP with EXIF) and videos (10-60 s), bench/documents_corpus.py's
+   documents (PDFs, Markdown, text). Generated once under --work and reused.
+2. A throw-away PostgreSQL cluster and a Prefect server on loopback (bench/cluster_parts.py), shared by every run;
+   each configuration gets a fresh database, so every run does all the work.
+3. Two plans: "media" (thumbnails and metadata of every photo and video: two classifier outcomes) and "docs" (the
+   text of every document: extract_text).
+4. Baseline: `assay plan run` of each plan pinned to core 0 (`taskset -c 0`), a Prefect flow in one process, its
+   pools one process wide (the worker pools size themselves to the cores the process may use).
+5. Pool: `assay serve --work-pool` (unpinned: it only hands runs over) and one worker pinned to core 0, then two
+   pinned to cores 0 and 1; each plan run through MCP's plan-execute (wait=true), timed from the call to the answer.
+6. A killed worker: a fresh media run on two workers, SIGKILL of the worker holding a batch; the time from the kill
+   to the end of that batch's redo, against the median batch.
+7. Prefect's cost per batch: on each worker, the gap between finishing one batch and claiming the next (the task
+   run's hand-out, start and state changes), summed against the run; and the same with 4x as many batches.
+
+Figures go to stdout as a table (--out, --json keep them); progress to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from mcp import Client
+from sqlalchemy import create_engine, text
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import documents_corpus, media  # noqa: E402
+from bench.cluster_parts import REPO, assay_env, assay_serve, assay_worker, postgres, prefect_server  # noqa: E402
+from bench.common import publish, render, secs  # noqa: E402
+
+log = logging.getLogger("bench.cluster")
+POOL = "bench"
+
+
+def plans(media_root: Path, docs_root: Path) -> dict[str, str]:
+    return {
+        "media": (f"plan media\nsource files index {media_root}\nrule media when media_type in [image, video]\n"
+                  "  do classifier generate_thumbnail maxWidth=256 maxHeight=256\n"
+                  "  do classifier extract_metadata\n"),
+        "docs": f"plan docs\nsource files index {docs_root}\nrule docs when media_type in [document, text]\n"
+                "  do extract_text\n",
+    }
+
+
+def fresh_database(admin_url: str, name: str) -> str:
+    engine = create_engine(admin_url.rsplit("/", 1)[0] + "/postgres", isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    engine.dispose()
+    return admin_url.rsplit("/", 1)[0] + "/" + name
+
+
+def baseline(work: Path, db_admin: str, api: str, cache: Path, plan_files: dict[str, Path], roots: list[Path],
+             name: str) -> dict[str, float]:
+    """Each plan through `assay plan run`, pinned to core 0: seconds per plan."""
+    db = fresh_database(db_admin, f"bench_{name}")
+    env, data = assay_env(work, name, db, api, cache)
+    out: dict[str, float] = {}
+    for plan, path in plan_files.items():
+        log.info("baseline: assay plan run %s on one core", plan)
+        started = time.perf_counter()
+        proc = subprocess.run(["taskset", "-c", "0", sys.executable, "-m", "mcp_server.cli", "plan", "run", str(path),
+                               "--data-dir", str(data), "--database-url", db,
+                               *[a for r in roots for a in ("--root", str(r))]],
+                              env=env, cwd=REPO, capture_output=True, text=True, timeout=7200)
+        out[plan] = time.perf_counter() - started
+        if proc.returncode != 0:
+            raise RuntimeError(f"assay plan run {plan} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+    return out
+
+
+async def execute(url: str, plan: str) -> dict[str, Any]:
+    async with Client(url) as client:
+        result = await client.call_tool("plan-execute", {"name": plan, "wait": True})
+    if result.is_error:
+        raise RuntimeError(f"plan-execute {plan}: {result.content}")
+    return result.structured_content or {}
+
+
+async def create(url: str, plan_text: str) -> None:
+    async with Client(url) as client:
+        result = await client.call_tool("plan-create", {"text": plan_text})
+    if result.is_error:
+        raise RuntimeError(f"plan-create: {result.content}")
+
+
+def batch_rows(db: str, execution_id: int) -> list[dict[str, Any]]:
+    engine = create_engine(db)
+    with engine.connect() as conn:
+        rows = [dict(r._mapping) for r in conn.execute(text(
+            "SELECT id, k, position, status, worker, attempt, history_json, created_at, started_at, finished_at "
+            "FROM outcome_batches WHERE execution_id = :e ORDER BY started_at"), {"e": execution_id})]
+    engine.dispose()
+    return rows
+
+
+def dispatch_gaps(rows: list[dict[str, Any]]) -> list[float]:
+    """Per worker, the seconds between finishing a batch and claiming its next (outcome by outcome)."""
+    gaps: list[float] = []
+    by: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for row in rows:
+        if row["status"] == "done" and row["started_at"] is not None:
+            by.setdefault((row["worker"], row["position"]), []).append(row)
+    for batches in by.values():
+        batches.sort(key=lambda r: r["started_at"])
+        gaps += [b["started_at"] - a["finished_at"] for a, b in zip(batches, batches[1:])
+                 if b["started_at"] >= a["finished_at"]]
+    return gaps
+
+
+@contextlib.contextmanager
+def pool_cluster(work: Path, db_admin: str, api: str, cache: Path, roots: list[Path], name: str, cores: list[str],
+                 extra_env: dict[str, str] | None = None):
+    db = fresh_database(db_admin, f"bench_{name}")
+    with contextlib.ExitStack() as stack:
+        workers = [stack.enter_context(assay_worker(work, f"{name}-w{i + 1}", pool=POOL, database_url=db,
+                                                    api_url=api, cache_dir=cache, cores=core,
+                                                    extra_env=extra_env))
+                   for i, core in enumerate(cores)]
+        server = stack.enter_context(assay_serve(work, pool=POOL, database_url=db, api_url=api, cache_dir=cache,
+                                                 roots=roots, name=f"{name}-server"))
+        yield db, server, workers
+
+
+def pool_run(work: Path, db_admin: str, api: str, cache: Path, roots: list[Path], texts: dict[str, str],
+             name: str, cores: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    with pool_cluster(work, db_admin, api, cache, roots, name, cores) as (db, server, _):
+        for plan, plan_text in texts.items():
+            asyncio.run(create(server.url, plan_text))
+            log.info("%s: plan-execute %s", name, plan)
+            started = time.perf_counter()
+            row = asyncio.run(execute(server.url, plan))
+            seconds = time.perf_counter() - started
+            if row.get("status") not in ("success", "partial"):
+                raise RuntimeError(f"{name} {plan}: {row}")
+            rows = batch_rows(db, row["execution_id"])
+            work_s = [r["finished_at"] - r["started_at"] for r in rows if r["status"] == "done"]
+            gaps = dispatch_gaps(rows)
+            out[plan] = {"seconds": seconds, "applied": row["outcomes_applied"], "status": row["status"],
+                         "batches": len(rows), "workers": sorted({r["worker"] for r in rows}),
+                         "batch_median": statistics.median(work_s) if work_s else 0.0,
+                         "gap_median": statistics.median(gaps) if gaps else 0.0, "gap_sum": sum(gaps),
+                         "work_sum": sum(work_s)}
+    return out
+
+
+def kill_run(work: Path, db_admin: str, api: str, cache: Path, roots: list[Path], plan_text: str,
+             files: int) -> dict[str, Any]:
+    """A media run on two workers in 16 batches; the worker holding a batch is killed once two batches are done."""
+    with pool_cluster(work, db_admin, api, cache, roots, "kill", ["0", "1"],
+                      extra_env={"ASSAY_BATCH_ENTRIES": str(max(1, files // 16))}) as (db, server, workers):
+        asyncio.run(create(server.url, plan_text))
+
+        async def start() -> dict[str, Any]:
+            async with Client(server.url) as client:
+                result = await client.call_tool("plan-execute", {"name": "media", "wait": False})
+            return result.structured_content or {}
+
+        execution_id = asyncio.run(start())["execution_id"]
+        victim = None
+        deadline = time.monotonic() + 600
+        while victim is None:  # a batch that started just now: the kill lands in its middle
+            if time.monotonic() > deadline:
+                raise RuntimeError("no batch ran after two were done: nothing to kill")
+            rows = batch_rows(db, execution_id)
+            fresh = [r for r in rows if r["status"] == "running" and time.time() - r["started_at"] < 0.5]
+            done = [r for r in rows if r["status"] == "done"]
+            victim = fresh[0] if fresh and len(done) >= 2 else None
+            time.sleep(0.02)
+        part = next(w for w in workers if w.name == victim["worker"])
+        os.kill(part.proc.pid, signal.SIGKILL)
+        killed = time.time()
+        log.info("killed worker %s holding batch %s", part.name, victim["k"])
+        engine = create_engine(db)
+        while True:
+            with engine.connect() as conn:
+                status = conn.execute(text("SELECT status FROM plan_executions WHERE id = :e"),
+                                      {"e": execution_id}).scalar()
+            if status != "running":
+                break
+            time.sleep(0.5)
+        engine.dispose()
+        rows = batch_rows(db, execution_id)
+        redone = next(r for r in rows if r["id"] == victim["id"])
+        normal = [r["finished_at"] - r["started_at"] for r in rows if r["status"] == "done" and r["attempt"] == 1]
+        return {"status": status, "victim": victim["worker"], "redo_s": redone["finished_at"] - killed,
+                "batch_median": statistics.median(normal), "redone_by": redone["worker"],
+                "attempt": redone["attempt"]}
+
+
+def overhead_run(work: Path, db_admin: str, api: str, cache: Path, roots: list[Path], plan_text: str,
+                 entries: int, name: str) -> dict[str, Any]:
+    """The docs plan on two workers with ``entries`` per batch: its run and its dispatch gaps."""
+    out: dict[str, Any] = {}
+    with pool_cluster(work, db_admin, api, cache, roots, name, ["0", "1"],
+                      extra_env={"ASSAY_BATCH_ENTRIES": str(entries)}) as (db, server, _):
+        asyncio.run(create(server.url, plan_text))
+        started = time.perf_counter()
+        row = asyncio.run(execute(server.url, "docs"))
+        seconds = time.perf_counter() - started
+        rows = batch_rows(db, row["execution_id"])
+        gaps = dispatch_gaps(rows)
+        out = {"seconds": seconds, "batches": len(rows), "gap_median": statistics.median(gaps) if gaps else 0.0,
+               "gap_sum": sum(gaps)}
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--images", type=int, help="photos (default 500; --quick 16)")
+    p.add_argument("--videos", type=int, help="videos (default 20; --quick 2)")
+    p.add_argument("--docs", type=int, help="documents (default 2000; --quick 40)")
+    p.add_argument("--work", default=str(REPO / "bench" / ".work" / "cluster"), help="corpora and scratch")
+    p.add_argument("--quick", action="store_true", help="tiny corpora: a smoke run of every row")
+    p.add_argument("--skip-kill", action="store_true", help="leave out the killed-worker run")
+    p.add_argument("--out", default=str(REPO / "bench" / "results-cluster.md"))
+    p.add_argument("--json", help="write every figure here too")
+    args = p.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr)
+    images = args.images if args.images is not None else (16 if args.quick else 500)
+    videos = args.videos if args.videos is not None else (2 if args.quick else 20)
+    docs = args.docs if args.docs is not None else (40 if args.quick else 2000)
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    corpus = media.ensure_corpus(work, images=images, videos=videos, pdfs=0, quick=args.quick, long_seconds=None)
+    doc_corpus = documents_corpus.ensure_corpus(work, docs=docs, scale=0.2 if args.quick else 1.0)
+    roots = [corpus.root, doc_corpus.folder]
+    texts = plans(corpus.root, doc_corpus.folder)
+    scratch = work / f"run-{os.getpid()}"
+    scratch.mkdir()
+    plan_files = {}
+    for name, body in texts.items():
+        plan_files[name] = scratch / f"{name}.plan"
+        plan_files[name].write_text(body)
+    fig: dict[str, Any] = {"corpus": {"images": images, "videos": videos, "docs": docs}}
+    try:
+        with postgres() as db_admin, prefect_server(scratch) as prefect:
+            cache = scratch / "cache"
+            cache.mkdir()
+            fig["baseline"] = baseline(scratch, db_admin, prefect.url, cache, plan_files, roots, "baseline")
+            fig["one"] = pool_run(scratch, db_admin, prefect.url, cache, roots, texts, "one", ["0"])
+            fig["two"] = pool_run(scratch, db_admin, prefect.url, cache, roots, texts, "two", ["0", "1"])
+            if not args.skip_kill:
+                fig["kill"] = kill_run(scratch, db_admin, prefect.url, cache, roots, texts["media"],
+                                       len(corpus.images) + len(corpus.videos))
+            fig["overhead"] = overhead_run(scratch, db_admin, prefect.url, cache, roots, texts["docs"],
+                                           max(1, docs // 64), "many")
+    finally:
+        subprocess.run(["rm", "-rf", str(scratch)], check=False)
+    publish(table(fig, corpus, doc_corpus), args.out, fig, args.json)
+
+
+def table(fig: dict[str, Any], corpus: media.Corpus, docs: documents_corpus.DocCorpus) -> str:
+    rows: list[tuple] = []
+    labels = {"media": f"thumbnails + metadata of {len(corpus.images)} photos and {len(corpus.videos)} videos",
+              "docs": f"text extraction of {len(docs.docs)} documents"}
+    for plan, label in labels.items():
+        base, one, two = fig["baseline"][plan], fig["one"][plan]["seconds"], fig["two"][plan]["seconds"]
+        rows.append((f"{label}: one process on one core (`assay plan run`, taskset -c 0)", secs(base), "—", "—",
+                     "—", "—"))
+        rows.append((f"{label}: pool, 1 worker on one core", secs(one), secs(base), f"{base / one:.2f}x",
+                     ">= 0.9x", "yes" if base / one >= 0.9 else "**no**"))
+        rows.append((f"{label}: pool, 2 workers on a core each", secs(two), secs(one), f"{one / two:.2f}x",
+                     ">= 1.8x", "yes" if one / two >= 1.8 else "**no**"))
+        t = fig["two"][plan]
+        rows.append((f"{label}: batches / workers that took them / median batch", f"{t['batches']} / "
+                     f"{', '.join(t['workers'])} / {secs(t['batch_median'])}", "—", "—", "—", "—"))
+        share = t["gap_sum"] / max(1e-9, t["gap_sum"] + t["work_sum"])
+        rows.append((f"{label}: Prefect's cost per batch (worker's gap between batches), median; share of the "
+                     "workers' time", f"{t['gap_median'] * 1000:.0f} ms; {share:.1%}", "—", "—", "< 5%",
+                     "yes" if share < 0.05 else "**no**"))
+    o = fig["overhead"]
+    rows.append((f"the docs plan in {o['batches']} batches on 2 workers: Prefect's cost per batch, median; all "
+                 "batches", f"{o['gap_median'] * 1000:.0f} ms; {secs(o['gap_sum'])}",
+                 f"{fig['two']['docs']['gap_median'] * 1000:.0f} ms at {fig['two']['docs']['batches']} batches",
+                 "—", "flat", "yes" if o["gap_median"] <= 2 * max(0.01, fig["two"]["docs"]["gap_median"])
+                 else "**no**"))
+    if "kill" in fig:
+        k = fig["kill"]
+        ratio = k["redo_s"] / max(1e-9, k["batch_median"])
+        rows.append(("a killed worker's batch: from the SIGKILL to the end of its redo / the median batch",
+                     f"{secs(k['redo_s'])} (redone by {k['redone_by']}, attempt {k['attempt']})",
+                     secs(k["batch_median"]), f"{ratio:.2f}x", "<= 2x", "yes" if ratio <= 2 else "**no**"))
+    facts = (f"{os.cpu_count()} cores, Python {sys.version.split()[0]}, PostgreSQL store, Prefect server on loopback; "
+             "workers pinned with taskset")
+    notes = ["Times are from the plan-execute call to its answer (the hand-over to the pool and a worker's pick-up "
+             "included); the baseline is `assay plan run` from the command to its exit.",
+             "The server, Prefect's server and PostgreSQL are not pinned: on this 2-core machine they share the "
+             "workers' cores."]
+    return render(facts, rows, notes)
+
+
+if __name__ == "__main__":
+    main()
