@@ -221,16 +221,19 @@ class SpreadStages:
                 return
             ids = store_batches.create(ctx.engine, job_id=ctx.job_id, execution_id=ctx.execution_id,
                                        position=position, ranges=ranges)
-        follow = _Following(ctx, position, ids, spec.outcome.type, spec.rule)
+        follow = _Following(ctx, position, ids, spec.outcome.type, spec.rule, online_workers(self.pool))
         yield from follow.until_done()
 
 
 class _Following:
     """The batches of one outcome, submitted and followed to their end."""
 
-    def __init__(self, ctx: PlanContext, position: int, ids: list[int], outcome: str, rule: str) -> None:
+    def __init__(self, ctx: PlanContext, position: int, ids: list[int], outcome: str, rule: str,
+                 workers: int) -> None:
         self.ctx, self.position, self.ids, self.outcome, self.rule = ctx, position, ids, outcome, rule
         self.submitted: dict[int, int] = {}  # batch id -> task runs submitted for it
+        self.waiting: list[tuple[int, int]] = []  # (batch id, k) not submitted yet, in order
+        self.window = 2 * workers  # task runs submitted and not yet finished, at most
         self.task_runs: dict[int, str] = {}  # batch id -> its last task run
         self.last_activity = time.monotonic()  # when a batch of this outcome last started or ended
         self.until = {row["id"]: row["until"] for row in store_batches.of_position(ctx.engine, job_id=ctx.job_id,
@@ -249,20 +252,24 @@ class _Following:
         now = time.monotonic()
         if any(row["status"] == store_batches.RUNNING for row in rows) or now - self.last_activity < 2 * self.lease:
             return
+        waiting = {batch_id for batch_id, _ in self.waiting}
         for row in rows:
-            if row["status"] == store_batches.PENDING:
+            if row["status"] == store_batches.PENDING and row["id"] not in waiting:
                 _crashed({**row, "task_run_id": self.task_runs.get(row["id"]), "worker": "a stopped worker"})
                 self.submit(row["id"], row["k"])
         self.last_activity = now
 
     def until_done(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        """Submit the batches a few at a time (``window``: two per online worker, so a batch handed out again is
+        next in Prefect's queue, not behind all the others) and follow them to their end."""
         ctx = self.ctx
         for row in store_batches.of_position(ctx.engine, job_id=ctx.job_id, position=self.position):
+            history = len(json.loads(row["history_json"] or "[]"))
             if row["status"] == store_batches.PENDING:
-                self.submitted[row["id"]] = len(json.loads(row["history_json"] or "[]"))
-                self.submit(row["id"], row["k"])
+                self.submitted[row["id"]] = history
+                self.waiting.append((row["id"], row["k"]))
             else:  # a retried run: held batches go on (or are handed out when their lease runs out), done ones count
-                self.submitted[row["id"]] = len(json.loads(row["history_json"] or "[]")) + 1
+                self.submitted[row["id"]] = history + 1
         done: set[int] = set()
         while len(done) < len(self.ids):
             if ctx.should_cancel():
@@ -274,10 +281,16 @@ class _Following:
             if any(row["status"] == store_batches.RUNNING for row in rows):
                 self.last_activity = time.monotonic()
             self.resubmit_untaken(rows)
+            waiting = {batch_id for batch_id, _ in self.waiting}
+            in_flight = 0
             for row in rows:
-                if row["status"] == store_batches.PENDING and \
-                        len(json.loads(row["history_json"] or "[]")) >= self.submitted.get(row["id"], 0):
-                    self.submit(row["id"], row["k"])  # handed back or lost: a new task run, for another worker
+                history = len(json.loads(row["history_json"] or "[]"))
+                if row["status"] == store_batches.PENDING and row["id"] not in waiting \
+                        and history >= self.submitted.get(row["id"], 0):
+                    self.submit(row["id"], row["k"])  # handed back or lost: a new task run, first in the queue
+                if row["status"] == store_batches.RUNNING or (row["status"] == store_batches.PENDING
+                                                              and row["id"] not in waiting):
+                    in_flight += 1
                 elif row["status"] == store_batches.DONE and row["id"] not in done:
                     done.add(row["id"])
                     self.last_activity = time.monotonic()
@@ -290,6 +303,10 @@ class _Following:
                         self.stop_all()
                         raise Cancelled("cancelled on request")
                     yield row["k"], {**out, "last": self.frontier(done), "done": len(done) == len(self.ids)}
+            while self.waiting and in_flight < self.window:
+                batch_id, k = self.waiting.pop(0)
+                self.submit(batch_id, k)
+                in_flight += 1
             if len(done) < len(self.ids):
                 time.sleep(POLL_SECONDS)
 

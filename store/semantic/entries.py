@@ -98,8 +98,9 @@ def entry_keys(engine: Engine, collection_id: int, entry_ids: Iterable[int]) -> 
     out: dict[int, str] = {}
     with engine.connect() as conn:
         for i in range(0, len(ids), _CHUNK):
-            out.update(conn.execute(select(CE.c.entry_id, CE.c.work_key).where(
-                CE.c.collection_id == collection_id, CE.c.entry_id.in_(ids[i:i + _CHUNK]))).all())
+            rows = conn.execute(select(CE.c.entry_id, CE.c.work_key).where(
+                CE.c.collection_id == collection_id, CE.c.entry_id.in_(ids[i:i + _CHUNK])))
+            out.update((int(entry_id), str(key)) for entry_id, key in rows)
     return out
 
 
