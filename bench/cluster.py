@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 from mcp import Client
 from sqlalchemy import create_engine, text
 
@@ -140,16 +141,47 @@ def pool_cluster(work: Path, db_admin: str, api: str, cache: Path, roots: list[P
         yield db, server, workers
 
 
+def support_cpu(pids: list[int]) -> float:
+    """CPU seconds so far of PostgreSQL's processes and of the given processes with their children."""
+    total = 0.0
+    procs = [p for p in psutil.process_iter(["name"]) if (p.info["name"] or "").startswith("postgres")]
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            parent = psutil.Process(pid)
+            procs += [parent, *parent.children(recursive=True)]
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            times = proc.cpu_times()
+            total += times.user + times.system
+    return total
+
+
+def rss_mb(pids: list[int]) -> float:
+    """Resident memory of the given processes with their children (MB)."""
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            parent = psutil.Process(pid)
+            for proc in (parent, *parent.children(recursive=True)):
+                with contextlib.suppress(psutil.Error):
+                    total += proc.memory_info().rss
+    return total / 1e6
+
+
 def pool_run(work: Path, db_admin: str, api: str, cache: Path, roots: list[Path], texts: dict[str, str],
-             name: str, cores: list[str]) -> dict[str, Any]:
+             name: str, cores: list[str], prefect_pid: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    with pool_cluster(work, db_admin, api, cache, roots, name, cores) as (db, server, _):
+    with pool_cluster(work, db_admin, api, cache, roots, name, cores) as (db, server, workers):
+        out["rss_mb"] = [rss_mb([w.proc.pid for w in workers])]
         for plan, plan_text in texts.items():
             asyncio.run(create(server.url, plan_text))
             log.info("%s: plan-execute %s", name, plan)
+            support = [prefect_pid, server.proc.pid]
+            cpu_before = support_cpu(support)
             started = time.perf_counter()
             row = asyncio.run(execute(server.url, plan))
             seconds = time.perf_counter() - started
+            support_s = support_cpu(support) - cpu_before
             if row.get("status") not in ("success", "partial"):
                 raise RuntimeError(f"{name} {plan}: {row}")
             rows = batch_rows(db, row["execution_id"])
@@ -159,7 +191,8 @@ def pool_run(work: Path, db_admin: str, api: str, cache: Path, roots: list[Path]
                          "batches": len(rows), "workers": sorted({r["worker"] for r in rows}),
                          "batch_median": statistics.median(work_s) if work_s else 0.0,
                          "gap_median": statistics.median(gaps) if gaps else 0.0, "gap_sum": sum(gaps),
-                         "work_sum": sum(work_s)}
+                         "work_sum": sum(work_s), "support_cpu": support_s}
+            out["rss_mb"].append(rss_mb([w.proc.pid for w in workers]))
     return out
 
 
@@ -257,8 +290,9 @@ def main() -> None:
             cache = scratch / "cache"
             cache.mkdir()
             fig["baseline"] = baseline(scratch, db_admin, prefect.url, cache, plan_files, roots, "baseline")
-            fig["one"] = pool_run(scratch, db_admin, prefect.url, cache, roots, texts, "one", ["0"])
-            fig["two"] = pool_run(scratch, db_admin, prefect.url, cache, roots, texts, "two", ["0", "1"])
+            fig["one"] = pool_run(scratch, db_admin, prefect.url, cache, roots, texts, "one", ["0"], prefect.proc.pid)
+            fig["two"] = pool_run(scratch, db_admin, prefect.url, cache, roots, texts, "two", ["0", "1"],
+                                  prefect.proc.pid)
             if not args.skip_kill:
                 fig["kill"] = kill_run(scratch, db_admin, prefect.url, cache, roots, texts["media"],
                                        len(corpus.images) + len(corpus.videos))
@@ -281,13 +315,21 @@ def table(fig: dict[str, Any], corpus: media.Corpus, docs: documents_corpus.DocC
                      ">= 0.9x", "yes" if base / one >= 0.9 else "**no**"))
         rows.append((f"{label}: pool, 2 workers on a core each", secs(two), secs(one), f"{one / two:.2f}x",
                      ">= 1.8x", "yes" if one / two >= 1.8 else "**no**"))
-        t = fig["two"][plan]
+        t, o = fig["two"][plan], fig["one"][plan]
         rows.append((f"{label}: batches / workers that took them / median batch", f"{t['batches']} / "
                      f"{', '.join(t['workers'])} / {secs(t['batch_median'])}", "—", "—", "—", "—"))
+        ratio = t["work_sum"] / max(1e-9, o["work_sum"])
+        rows.append((f"{label}: the batches' time summed (each on its own core), 2 workers / 1 worker",
+                     f"{t['work_sum']:.1f} s", f"{o['work_sum']:.1f} s", f"{ratio:.2f}x", "—", "—"))
+        rows.append((f"{label}: CPU seconds of PostgreSQL, Prefect's server and assay serve during the run, 2 workers "
+                     "/ 1 worker", f"{t['support_cpu']:.1f} s", f"{o['support_cpu']:.1f} s", "—", "—", "—"))
         share = t["gap_sum"] / max(1e-9, t["gap_sum"] + t["work_sum"])
         rows.append((f"{label}: Prefect's cost per batch (worker's gap between batches), median; share of the "
                      "workers' time", f"{t['gap_median'] * 1000:.0f} ms; {share:.1%}", "—", "—", "< 5%",
                      "yes" if share < 0.05 else "**no**"))
+    rss = fig["two"]["rss_mb"]
+    rows.append(("RSS of the two workers (with their pools): started / after the media run / after the documents run",
+                 " / ".join(f"{x:.0f} MB" for x in rss), "—", "—", "flat", "—"))
     o = fig["overhead"]
     rows.append((f"the docs plan in {o['batches']} batches on 2 workers: Prefect's cost per batch, median; all "
                  "batches", f"{o['gap_median'] * 1000:.0f} ms; {secs(o['gap_sum'])}",

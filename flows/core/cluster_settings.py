@@ -31,5 +31,5 @@ class ClusterSection(BaseModel):
         20, ge=1, description="the fewest entries in an outcome batch spread over the pool (Prefect's cost per batch "
                               "stays small against its work)")
     lease_seconds: Annotated[float, Env("ASSAY_BATCH_LEASE")] = Field(
-        6.0, ge=1.0, description="a batch whose worker has not renewed its lease for this long is handed to another "
+        4.0, ge=1.0, description="a batch whose worker has not renewed its lease for this long is handed to another "
                                  "(workers renew every lease_seconds / 4)")

@@ -60,7 +60,7 @@ def ensure_pool(name: str) -> None:
 class WorkPool:
     """The plans' deployments on work pool ``name`` and the runs handed to it."""
 
-    def __init__(self, name: str, *, lease_seconds: float = 6.0) -> None:
+    def __init__(self, name: str, *, lease_seconds: float = 4.0) -> None:
         self.name = name
         self.lease = lease_seconds
         self._ids: dict[str, UUID] = {}

@@ -45,7 +45,8 @@ from store.entries import T
 
 log = logging.getLogger(__name__)
 
-BATCHES_PER_WORKER = 8  # enough batches that the last one leaves no worker idle for long
+BATCHES_PER_WORKER = 4  # enough batches that the last one leaves no worker idle for long, few enough that
+# Prefect's cost per batch (~150 ms: the hand-out, the task run's states) stays a few per cent of it
 POLL_SECONDS = 0.25
 STOPPING = threading.Event()  # set by `assay worker` on SIGTERM: batches in hand end between pieces, handed back
 

@@ -41,6 +41,7 @@ def good_calls(t: Path) -> list[dict]:
     p = lambda *parts: str(t.joinpath(*parts))  # noqa: E731
     calls = [
         ("session-info", {}), ("session-set-preferences", {"preferences": {"default_sort": "name"}}),
+        ("cluster-status", {}),
         ("index", {"root": p(), "async": False}, {"save": "indexed", "progress": True}),
         ("job-progress", {"jobId": "{{indexed.jobId}}"}), ("list-jobs", {"limit": 5}),
         ("rerun-classifier", {"sourcePath": p("Photos", "real.jpg"), "operations": ["thumbnail", "metadata"],
