@@ -265,7 +265,7 @@ def main() -> None:
     p.add_argument("--work", default=str(REPO / "bench" / ".work" / "cluster"), help="corpora and scratch")
     p.add_argument("--quick", action="store_true", help="tiny corpora: a smoke run of every row")
     p.add_argument("--skip-kill", action="store_true", help="leave out the killed-worker run")
-    p.add_argument("--out", default=str(REPO / "bench" / "results-cluster.md"))
+    p.add_argument("--out", default=str(REPO / "bench" / "out" / "cluster.md"), help="where to write the table")
     p.add_argument("--json", help="write every figure here too")
     args = p.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr)
