@@ -16,7 +16,7 @@ from tests.e2e.prefect_serve import Served, call, serving
 
 pytestmark = pytest.mark.e2e
 
-INTERVAL = 5  # seconds between scheduled runs
+INTERVAL = 3  # seconds between scheduled runs
 LIVE = ("SCHEDULED", "PENDING", "RUNNING")
 # Prefect 3.8's scheduler inserts runs with a key its ORM maps to a hybrid property; SQLAlchemy 2.1 refuses that
 SCHEDULER_BROKEN = ("please supply a bulk_dml decorated function",
