@@ -142,8 +142,8 @@ def online_workers(pool: str) -> int:
     """How many workers of ``pool`` Prefect sees online (at least 1: the one running this)."""
     try:
         with get_client(sync_client=True) as client:
-            workers = client.read_workers_for_work_pool(
-                pool, worker_filter=WorkerFilter(status=WorkerFilterStatus(any_=["ONLINE"])))
+            workers = client.read_workers_for_work_pool(  # offset and limit given: the API refuses None for them
+                pool, worker_filter=WorkerFilter(status=WorkerFilterStatus(any_=["ONLINE"])), offset=0, limit=200)
         return max(1, len(workers))
     except Exception:  # noqa: BLE001 (Prefect away for a moment: size the batches for one)
         log.warning("reading the workers of pool %s failed", pool, exc_info=True)
