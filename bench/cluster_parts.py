@@ -31,7 +31,8 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _pg_bin(name: str) -> str | None:
+def pg_bin(name: str) -> str | None:
+    """A PostgreSQL server binary: on PATH, or where Debian's postgresql package puts it."""
     found = shutil.which(name)
     if found:
         return found
@@ -40,13 +41,13 @@ def _pg_bin(name: str) -> str | None:
 
 
 def have_postgres() -> bool:
-    return bool(_pg_bin("initdb") and _pg_bin("pg_ctl"))
+    return bool(pg_bin("initdb") and pg_bin("pg_ctl"))
 
 
 @contextlib.contextmanager
 def postgres() -> Iterator[str]:
     """A PostgreSQL cluster on loopback with a database ``assay``; its SQLAlchemy URL."""
-    initdb, pg_ctl = _pg_bin("initdb"), _pg_bin("pg_ctl")
+    initdb, pg_ctl = pg_bin("initdb"), pg_bin("pg_ctl")
     if not initdb or not pg_ctl:
         raise RuntimeError("PostgreSQL is not installed (./scripts/setup installs it)")
     base = Path(tempfile.mkdtemp(prefix="assay-cluster-pg-"))

@@ -26,6 +26,7 @@ from flows.core.roots import Roots  # noqa: E402
 from mcp_server.app import AssayApp, build_server  # noqa: E402
 from mcp_server.config import Settings  # noqa: E402
 from store.engine import make_engine  # noqa: E402
+from bench.cluster_parts import pg_bin  # noqa: E402
 from tests.bench_runs import BenchRuns, module_bench  # noqa: E402
 
 # Property tests draw the same examples on every run, so CI judges the code and not the luck of the draw (a random
@@ -158,14 +159,7 @@ def anyio_backend():
 
 def _postgres_bin(name: str) -> str | None:
     """A PostgreSQL server binary: on PATH, or where Debian's postgresql package puts it."""
-    import glob
-    import shutil
-
-    found = shutil.which(name)
-    if found:
-        return found
-    candidates = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
-    return candidates[-1] if candidates else None
+    return pg_bin(name)
 
 
 @pytest.fixture(scope="session")
