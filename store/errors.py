@@ -62,6 +62,20 @@ class QueryTimeout(AssayError):
     code = "QUERY_TIMEOUT"
 
 
+class NoSpace(AssayError):
+    """The disk holding the store, the cache or a destination is full (ENOSPC, SQLITE_FULL): nothing half-written
+    was kept; the work resumes once space is freed."""
+
+    code = "NO_SPACE"
+
+
+class StoreVersionError(AssayError):
+    """The store's schema revision is one this code cannot open: made by a newer assay (upgrade assay, or restore
+    a backup made before), or not a revision of assay's migrations at all."""
+
+    code = "STORE_VERSION"
+
+
 class CodedError(AssayError):
     """An error whose code is one of the class's ``CODES`` (the named codes of a reference), with ``details``."""
 
