@@ -26,7 +26,7 @@ from sqlmodel import Session, SQLModel, create_engine
 
 from dsl.regex import sqlite_regexp
 from store import models  # noqa: F401  (registers every table on SQLModel.metadata)
-from store.errors import InvalidInput, QueryTimeout
+from store.errors import InvalidInput, NoSpace, QueryTimeout
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +126,17 @@ def _postgres_time_limit(engine: Engine, seconds: float) -> None:
     event.listen(engine, "handle_error", on_error)
 
 
+def _no_space(context: ExceptionContext) -> None:
+    """A full disk under the store (SQLite's SQLITE_FULL, PostgreSQL's disk_full 53100) raised as NoSpace, so every
+    caller reports NO_SPACE, not a driver's message; the transaction was rolled back, nothing half-written kept."""
+    original = context.original_exception
+    full = getattr(original, "sqlstate", None) == "53100" or (
+        isinstance(original, sqlite3.Error) and "database or disk is full" in str(original))
+    if full:
+        raise NoSpace("the disk holding the store is full: the last write was rolled back, nothing is lost; free "
+                      "space (or move the data dir) and run the work again") from original
+
+
 def make_engine(url: str, *, statement_timeout: float | None | Literal["env"] = "env") -> Engine:
     """A new engine for ``url`` with the schema created; prefer :func:`get_engine`, which shares one per URL.
 
@@ -145,6 +156,7 @@ def make_engine(url: str, *, statement_timeout: float | None | Literal["env"] = 
         engine = create_engine(url, pool_pre_ping=True, connect_args=connect_args)
         if seconds and url.startswith("postgresql"):
             _postgres_time_limit(engine, seconds)
+    event.listen(engine, "handle_error", _no_space)
     SQLModel.metadata.create_all(engine)
     log.debug("store ready at %s", engine.url.render_as_string(hide_password=True))
     return engine
