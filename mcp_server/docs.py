@@ -12,6 +12,8 @@ import os
 import re
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import anyio
@@ -86,14 +88,19 @@ def _first_sentence(text: str | None) -> str:
     return (match.group(1) if match else text).replace("|", "\\|")
 
 
-def _app():
-    data = tempfile.mkdtemp(prefix="assay-docs-")
-    return AssayApp.create(Settings(data_dir=data, roots=[data], use_prefect=False))
+@contextmanager
+def _app() -> Iterator[AssayApp]:
+    """An application on a throw-away data dir (removed after), to list what a server offers."""
+    with tempfile.TemporaryDirectory(prefix="assay-docs-") as data:
+        app = AssayApp.create(Settings(data_dir=data, roots=[data], use_prefect=False))
+        try:
+            yield app
+        finally:
+            app.close()
 
 
 def tools_table() -> str:
-    app = _app()
-    try:
+    with _app() as app:
         lines = ["| group | tool | permission | parameters (= default) | what it does |",
                  "| --- | --- | --- | --- | --- |"]
         for group, module_name in group_modules().items():
@@ -103,13 +110,10 @@ def tools_table() -> str:
                 lines.append(f"| {group} | `{t.name}` | {TOOL_PERMISSIONS.get(t.name, 'none: hidden')} | "
                              f"{_parameters(t.input_schema)} | {_first_sentence(t.description)} |")
         return "\n".join(lines)
-    finally:
-        app.close()
 
 
 def resources_table() -> str:
-    app = _app()
-    try:
+    with _app() as app:
         mcp = build_server(app)
         lines = ["| URI | what it holds |", "| --- | --- |"]
         for r in anyio.run(mcp.list_resources):
@@ -117,8 +121,6 @@ def resources_table() -> str:
         for t in anyio.run(mcp.list_resource_templates):
             lines.append(f"| `{t.uri_template}` | {_first_sentence(t.description)} |")
         return "\n".join(lines)
-    finally:
-        app.close()
 
 
 def _default(field: FieldInfo) -> str:
