@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
-
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
 _SESSION_HOME = tempfile.mkdtemp(prefix="assay-tests-")
+atexit.register(shutil.rmtree, _SESSION_HOME, ignore_errors=True)  # the session's Prefect home, gone after it
 os.environ.setdefault("PREFECT_HOME", os.path.join(_SESSION_HOME, "prefect"))
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
