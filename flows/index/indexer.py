@@ -14,6 +14,11 @@ are kept), ``incomplete: ...`` (the walk was cancelled inside it; its size is th
 it) or ``not scanned: ...`` (discovered, never entered). A cancelled walk writes those frontier folders before it
 stops, so everything it wrote is navigable and every directory's size is the sum of its stored children.
 
+Every batch leaves the store consistent, so a walk killed anywhere leaves nothing half-done: a folder the store
+does not hold is written first (``incomplete``, size 0), before anything under it, and each batch rewrites the sizes
+of the stored folders above what it changed (the walk tracks the size the store holds for each open folder), so at
+every commit each folder's size is the sum of its children's. The next walk finishes what a killed one left.
+
 How the batches are written is flows/index/writers.py; how far the walk is (a percent that never claims work it
 has not seen), flows/index/progress.py.
 """
@@ -39,6 +44,8 @@ ProgressFn = Callable[["IndexProgress"], None]
 ANALYZE_AFTER = 10_000  # entries written; ANALYZE costs about 0.6 ms per 1,000 entries on SQLite
 CancelFn = Callable[[], bool]
 _VANISHED = object()  # a directory's error marker: it disappeared between its listing and its walk
+# a folder the store did not hold, written before anything under it; the walk rewrites it when it finishes the folder
+WALKING = "incomplete: index job {} has not finished this folder (it is running, or it stopped)"
 _S_ISDIR, _S_ISREG, _S_ISLNK = statmod.S_ISDIR, statmod.S_ISREG, statmod.S_ISLNK
 
 __all__ = ["Cancelled", "IndexProgress", "IndexResult", "index_tree", "kind_of"]  # IndexProgress: flows.index.progress
@@ -79,7 +86,7 @@ def kind_of(mode: int) -> str:
 class _Walk:
     def __init__(self, engine: Engine, root: str, *, scan_id: int, follow_symlinks: bool, batch_size: int,
                  progress: ProgressFn | None, should_cancel: CancelFn | None, expected: int, root_state: tuple | None,
-                 max_issues: int) -> None:
+                 max_issues: int, above: list[tuple[str, list]] | None = None) -> None:
         self.engine = engine
         self.root = root
         self.scan_id = scan_id
@@ -101,7 +108,12 @@ class _Walk:
         self.done = 0  # entries finished: files and others when listed, directories when their subtree is done
         self.next_tick = batch_size
         self.stack: list[tuple[bool, str]] = []  # (entering?, directory)
-        self.frames: dict[str, list] = {}  # directory -> [size so far, stat, name, stored state, error, share]
+        # directory -> [size so far, stat, name, stored state, error, share, size change not written, stored row]:
+        # the stored row is [size, mtime, ctime, inode, scan_error] as the store holds it now (None: no folder row)
+        self.frames: dict[str, list] = {}
+        # the stored folders above the root, deepest first, with their stored rows, and the size change they owe
+        self.above: list[tuple[str, list]] = above or []
+        self.above_pending = 0
         self.reader: Connection | None = None  # for reading stored children, open while the walk runs
 
     def issue(self, path: str, reason: str) -> None:
@@ -117,10 +129,55 @@ class _Walk:
             self.flush()
 
     def flush(self) -> None:
+        self.settle()
         if self.rows or self.gone:
             self.writer.put((self.rows, self.gone))
             self.rows, self.gone = [], []
         self.state.written = self.writer.written
+
+    def tell_parent(self, directory: str, delta: int) -> None:
+        """The stored size of ``directory`` changes by ``delta`` in this batch: its parent owes that change."""
+        if not delta:
+            return
+        if directory == self.root:
+            self.above_pending += delta
+        else:
+            self.frames[os.path.dirname(directory)][6] += delta
+
+    def settle(self) -> None:
+        """Append to the batch the new sizes of the stored folders the walk is inside (deepest first, each passing
+        its change up to its parent) and of the stored folders above the root, so the batch leaves every folder's
+        size the sum of its children's."""
+        frames = self.frames
+        for entering, directory in reversed(self.stack):
+            if entering:
+                continue
+            frame = frames[directory]
+            delta, db = frame[6], frame[7]
+            if not delta or db is None:
+                continue
+            frame[6] = 0
+            db[0] += delta
+            parent = os.path.dirname(directory) if directory != "/" else None
+            self.rows.append((directory, parent, frame[2], "directory", *db))
+            self.tell_parent(directory, delta)
+        if self.above_pending:
+            delta, self.above_pending = self.above_pending, 0
+            for path, db in self.above:
+                db[0] += delta
+                parent = os.path.dirname(path) if path != "/" else None
+                self.rows.append((path, parent, os.path.basename(path) or path, "directory", *db))
+
+    def placeholder(self, directory: str, frame: list) -> None:
+        """Write a folder the store does not hold before anything under it: size 0, marked incomplete until the
+        walk finishes it (what a killed walk leaves, as a cancelled one does)."""
+        st, prev = frame[1], frame[3]
+        db = frame[7] = [0, st.st_mtime, st.st_ctime, st.st_ino, WALKING.format(self.scan_id)]
+        parent = os.path.dirname(directory) if directory != "/" else None
+        self.rows.append((directory, parent, frame[2], "directory", *db))
+        self.tell_parent(directory, -(prev[1] if prev is not None else 0))  # a file it replaced leaves its size
+        if len(self.rows) + len(self.gone) >= self.batch_size:
+            self.flush()
 
     def tick(self) -> None:
         """Every batch_size entries listed: report progress and honour a cancellation request."""
@@ -131,6 +188,7 @@ class _Walk:
 
     def finish(self) -> None:
         """Hand over the last batch and wait for the writer; called on every exit path."""
+        self.settle()
         if self.rows or self.gone:
             self.writer.put((self.rows, self.gone), final=True)
             self.rows, self.gone = [], []
@@ -161,7 +219,7 @@ class _Walk:
     def run(self, root_stat: os.stat_result, root_state: tuple | None) -> None:
         root = self.root
         frames, stack = self.frames, self.stack
-        frames[root] = [0, root_stat, os.path.basename(root) or root, root_state, None, 1.0]
+        frames[root] = [0, root_stat, os.path.basename(root) or root, root_state, None, 1.0, 0, _stored_row(root_state)]
         stack.append((True, root))
         visited: set[tuple[int, int]] = {(root_stat.st_dev, root_stat.st_ino)} if self.follow else set()
         while stack:
@@ -173,13 +231,14 @@ class _Walk:
                 self._list(directory, frame, visited)
                 continue
             del frames[directory]
-            size, st, name, prev, error, _ = frame
+            size, st, name, prev, error, _, _, db = frame
             if error is _VANISHED:
                 continue
             self.state.directories += 1
             self.done += 1
             parent = os.path.dirname(directory) if directory != "/" else None
-            if prev != ("directory", size, st.st_mtime, st.st_ctime, st.st_ino, error):
+            if db != [size, st.st_mtime, st.st_ctime, st.st_ino, error]:
+                self.tell_parent(directory, size - _counted(db, prev))
                 self.emit(directory, parent, name, "directory", size, st, error)
             if parent is not None and directory != root:
                 frames[parent][0] += size
@@ -194,6 +253,7 @@ class _Walk:
             self.issue(directory, "vanished during the walk")
             if frame[3] is not None:
                 self.gone.append((directory, True))
+                self.tell_parent(directory, -_counted(frame[7], frame[3]))
             self.estimate.finished(frame[5])
             return
         except OSError as exc:
@@ -202,6 +262,8 @@ class _Walk:
             self.issue(directory, frame[4])
             self.estimate.finished(frame[5])
             return
+        if frame[7] is None:
+            self.placeholder(directory, frame)
         # the hot loop: counters in locals, written back before anything that reads them (tick, exit)
         follow, rows, gone, batch_size, state = self.follow, self.rows, self.gone, self.batch_size, self.state
         frames, stack = self.frames, self.stack
@@ -226,6 +288,8 @@ class _Walk:
                     except FileNotFoundError:
                         st = self._dangling(item, path, prev)
                         if st is None:
+                            if prev is not None:
+                                frame[6] -= prev[1]
                             continue
                     except OSError as exc:
                         self.issue(path, f"cannot stat: {exc.strerror or exc}")
@@ -242,7 +306,7 @@ class _Walk:
                             visited.add(key)
                         if (prev is None and compare) or (prev is not None and unfinished(prev[5])):
                             estimate.distrust()  # a subtree the store did not hold, or held partly: size unknown
-                        sub = frames[path] = [0, st, name, prev, None, 0.0]
+                        sub = frames[path] = [0, st, name, prev, None, 0.0, 0, _stored_row(prev)]
                         subfolders.append(sub)
                         stack.append((True, path))
                         continue
@@ -256,8 +320,11 @@ class _Walk:
                     if prev is None or prev != (kind, size, st.st_mtime, st.st_ctime, st.st_ino, None):
                         if prev is None:
                             added += 1
-                        elif prev[0] == "directory":
-                            gone.append((path, False))  # a directory replaced: what was under it is gone
+                            frame[6] += size
+                        else:
+                            frame[6] += size - prev[1]
+                            if prev[0] == "directory":
+                                gone.append((path, False))  # a directory replaced: what was under it is gone
                         rows.append((path, directory, name, kind, size, st.st_mtime, st.st_ctime, st.st_ino, None))
                         if len(rows) + len(gone) >= batch_size:
                             self.flush()
@@ -287,6 +354,7 @@ class _Walk:
                 sub[5] = share
         if stored:  # a complete listing: stored children it did not show are gone from disk
             self.gone.extend((directory + "/" + name if directory != "/" else "/" + name, True) for name in stored)
+            frame[6] -= sum(s[1] for s in stored.values())
             if len(self.rows) + len(self.gone) >= self.batch_size:
                 self.flush()
         if self.listed >= self.next_tick:
@@ -311,23 +379,53 @@ class _Walk:
     def close_frontier(self) -> list[str]:
         """Write the folders the cancelled walk was inside (``incomplete``) and those it had found but not entered
         and the store did not know (``not scanned``), so that everything written is navigable. Returns the
-        folders entered, whose sizes are then recomputed from what is stored under them."""
+        folders entered: each keeps the size of what is stored under it."""
+        self.settle()
         entered = []
         for entering, directory in self.stack:
-            size, st, name, prev, error, _ = self.frames[directory]
+            size, st, name, prev, error, _, _, db = self.frames[directory]
             if error is _VANISHED:
                 continue
             parent = os.path.dirname(directory) if directory != "/" else None
             if not entering:
                 entered.append(directory)
                 reason = error or f"incomplete: index job {self.scan_id} was cancelled before it finished this folder"
-                self.emit(directory, parent, name, "directory", size, st, reason)
+                kept = db[0] if db is not None else size
+                self.tell_parent(directory, kept - _counted(db, prev))
+                self.emit(directory, parent, name, "directory", kept, st, reason)
                 self.state.directories += 1
             elif prev is None:
                 self.emit(directory, parent, name, "directory", 0, st,
                           f"not scanned: index job {self.scan_id} was cancelled before it reached this folder")
                 self.state.directories += 1
         return entered
+
+
+def _stored_above(conn: Connection, root: str) -> list[tuple[str, list]]:
+    """The stored folders above ``root`` up to the first the store does not hold, deepest first, with their rows:
+    the walk rewrites their sizes in the batches that change what is under them."""
+    out: list[tuple[str, list]] = []
+    path = os.path.dirname(root) if root != "/" else None
+    while path:
+        row = _stored_row(store_entries.entry_state(conn, path=path))
+        if row is None:
+            break
+        out.append((path, row))
+        path = os.path.dirname(path) if path != "/" else None
+    return out
+
+
+def _stored_row(state: tuple | None) -> list | None:
+    """A folder's stored row as the walk tracks it, [size, mtime, ctime, inode, scan_error], from its stored state
+    (kind, size, mtime, ctime, inode, scan_error); None when the store holds no folder there."""
+    return list(state[1:]) if state is not None and state[0] == "directory" else None
+
+
+def _counted(db: list | None, prev: tuple | None) -> int:
+    """The size the store counts for an entry in its parent's: its folder row's, else what was stored there."""
+    if db is not None:
+        return int(db[0])
+    return int(prev[1]) if prev is not None else 0
 
 
 def _utf8(name: str) -> bool:
@@ -352,9 +450,10 @@ def index_tree(engine: Engine, root: str, *, scan_id: int, follow_symlinks: bool
     expected = store_entries.count_subtree(engine, root=root)
     with engine.connect() as conn:
         root_state = store_entries.entry_state(conn, path=root)
+        above = _stored_above(conn, root)
     walk = _Walk(engine, root, scan_id=scan_id, follow_symlinks=follow_symlinks, batch_size=batch_size,
                  progress=progress, should_cancel=should_cancel, expected=expected, root_state=root_state,
-                 max_issues=max_issues)
+                 max_issues=max_issues, above=above)
     entered: list[str] | None = None
     try:
         if statmod.S_ISDIR(root_stat.st_mode):
@@ -368,6 +467,7 @@ def index_tree(engine: Engine, root: str, *, scan_id: int, follow_symlinks: bool
             if root_state != (kind, size, root_stat.st_mtime, root_stat.st_ctime, root_stat.st_ino, None):
                 if root_state is not None and root_state[0] == "directory":
                     walk.gone.append((root, False))
+                walk.tell_parent(root, size - (root_state[1] if root_state is not None else 0))
                 walk.emit(root, os.path.dirname(root), os.path.basename(root), kind, size, root_stat)
     except Cancelled:
         entered = walk.close_frontier()
