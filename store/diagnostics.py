@@ -2,6 +2,12 @@
 
 Every count is an SQL aggregate. Checks that only SQLite has (``PRAGMA integrity_check``, journal mode) are skipped on
 other backends, and the result says so.
+
+The store keeps a few counters beside the rows they count (a folder's size, the sum of its children's; a
+collection entry's chunk count; a document's line count, the sum of its segments'); :func:`counter_mismatches` checks
+each against its rows, so an interrupted write that left one behind is reported. Segments of a document whose
+documents row was never written (a large extraction spans several transactions, the row last) are counted apart:
+they are an extraction in progress, or one a crash interrupted, which extracting the entry again replaces.
 """
 
 from __future__ import annotations
@@ -18,7 +24,8 @@ from sqlmodel import SQLModel
 
 from store.engine import database_file, is_sqlite
 from store.entries import T, subtree_clause
-from store.models import Job, Plan, ResourceSet, SavedQuery, Source
+from store.models import (Chunk, CollectionEntry, Document, DocumentSegment, Embedding, Job, Plan, ResourceSet,
+                          SavedQuery, Source)
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +143,49 @@ def orphaned_records(engine: Engine) -> dict[str, int]:
     return found
 
 
+def counter_mismatches(engine: Engine) -> dict[str, int]:
+    """Rows whose stored counter differs from the rows it counts, per ``table.column`` (only non-zero counts):
+    ``entries.size`` (folders: the sum of their children's sizes), ``collection_entries.chunk_count`` (its chunks),
+    ``chunks.embedding`` (chunks without their vector), ``documents.lines`` (the sum of its segments' lines)."""
+    child, K, CE, V = T.alias("child"), Chunk.__table__, CollectionEntry.__table__, Embedding.__table__
+    D, S = Document.__table__, DocumentSegment.__table__
+    children = select(func.coalesce(func.sum(child.c.size), 0)).where(child.c.parent == T.c.path).scalar_subquery()
+    chunks = select(func.count()).select_from(K).where(
+        K.c.collection_id == CE.c.collection_id, K.c.entry_id == CE.c.entry_id).scalar_subquery()
+    lines = select(func.coalesce(func.sum(S.c.line_count), 0)).where(S.c.entry_id == D.c.entry_id).scalar_subquery()
+    checks = {
+        "entries.size": select(func.count()).select_from(T).where(T.c.kind == "directory", T.c.size != children),
+        "collection_entries.chunk_count": select(func.count()).select_from(CE).where(CE.c.chunk_count != chunks),
+        "chunks.embedding": select(func.count()).select_from(K).where(~exists().where(V.c.chunk_id == K.c.id)),
+        "documents.lines": select(func.count()).select_from(D).where(D.c.lines != lines),
+    }
+    found: dict[str, int] = {}
+    with engine.connect() as conn:
+        for name, stmt in checks.items():
+            n = conn.execute(stmt).scalar_one()
+            if n:
+                found[name] = n
+    return found
+
+
+def unfinished_documents(engine: Engine) -> int:
+    """Entries holding text segments but no documents row: an extraction in progress, or one a crash interrupted
+    (extracting the entry again replaces its segments)."""
+    D, S = Document.__table__, DocumentSegment.__table__
+    with engine.connect() as conn:
+        return conn.execute(select(func.count(func.distinct(S.c.entry_id))).where(
+            ~exists().where(D.c.entry_id == S.c.entry_id))).scalar_one()
+
+
+_COUNTER_ADVICE = {
+    "entries.size": "folder(s) whose size is not the sum of their children's; re-index them",
+    "collection_entries.chunk_count": "collection entries whose chunk count differs from their chunks; "
+                                      "update_index re-embeds them",
+    "chunks.embedding": "chunk(s) without their vector; update_index re-embeds their entries",
+    "documents.lines": "document(s) whose line count differs from their text segments; extract them again",
+}
+
+
 def stale_entries(engine: Engine, *, older_than: float = STALE_AFTER_SECONDS, now: float | None = None) -> int:
     """Entries no index scan has seen for ``older_than`` seconds (re-index their folders to refresh them).
 
@@ -188,6 +238,7 @@ def diagnose(engine: Engine, *, artifact_cache: dict[str, Any] | None = None) ->
     integrity = integrity_check(engine)
     orphans = orphaned_entries(engine)
     records = orphaned_records(engine)
+    counters = counter_mismatches(engine)
     stale = stale_entries(engine)
     schema = schema_problems(engine)
     warnings = []
@@ -197,6 +248,7 @@ def diagnose(engine: Engine, *, artifact_cache: dict[str, Any] | None = None) ->
         warnings.append(f"{orphans} entries have no stored parent inside an indexed tree; re-index their folders")
     if records:
         warnings.append("rows point at deleted rows: " + ", ".join(f"{k} ({n})" for k, n in records.items()))
+    warnings.extend(f"{n} {_COUNTER_ADVICE[name]}" for name, n in counters.items())
     if schema:
         warnings.append("schema differs from this version's: " + "; ".join(schema))
     if artifact_cache is not None and artifact_cache["orphan_files"]:
@@ -219,6 +271,8 @@ def diagnose(engine: Engine, *, artifact_cache: dict[str, Any] | None = None) ->
         "entries_by_kind": entry_kinds(engine),
         **{k: counts[k] for k in ("source_count", "plan_count", "saved_query_count")},
         "orphaned_records": records,
+        "counter_mismatches": counters,
+        "unfinished_documents": unfinished_documents(engine),
         "schema_check": "ok" if not schema else "; ".join(schema),
         "skipped_checks": skipped,
         **({"artifact_cache": artifact_cache} if artifact_cache is not None else {}),

@@ -6,13 +6,14 @@ import os
 import time
 
 import pytest
-from sqlalchemy import delete, insert, text, update
+from sqlalchemy import delete, insert, select, text, update
 
 from flows.index.indexer import index_tree
 from store import diagnostics
 from store.engine import make_engine
 from store.entries import T
-from store.models import ResourceSet, SetMember
+from store.models import (Chunk, Collection, CollectionEntry, Document, DocumentSegment, Embedding, ResourceSet,
+                          SetMember)
 
 
 @pytest.fixture
@@ -74,6 +75,45 @@ def test_dangling_foreign_keys_are_counted_per_column(engine, indexed):
         set_id = conn.execute(insert(ResourceSet.__table__).values(name="s")).inserted_primary_key[0]
         conn.execute(insert(SetMember.__table__).values(set_id=set_id, entry_id=999999))
     assert diagnostics.orphaned_records(engine) == {"set_members.entry_id": 1}
+
+
+def test_a_folder_size_apart_from_its_children_is_a_counter_mismatch_with_a_warning(engine, indexed):
+    assert diagnostics.counter_mismatches(engine) == {}
+    with engine.begin() as conn:  # a child's size written without its folder's: what a torn write would leave
+        conn.execute(update(T).where(T.c.path == str(indexed / "Photos" / "photo.jpg")).values(size=1))
+    assert diagnostics.counter_mismatches(engine) == {"entries.size": 1}
+    report = diagnostics.diagnose(engine)
+    assert report["counter_mismatches"] == {"entries.size": 1} and report["healthy"] is False
+    assert any("not the sum of their children's" in w for w in report["warnings"])
+
+
+def test_chunk_counts_vectors_and_document_lines_are_checked_against_their_rows(engine, indexed):
+    K, CE = Chunk.__table__, CollectionEntry.__table__
+    D, S = Document.__table__, DocumentSegment.__table__
+    with engine.begin() as conn:
+        ids = list(conn.execute(text("SELECT id FROM entries WHERE kind = 'file' ORDER BY id LIMIT 3")).scalars())
+        cid = conn.execute(insert(Collection.__table__).values(name="c", model="m", dim=2)).inserted_primary_key[0]
+        for n, entry in enumerate(ids[:2]):  # the first counts its one chunk; the second claims two
+            conn.execute(insert(CE).values(collection_id=cid, entry_id=entry, work_key="k", chunk_count=n + 1))
+            chunk = conn.execute(insert(K).values(collection_id=cid, entry_id=entry, chunk_index=0, start=0, end=1,
+                                                  text="x")).inserted_primary_key[0]
+            if n == 0:  # the second chunk has no vector
+                conn.execute(insert(Embedding.__table__).values(chunk_id=chunk, collection_id=cid, vector=b"\0" * 8))
+        conn.execute(insert(D).values(entry_id=ids[0], format="text", work_key="k", lines=3))
+        conn.execute(insert(S), [{"entry_id": ids[0], "seq": 0, "line_count": 2, "text": "a\nb"},
+                                 {"entry_id": ids[2], "seq": 0, "line_count": 1, "text": "half of a document"}])
+    assert diagnostics.counter_mismatches(engine) == {
+        "collection_entries.chunk_count": 1, "chunks.embedding": 1, "documents.lines": 1}
+    assert diagnostics.unfinished_documents(engine) == 1  # segments without their documents row
+    report = diagnostics.diagnose(engine)
+    assert report["unfinished_documents"] == 1 and len(report["warnings"]) == 3 and not report["healthy"]
+    with engine.begin() as conn:
+        conn.execute(update(CE).where(CE.c.chunk_count == 2).values(chunk_count=1))
+        conn.execute(update(D).values(lines=2))
+        conn.execute(delete(S).where(S.c.entry_id == ids[2]))
+        conn.execute(delete(K).where(~K.c.id.in_(select(Embedding.__table__.c.chunk_id))))
+        conn.execute(delete(CE).where(CE.c.entry_id == ids[1]))
+    assert diagnostics.counter_mismatches(engine) == {} and diagnostics.unfinished_documents(engine) == 0
 
 
 def test_missing_table_is_reported_by_the_schema_check(engine):
