@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from flows.core.capability import Capability
+from flows.fileops.recovery import recover_at_start
 
 CAPABILITY = Capability(
     name="fileops",
     summary="rename, move and delete files on disk with the store kept in step",
     tool_groups=("file-operations",),
+    start_background=recover_at_start,  # renames and moves a dead process left half-done are settled
 )

@@ -24,6 +24,7 @@ from sqlalchemy import delete, exists, func, select, update
 from sqlalchemy.engine import Connection, Engine
 
 from flows.fileops import disk as diskops
+from flows.fileops.journal import MoveJournal
 from flows.core.roots import Roots
 from store.entries import (T, delete_subtree, make_row, move_subtree, refresh_ancestor_sizes, subtree_clause,
                            upsert_entries)
@@ -100,6 +101,7 @@ class _Call:
     roots: Roots
     dry_run: bool
     view: _Overlay = field(default_factory=_Overlay)
+    journal: MoveJournal | None = None  # rename / move: each item written down before the disk changes
 
 
 # --- store helpers --------------------------------------------------------------------------------------------------
@@ -126,9 +128,13 @@ def _row_for(path: str) -> dict[str, Any]:
                     ctime=st.st_ctime, inode=st.st_ino, scan_id=None, indexed_at=time.time())
 
 
-def _sync_move(engine: Engine, *, src: str, dst: str, created: list[str]) -> dict[str, int | bool]:
-    """Store side of a completed rename/move: rewrite the subtree's paths (ids and memberships kept)."""
+def sync_move(engine: Engine, *, src: str, dst: str, created: list[str],
+              settle: Callable[[Connection], None] | None = None) -> dict[str, int | bool]:
+    """Store side of a completed rename/move: rewrite the subtree's paths (ids and memberships kept). ``settle``
+    runs in the same transaction (the move journal crosses the item out there)."""
     with engine.begin() as conn:
+        if settle is not None:
+            settle(conn)
         for d in created:  # directories made for the target, recorded where their parent is indexed
             if _is_indexed_dir(conn, posixpath.dirname(d)):
                 upsert_entries(conn, [_row_for(d)])
@@ -239,19 +245,30 @@ def _relocate(call: _Call, raw_src: Any, raw_dst: Any, mode: Mode) -> dict[str, 
         item["status"] = "preview"
         return item
     made: list[str] = []
+    journal = call.journal
+    if journal is not None:  # written down first: a crash from here on is finished or undone at the next start
+        journal.begin(src=src, dst=dst, made=missing, mode=mode)
     try:
         for d in missing:
             os.mkdir(d)
             made.append(d)
-        warning = _rename_or_copy(src, dst, mode)
-    except BaseException:
+        warning = _rename_or_copy(src, dst, mode, journal)
+    except BaseException as exc:
         for d in reversed(made):  # leave no empty folders behind from a failed item
             try:
                 os.rmdir(d)
             except OSError:
                 pass
+        if journal is not None and isinstance(exc, Exception):
+            journal.abandon()  # the disk is as it was
         raise
-    item.update(_sync_move(call.engine, src=src, dst=dst, created=missing))
+    try:
+        item.update(sync_move(call.engine, src=src, dst=dst, created=missing,
+                              settle=journal.done if journal is not None else None))
+    except Exception:
+        if journal is not None:
+            journal.stuck = True  # the disk moved, the store did not: the item stays written down
+        raise
     log.info("%s %s -> %s (%s index entries)", mode, src, dst, item["indexedEntries"])
     if warning:
         item.update(status="error", error=warning, errorCode=FileOperationError.code)
@@ -260,7 +277,7 @@ def _relocate(call: _Call, raw_src: Any, raw_dst: Any, mode: Mode) -> dict[str, 
     return item
 
 
-def _rename_or_copy(src: str, dst: str, mode: Mode) -> str | None:
+def _rename_or_copy(src: str, dst: str, mode: Mode, journal: MoveJournal | None) -> str | None:
     try:
         diskops.rename_noreplace(src, dst)
     except FileExistsError:
@@ -272,6 +289,8 @@ def _rename_or_copy(src: str, dst: str, mode: Mode) -> str | None:
         if mode == "rename":
             raise FileOperationError(f"{src} and {dst} are on different filesystems; use move-files, which copies "
                                      "and then removes the source", field="to") from None
+        if journal is not None:
+            journal.copying()
         return diskops.copy_then_remove(src, dst)
     return None
 
@@ -323,16 +342,20 @@ def _pairs(ops: Any, field_name: str) -> list[dict[str, Any]]:
 
 def rename_files(engine: Engine, roots: Roots, *, renames: Any, dry_run: bool = False) -> dict[str, Any]:
     """Rename each {from, to}; ``to`` is a full path or a bare new name in the same folder. Same filesystem only."""
-    call = _Call(engine, roots, dry_run)
+    call = _Call(engine, roots, dry_run, journal=None if dry_run else MoveJournal(engine, "rename-files"))
     results = _run(_pairs(renames, "renames"), lambda op: _relocate(call, op["from"], op["to"], "rename"))
+    if call.journal is not None:
+        call.journal.close()
     return _summary(results, dry_run)
 
 
 def move_files(engine: Engine, roots: Roots, *, moves: Any, dry_run: bool = False) -> dict[str, Any]:
     """Move each {from, to}: into ``to`` if it is an existing folder, else to that path (missing folders are made);
     across filesystems the source is copied, and removed only once the copy is complete."""
-    call = _Call(engine, roots, dry_run)
+    call = _Call(engine, roots, dry_run, journal=None if dry_run else MoveJournal(engine, "move-files"))
     results = _run(_pairs(moves, "moves"), lambda op: _relocate(call, op["from"], op["to"], "move"))
+    if call.journal is not None:
+        call.journal.close()
     return _summary(results, dry_run)
 
 
