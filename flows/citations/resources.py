@@ -23,7 +23,7 @@ from flows.citations.model import modality_of
 from flows.documents.paths import DocumentPaths
 from store import citations as store
 from store.entries import T as E
-from store.entries import make_row, split_extension, types_for, upsert_entries
+from store.entries import make_row, refresh_ancestor_sizes, split_extension, types_for, upsert_entries
 from store.errors import CitationError, DocumentError
 
 log = logging.getLogger(__name__)
@@ -107,6 +107,7 @@ class Resources:
             upsert_entries(conn, [make_row(target, kind="file", size=st.st_size, mtime=st.st_mtime,
                                            ctime=st.st_ctime, inode=st.st_ino, scan_id=None,
                                            indexed_at=time.time())])
+            refresh_ancestor_sizes(conn, path=target)  # its folders' sizes count it, in the same transaction
             found = conn.execute(select(E.c.id).where(E.c.path == target)).scalar_one()
         log.info("indexed %s on demand (entry %d) to cite it", target, found)
         return int(found)

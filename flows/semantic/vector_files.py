@@ -10,7 +10,8 @@ Files, in ``flows.semantic.paths.vector_dir(engine)``:
 
 :meth:`VectorFiles.write` writes both under temporary names and renames them into place, the json last, holding an
 exclusive file lock (``<id>.lock``) so two processes never interleave their pairs; a reader takes the lock shared. A
-crash between the renames leaves a .hnsw whose size differs from the json's: treated as unusable.
+crash between the renames leaves a .hnsw whose size differs from the json's: treated as unusable; the temporary files
+of a writer killed mid-write are removed by the next write.
 """
 
 from __future__ import annotations
@@ -114,6 +115,7 @@ class VectorFiles:
         tmp_meta = self.directory / f"{self.collection_id}.json.{token}.tmp"
         try:
             with _file_lock(self.lock_path, exclusive=True):
+                self._remove_leftovers()
                 index.save_index(str(tmp_hnsw))
                 meta = {**meta, "hnsw_size": tmp_hnsw.stat().st_size, "saved_at": time.time()}
                 tmp_meta.write_text(json.dumps(meta))
@@ -123,6 +125,15 @@ class VectorFiles:
             for tmp in (tmp_hnsw, tmp_meta):
                 with contextlib.suppress(FileNotFoundError):
                     tmp.unlink()
+
+    def _remove_leftovers(self) -> None:
+        """Temporary files of a writer that died mid-write (a writer holds the exclusive lock while its own exist,
+        so any found under the lock are left over)."""
+        for pattern in (f"{self.collection_id}.hnsw.*.tmp", f"{self.collection_id}.json.*.tmp"):
+            for left in self.directory.glob(pattern):
+                log.info("removing %s, left by a save that did not finish", left.name)
+                with contextlib.suppress(FileNotFoundError):
+                    left.unlink()
 
     def remove(self) -> None:
         """Delete the files (those that exist)."""

@@ -15,9 +15,11 @@ from examples.mediagen.citations import MARKDOWN_HEADINGS, markdown_headings
 from examples.mediagen.documents import pdf_lines, pdf_with_outline
 from flows.citations import builders
 from flows.citations.service import CitationService
+from flows.index.indexer import index_tree
 from flows.media.hashing import hash_file
 from flows.core.roots import Roots
 from store import citations as store_citations
+from store.diagnostics import counter_mismatches
 from store.engine import make_engine
 from store.entries import T as E
 from store.errors import CitationError
@@ -311,6 +313,17 @@ def test_the_service_works_alike_on_both_stores(any_store, tmp_path):
     assert svc.get_node(rid, "gameplay")["children"] == [{"id": "gameplay.movement"}]
     assert svc.resolve(address="doc://book#pages=2-3", virtual=True)["node"]["id"] == "gameplay"
     assert svc.resolve(rid, "combat")["size_bytes"] > 0
+
+
+def test_a_file_indexed_on_demand_counts_in_the_sizes_of_its_indexed_folders(engine, tmp_path):
+    root = tmp_path / "root"
+    (root / "docs").mkdir(parents=True)
+    (root / "docs" / "old.md").write_text("# Old\n\ntext\n")
+    index_tree(engine, str(root), scan_id=1)
+    (root / "docs" / "new.md").write_text("# New\n\nmore text\n")  # after the index: cited by its path
+    svc = CitationService(engine, Roots.of([str(root)]), tmp_path / "data")
+    assert svc.resource_id_for("docs/new.md") == "new"
+    assert counter_mismatches(engine) == {}
 
 
 def test_a_resource_is_named_first_by_its_path_or_by_the_bare_name_of_an_indexed_file(lib):

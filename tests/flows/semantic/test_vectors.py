@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import threading
 
+import hnswlib
 import numpy as np
 import pytest
 from sqlalchemy import delete
 
 from flows.semantic import vectors as vec
 from flows.semantic.model import ChunkSpan
+from flows.semantic.vector_files import SPACE, VectorFiles
 from store import semantic as sem
 from store.engine import make_engine
 from store.models import Entry
@@ -138,6 +140,20 @@ def test_save_and_load_round_trip_without_rebuilding(engine, monkeypatch):
     assert again is not index
     assert [again.search(q, 5) for q in queries] == before
     assert again.version == sem.collection_version(engine, col["id"]) and again.count == 200
+
+
+def test_temporary_files_of_a_save_killed_mid_write_are_removed_by_the_next_save(tmp_path):
+    files = VectorFiles(tmp_path, 7)
+    left = [tmp_path / "7.hnsw.999.1.tmp", tmp_path / "7.json.999.1.tmp"]
+    other = tmp_path / "17.hnsw.999.1.tmp"  # another collection's writer: not ours to remove
+    for path in (*left, other):
+        path.write_bytes(b"half a file")
+    index = hnswlib.Index(space=SPACE, dim=DIM)
+    index.init_index(max_elements=4)
+    index.add_items(unit(np.random.default_rng(9), 2), [1, 2])
+    files.write(index, {"version": 1})
+    assert not any(p.exists() for p in left) and other.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["17.hnsw.999.1.tmp", "7.hnsw", "7.json", "7.lock"]
 
 
 def _wait_ready(index: vec.VectorIndex) -> None:
