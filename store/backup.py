@@ -30,7 +30,6 @@ from typing import Any
 from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.engine import URL, Engine
 
-from store.engine import database_file
 from store.errors import Conflict, FileOperationError, InvalidInput, NoSpace
 
 DEFAULT_PAGES_PER_STEP = 1024  # 4 MiB of 4 KiB pages: a step takes milliseconds, a writer waits no longer
@@ -99,6 +98,16 @@ def _fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def database_file(engine: Engine) -> Path | None:
+    """The file of a SQLite store (None for any other). (store.engine's, repeated: store.migrate, which
+    store.engine imports, copies a store with :func:`online_copy`, so this module imports nothing of the store's
+    but its errors.)"""
+    url = engine.url
+    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+        return Path(url.database)
+    return None
 
 
 def _no_space(path: Path) -> NoSpace:
@@ -180,7 +189,9 @@ def pg_tool(name: str) -> str:
 def libpq_uri(url: URL) -> str:
     """``url`` as libpq reads it (``postgresql://user@host:port/db?...``), without its password: the tools get
     that through ``PGPASSWORD``, never on a command line another user can read."""
-    return url.set(drivername="postgresql", password=None).render_as_string(hide_password=False)
+    bare = URL.create("postgresql", username=url.username, host=url.host, port=url.port, database=url.database,
+                      query=url.query)  # (URL.set keeps a password set to None)
+    return bare.render_as_string(hide_password=False)
 
 
 def _run_pg(argv: list[str], url: URL, *, what: str, out: Path) -> subprocess.CompletedProcess[str]:

@@ -45,7 +45,8 @@ def add_parsers(actions: Any, common: Callable[[argparse.ArgumentParser], None])
                                        "time in it). SQLite: SQLite's online backup API, a snapshot taken while the "
                                        "server goes on writing, integrity-checked before it is put at PATH. "
                                        "PostgreSQL: pg_dump --format=custom --no-owner.")
-    b.add_argument("path", metavar="PATH", help="the file to write, or a directory to write it in")
+    b.add_argument("path", metavar="PATH", help="the file to write, or a directory to write it in (made when PATH "
+                                                "ends with /)")
     b.add_argument("--json", action="store_true", help="print what was written as JSON")
     common(b)
     r = actions.add_parser("restore", help="replace the store with the backup PATH (server stopped)",
@@ -67,6 +68,8 @@ def run(args: argparse.Namespace) -> int | None:
         return None
     settings = settings_from(args)
     path = Path(os.path.abspath(os.path.expanduser(args.path)))
+    if args.db_action == "backup" and args.path.endswith(("/", os.sep)):
+        path.mkdir(parents=True, exist_ok=True)  # PATH/ names a directory: made if missing
     try:
         if args.db_action == "backup":
             engine = create_engine(settings.db_url)  # the store as it is: no schema made, nothing migrated
