@@ -21,7 +21,6 @@ import array
 import math
 import time
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Callable, Union
 
 import numpy as np
@@ -99,9 +98,12 @@ class _InScope:
     doc_lines: int  # their lines (the sum of their lengths)
 
 
-@lru_cache(maxsize=256)
 def _in_scope(seg: Segment, deleted: frozenset[int], scope: Scope) -> _InScope:
-    """The live documents of ``seg`` in ``scope`` and their lines."""
+    """The live documents of ``seg`` in ``scope`` and their lines (remembered by the segment)."""
+    return seg.remember(("in_scope", deleted, scope), lambda: _find_in_scope(seg, deleted, scope))
+
+
+def _find_in_scope(seg: Segment, deleted: frozenset[int], scope: Scope) -> _InScope:
     if scope.entry_id is not None:
         docs = [k for k in np.flatnonzero(seg.entry_ids == scope.entry_id).tolist() if k not in deleted]
     elif scope.under is not None:
@@ -118,11 +120,11 @@ def _in_scope(seg: Segment, deleted: frozenset[int], scope: Scope) -> _InScope:
     return _InScope(lines, found, int(seg.doc_count[found].sum()) if len(found) else 0)
 
 
-@lru_cache(maxsize=64)
 def _line_docs(seg: Segment) -> np.ndarray:
-    """The document index of each line of ``seg``."""
+    """The document index of each line of ``seg`` (remembered by the segment)."""
     dtype = np.uint16 if len(seg.docs) < 65_536 else np.uint32
-    return np.repeat(np.arange(len(seg.docs), dtype=dtype), seg.doc_count.astype(np.int64))
+    return seg.remember("line_docs", lambda: np.repeat(np.arange(len(seg.docs), dtype=dtype),
+                                                       seg.doc_count.astype(np.int64)))
 
 
 def _leaf(seg: Segment, leaf: Leaf, universe: BitMap) -> tuple[BitMap, bool]:

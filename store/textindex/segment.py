@@ -26,9 +26,9 @@ import mmap
 import os
 import zlib
 from dataclasses import dataclass, field
-from functools import lru_cache
+from collections.abc import Callable, Hashable
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Sequence, TypeVar
 
 import numpy as np
 from pyroaring import BitMap
@@ -39,6 +39,9 @@ from store.textindex.tokens import LINE_MARK, Run, Vocabulary, token_lines
 MAGIC = b"ASSAYTX1"
 FORMAT_VERSION = 1
 ROARING_MIN = 64  # a token on at least this many lines gets a roaring bitmap; fewer: a plain array
+MEMO_ENTRIES = 1024  # answers a segment remembers (``Segment.remember``); past this its memo starts over
+
+T = TypeVar("T")
 
 
 class CorruptSegment(Exception):
@@ -258,6 +261,7 @@ class Segment:
         and named to it: search_multiple's workers)."""
         self.path = path
         self.name = path.name
+        self._memo: dict[Hashable, Any] = {}
         try:
             with open(path, "rb") as f:
                 self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
@@ -317,11 +321,28 @@ class Segment:
         except BufferError:  # a view is still held by a search in flight: the map goes with the last reference
             pass
 
+    def remember(self, key: Hashable, make: Callable[[], T]) -> T:
+        """``make()``, kept on this segment for the next call with ``key`` (at most MEMO_ENTRIES answers, then the
+        memo starts over). The searches' caches live on the segment, not in a module-level cache keyed by it: such a
+        cache (functools.lru_cache) kept every segment a merge had replaced alive, its file mapped and open, deleted
+        or not, until the cache let go (a soak of the server counted hundreds of such descriptors)."""
+        try:
+            return self._memo[key]  # type: ignore[no-any-return]
+        except KeyError:
+            pass
+        value = make()
+        if len(self._memo) >= MEMO_ENTRIES:
+            self._memo.clear()
+        self._memo[key] = value
+        return value
+
     # --- the vocabulary -------------------------------------------------------------------------------------
 
-    @lru_cache(maxsize=1024)  # noqa: B019 (segments live as long as the index holds them; few at a time)
     def find_tokens(self, run: Run) -> tuple[int, ...]:
         """The indexes of the tokens that hold ``run`` as it asks (equal, start, end, contain)."""
+        return self.remember(("tokens", run), lambda: self._find_tokens(run))
+
+    def _find_tokens(self, run: Run) -> tuple[int, ...]:
         t = run.text
         if run.bound == "equals":
             i = bisect.bisect_left(self.tokens, t)
