@@ -68,6 +68,7 @@ BENCHES: dict[str, Bench] = {b.name: b for b in [
     Bench("cli", _script("cli", "--files", "5", "--repeat", "1", "--out", "{out}"), _outside_prefect_and_assay),
     Bench("semantic", _quick("semantic", module=True),
           lambda key: _outside_prefect_and_assay(key) or key == "ASSAY_MODEL_CACHE"),  # the suite's model exports
+    Bench("soak", _quick("soak"), lambda key: _outside_prefect_and_assay(key) or key == "ASSAY_MODEL_CACHE"),
     Bench("guard", _quick("guard"), _outside_prefect_and_assay),
     Bench("documents", _quick("documents"), _outside_prefect_and_assay),
     Bench("classify", _classify, _outside_prefect_and_assay),
