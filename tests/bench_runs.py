@@ -8,10 +8,12 @@ tests were collected start (`pytest -k navigate` starts none)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -19,6 +21,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 PARALLEL = 2
+RESULT = "bench-result.json"  # a finished run's exit code and output, in its work dir
 
 
 @dataclass(frozen=True)
@@ -92,20 +95,27 @@ def module_bench(module_name: str) -> str | None:
 
 
 class BenchRuns:
-    """The selected benchmarks, run ``PARALLEL`` at a time in the background; ``result(name)`` waits for one."""
+    """The selected benchmarks, run ``PARALLEL`` at a time in the background; ``result(name)`` waits for one.
 
-    def __init__(self, names: Iterable[str], base: Path) -> None:
-        self._base = base
+    Under pytest-xdist (scripts/test runs two worker processes) one worker, the ``runner``, runs them and writes each
+    result into ``shared`` (a folder every worker of the session sees); a smoke test on another worker waits for that
+    file. So each benchmark runs once per session, wherever its test lands."""
+
+    def __init__(self, names: Iterable[str], shared: Path, *, runner: bool = True) -> None:
+        self._shared = shared
+        self._runner = runner
+        self._names = set(names)
         self._lock = threading.Lock()
         self._procs: set[subprocess.Popen[str]] = set()
         self._closed = False
         self._pool = ThreadPoolExecutor(max_workers=PARALLEL, thread_name_prefix="bench-smoke")
-        wanted = set(names)
         self._futures: dict[str, Future[BenchResult]] = {
-            name: self._pool.submit(self._run, BENCHES[name]) for name in BENCHES if name in wanted}
+            name: self._pool.submit(self._run, BENCHES[name]) for name in BENCHES if runner and name in self._names}
 
     def result(self, name: str) -> BenchResult:
-        """The run of ``name``, waited for (started now if the session did not select it at the start)."""
+        """The run of ``name``, waited for (started now if no process of the session started it at the start)."""
+        if not self._runner and name in self._names:
+            return self._written(name)
         with self._lock:
             if name not in self._futures:
                 self._futures[name] = self._pool.submit(self._run, BENCHES[name])
@@ -113,15 +123,28 @@ class BenchRuns:
         return future.result()
 
     def close(self) -> None:
-        """Stop what still runs (an interrupted session) and let the threads go."""
+        """Let the runs go: a runner whose results other workers await finishes them; a lone process (every smoke
+        test has had its result, or the session was interrupted) stops what still runs."""
         with self._lock:
             self._closed = True
-            for proc in self._procs:
-                proc.kill()
-        self._pool.shutdown(wait=True, cancel_futures=True)
+            if self._runner and not _worker():
+                for proc in self._procs:
+                    proc.kill()
+        self._pool.shutdown(wait=True, cancel_futures=not _worker())
+
+    def _written(self, name: str) -> BenchResult:
+        """The result the runner wrote for ``name``, waited for (it may queue behind the other runs)."""
+        done = self._shared / name / RESULT
+        deadline = time.monotonic() + sum(BENCHES[n].timeout for n in self._names)
+        while not done.is_file():
+            if time.monotonic() > deadline:
+                return BenchResult(-1, "", f"[bench_runs] no result of {name} was written to {done}", done.parent)
+            time.sleep(1)
+        data = json.loads(done.read_text())
+        return BenchResult(data["returncode"], data["stdout"], data["stderr"], Path(data["work"]))
 
     def _run(self, bench: Bench) -> BenchResult:
-        work = self._base / bench.name
+        work = self._shared / bench.name
         work.mkdir(parents=True, exist_ok=True)
         argv = [arg.replace("{out}", str(work / f"{bench.name}.md")) for arg in bench.argv(work)]
         env = {k: v for k, v in os.environ.items() if bench.keep_env(k)}
@@ -140,4 +163,19 @@ class BenchRuns:
         finally:
             with self._lock:
                 self._procs.discard(proc)
-        return BenchResult(proc.returncode, stdout, stderr, work)
+        result = BenchResult(proc.returncode, stdout, stderr, work)
+        temp = work / f".{RESULT}.partial"
+        temp.write_text(json.dumps({"returncode": result.returncode, "stdout": stdout, "stderr": stderr,
+                                    "work": str(work)}))
+        temp.rename(work / RESULT)  # whole or absent: another worker reads it
+        return result
+
+
+def _worker() -> str | None:
+    """This process's pytest-xdist worker id (gw0, gw1, ...), None outside xdist."""
+    return os.environ.get("PYTEST_XDIST_WORKER")
+
+
+def is_runner() -> bool:
+    """Whether this process runs the session's benchmarks: the only one, or xdist's first worker."""
+    return _worker() in (None, "gw0")

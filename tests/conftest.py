@@ -12,6 +12,14 @@ from pathlib import Path
 
 _SESSION_HOME = tempfile.mkdtemp(prefix="assay-tests-")
 atexit.register(shutil.rmtree, _SESSION_HOME, ignore_errors=True)  # the session's Prefect home, gone after it
+if _XDIST_WORKER := os.environ.get("PYTEST_XDIST_WORKER"):
+    # scripts/test runs two pytest-xdist workers: each gets its own Prefect home (its ephemeral API's database),
+    # data dir and Hugging Face cache under the ones the script made; the exported models stay shared (built
+    # atomically: flows.semantic.encoder)
+    for _key in ("PREFECT_HOME", "ASSAY_DATA_DIR", "HF_HOME"):
+        if os.environ.get(_key):
+            os.environ[_key] = os.path.join(os.environ[_key], _XDIST_WORKER)
+            os.makedirs(os.environ[_key], exist_ok=True)
 os.environ.setdefault("PREFECT_HOME", os.path.join(_SESSION_HOME, "prefect"))
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -29,7 +37,7 @@ from mcp_server.app import AssayApp, build_server  # noqa: E402
 from mcp_server.config import Settings  # noqa: E402
 from store.engine import make_engine  # noqa: E402
 from bench.cluster_parts import pg_bin  # noqa: E402
-from tests.bench_runs import BenchRuns, module_bench  # noqa: E402
+from tests.bench_runs import BenchRuns, is_runner, module_bench  # noqa: E402
 
 # Property tests draw the same examples on every run, so CI judges the code and not the luck of the draw (a random
 # draw failed CI once on a bug no example had shown before); ASSAY_HYPOTHESIS=explore draws new ones, to look for
@@ -260,6 +268,9 @@ def bench_runs(request, tmp_path_factory):
     says why); a smoke test waits for its own with ``bench_runs.result(name)``."""
     names = {name for item in request.session.items
              if (module := getattr(item, "module", None)) and (name := module_bench(module.__name__))}
-    runs = BenchRuns(names, tmp_path_factory.mktemp("bench-runs"))
+    base = tmp_path_factory.getbasetemp()  # under xdist, each worker's is a folder of the session's
+    shared = base.parent / "bench-runs" if os.environ.get("PYTEST_XDIST_WORKER") else base / "bench-runs"
+    shared.mkdir(exist_ok=True)
+    runs = BenchRuns(names, shared, runner=is_runner())
     yield runs
     runs.close()
