@@ -6,6 +6,9 @@ while the statement computes its first row (its sorting, counting and filtering)
 ``statement_timeout``. A statement stopped this way raises :class:`~store.errors.QueryTimeout` (QUERY_TIMEOUT).
 The indexer's and the plan engine's bulk writes go through the driver's ``executemany`` in short batches, outside
 the limit. SQLite's ``REGEXP`` is RE2 (:mod:`dsl.regex`), not Python's ``re``: linear time, no backtracking.
+
+An engine opens its store through :func:`store.migrate.prepare` (an empty database made at the newest schema
+revision, an older store upgraded, a newer one refused), before the time limit applies: a migration may run long.
 """
 
 from __future__ import annotations
@@ -22,11 +25,12 @@ from typing import Any, Iterator, Literal
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine, ExceptionContext
 from sqlalchemy.pool import ConnectionPoolEntry
-from sqlmodel import Session, SQLModel, create_engine
+from sqlmodel import Session, create_engine
 
 from dsl.regex import sqlite_regexp
 from store import models  # noqa: F401  (registers every table on SQLModel.metadata)
 from store.errors import InvalidInput, NoSpace, QueryTimeout
+from store.migrate import prepare
 
 log = logging.getLogger(__name__)
 
@@ -85,14 +89,17 @@ def _sqlite_pragmas(dbapi_conn: sqlite3.Connection, _record: ConnectionPoolEntry
     cur.close()
 
 
-def _sqlite_time_limit(engine: Engine, seconds: float) -> None:
-    """A deadline per statement, checked by a progress handler: SQLite stops the statement ("interrupted") once
-    the deadline has passed, and the error is raised again as QueryTimeout."""
+def _sqlite_deadlines(dbapi_conn: sqlite3.Connection, record: ConnectionPoolEntry) -> None:
+    """The progress handler that stops a statement once its deadline (set by :func:`_sqlite_time_limit`) passed;
+    on every connection from the start, so the ones opened while the schema is prepared get it too."""
+    holder = record.info[_DEADLINE] = [None]
+    dbapi_conn.set_progress_handler(
+        lambda: 1 if holder[0] is not None and time.monotonic() > holder[0] else 0, _PROGRESS_STEPS)
 
-    def on_connect(dbapi_conn: sqlite3.Connection, record: ConnectionPoolEntry) -> None:
-        holder = record.info[_DEADLINE] = [None]
-        dbapi_conn.set_progress_handler(
-            lambda: 1 if holder[0] is not None and time.monotonic() > holder[0] else 0, _PROGRESS_STEPS)
+
+def _sqlite_time_limit(engine: Engine, seconds: float) -> None:
+    """A deadline per statement, checked by the progress handler of :func:`_sqlite_deadlines`: SQLite stops the
+    statement ("interrupted") once the deadline has passed, and the error is raised again as QueryTimeout."""
 
     def before(conn: Connection, _cursor: Any, _statement: str, _params: Any, _context: Any, executemany: bool) -> None:
         holder = conn.info.get(_DEADLINE)
@@ -112,7 +119,6 @@ def _sqlite_time_limit(engine: Engine, seconds: float) -> None:
         if expired and "interrupted" in str(context.original_exception):
             raise QueryTimeout(_timeout_message(seconds)) from context.original_exception
 
-    event.listen(engine, "connect", on_connect)
     event.listen(engine, "before_cursor_execute", before)
     event.listen(engine, "after_cursor_execute", after)
     event.listen(engine, "handle_error", on_error)
@@ -137,27 +143,39 @@ def _no_space(context: ExceptionContext) -> None:
                       "space (or move the data dir) and run the work again") from original
 
 
-def make_engine(url: str, *, statement_timeout: float | None | Literal["env"] = "env") -> Engine:
-    """A new engine for ``url`` with the schema created; prefer :func:`get_engine`, which shares one per URL.
+def make_engine(url: str, *, statement_timeout: float | None | Literal["env"] = "env",
+                prepare_schema: bool = True) -> Engine:
+    """A new engine for ``url`` with the store's schema made, checked or upgraded (:func:`store.migrate.prepare`:
+    a store made by a newer assay raises StoreVersionError); prefer :func:`get_engine`, which shares one per URL.
 
-    ``statement_timeout``: seconds a statement may run (None: no limit; by default ``ASSAY_STATEMENT_TIMEOUT``)."""
+    ``statement_timeout``: seconds a statement may run (None: no limit; by default ``ASSAY_STATEMENT_TIMEOUT``),
+    from once the schema is ready (a migration may run long). ``prepare_schema=False``: the engine alone, the schema
+    neither made nor checked (`assay db` inspects and upgrades through it)."""
     seconds = statement_timeout_from_env() if isinstance(statement_timeout, str) else statement_timeout  # "env"
-    if url.startswith("sqlite"):
+    sqlite = url.startswith("sqlite")
+    if sqlite:
         if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
             Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
         event.listen(engine, "connect", _sqlite_pragmas)
         if seconds:
-            _sqlite_time_limit(engine, seconds)
+            event.listen(engine, "connect", _sqlite_deadlines)
     else:
         connect_args = {}
         if seconds and url.startswith("postgresql"):
             connect_args["options"] = f"-c statement_timeout={int(seconds * 1000)}"
         engine = create_engine(url, pool_pre_ping=True, connect_args=connect_args)
-        if seconds and url.startswith("postgresql"):
-            _postgres_time_limit(engine, seconds)
     event.listen(engine, "handle_error", _no_space)
-    SQLModel.metadata.create_all(engine)
+    if prepare_schema:
+        try:
+            prepare(engine)
+        except BaseException:
+            engine.dispose()
+            raise
+    if seconds and sqlite:
+        _sqlite_time_limit(engine, seconds)
+    elif seconds and url.startswith("postgresql"):
+        _postgres_time_limit(engine, seconds)
     log.debug("store ready at %s", engine.url.render_as_string(hide_password=True))
     return engine
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 # same, statement for statement, as one made before the tables were split into modules
 # isort: off
 from store.models.entries import Entry
-from store.models.added_columns import ADDED_COLUMNS
 from store.models.sets import ResourceSet, SetEdge, SetMember
 from store.models.queries import SavedQuery
 from store.models.jobs import Job, JobIssue
@@ -33,7 +32,7 @@ from store.fold import fold  # registered as assay_fold on every SQLite connecti
 # isort: on
 
 __all__ = [
-    "ADDED_COLUMNS", "ApiToken", "Artifact", "Chunk", "Collection",
+    "ApiToken", "Artifact", "Chunk", "Collection",
     "CollectionEntry", "Document", "DocumentChange", "DocumentSegment", "Embedding", "Entry", "EntryLabel", "Job",
     "JobIssue", "MapNodeRow", "MetadataValue", "OutcomeBatch", "OutcomeRecord", "Plan", "PlanExecution", "Preference",
     "ResourceMapRow",

@@ -101,8 +101,8 @@ POSTGRES_CHANGE_TRIGGERS = (
 
 @event.listens_for(SQLModel.metadata, "after_create")
 def _change_triggers(metadata: MetaData, connection: Connection, **_kw: Any) -> None:
-    """The triggers that fill the change log, made once every table exists (each statement is idempotent: a store
-    from before the text engine gets them at its next start)."""
+    """The triggers that fill the change log, made once ``create_all`` has made every table of a new store (a store's
+    later changes to them are revisions in store/migrations: the baseline holds a frozen copy)."""
     if "document_changes" not in inspect(connection).get_table_names():
         return
     statements = {"sqlite": SQLITE_CHANGE_TRIGGERS, "postgresql": POSTGRES_CHANGE_TRIGGERS}

@@ -104,17 +104,12 @@ class EntryLabel(TableModel, table=True):
 
 
 # the collection's version goes up when chunks go (an entry deleted takes its chunks by cascade), so the hnswlib
-# file learns it is behind; a store made before the text engine loses its chunk full-text index (FTS5 / tsvector),
-# which flows.semantic.keywords no longer reads
+# file learns it is behind
 SQLITE_CHUNK_TRIGGERS = (
-    "DROP TRIGGER IF EXISTS chunks_ai",
-    "DROP TRIGGER IF EXISTS chunks_ad",
-    "DROP TABLE IF EXISTS chunk_fts",
     "CREATE TRIGGER IF NOT EXISTS chunks_version_ad AFTER DELETE ON chunks BEGIN "
     "UPDATE collections SET version = version + 1 WHERE id = old.collection_id; END",
 )
 POSTGRES_CHUNK_TRIGGERS = (
-    "ALTER TABLE chunks DROP COLUMN IF EXISTS tsv",
     "CREATE OR REPLACE FUNCTION assay_chunks_deleted() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
     "UPDATE collections SET version = version + 1 WHERE id IN (SELECT DISTINCT collection_id FROM gone); "
     "RETURN NULL; END $$",
@@ -125,8 +120,8 @@ POSTGRES_CHUNK_TRIGGERS = (
 
 @event.listens_for(SQLModel.metadata, "after_create")
 def _chunk_triggers(metadata: MetaData, connection: Connection, **_kw: Any) -> None:
-    """The version bump when chunks go, made once every table exists (each statement is idempotent; a store made
-    before gets it at its next start, and loses its chunk full-text index then)."""
+    """The version bump when chunks go, made once ``create_all`` has made every table of a new store (a store's
+    later changes to it are revisions in store/migrations: the baseline holds a frozen copy)."""
     if "chunks" not in inspect(connection).get_table_names():
         return
     statements = {"sqlite": SQLITE_CHUNK_TRIGGERS, "postgresql": POSTGRES_CHUNK_TRIGGERS}
