@@ -170,7 +170,8 @@ def test_a_store_made_before_scan_error_existed_gains_the_column_and_keeps_its_e
     url = f"sqlite:///{tmp_path / 'old.db'}"
     engine = make_engine(url)
     index_tree(engine, str(tree), scan_id=1)
-    with engine.begin() as conn:  # the store as an older version left it
+    with engine.begin() as conn:  # the store as an older version left it (made before migrations too)
+        conn.exec_driver_sql("DROP TABLE alembic_version")
         conn.exec_driver_sql("DROP INDEX IF EXISTS ix_entries_scan_error")
         conn.exec_driver_sql("ALTER TABLE entries DROP COLUMN scan_error")
     engine.dispose()
