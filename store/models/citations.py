@@ -27,7 +27,7 @@ class ResourceMapRow(TableModel, table=True):
     source_size: int | None = None  # what the file was when the map was made, to notice changes
     source_mtime: float | None = None
     created_at: float = Field(default_factory=now)
-    # added by the citation issue (ADDED_COLUMNS: nullable, so a store made before keeps working)
+    # added by the citation issue (nullable: a store made before gains them in migration 0001, store/migrations)
     source_hash: str | None = Field(default=None, sa_column=Column(Text, nullable=True))  # "xxh128:<hex>"
     title: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     strategy: str | None = Field(default=None, sa_column=Column(Text, nullable=True))  # what was asked: auto, ...

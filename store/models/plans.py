@@ -59,7 +59,7 @@ class PlanExecution(TableModel, table=True):
     completed_at: float | None = None
     duration_ms: int | None = None
     # the execution's row in the runs table (jobs, kind "plan"), which the job runner follows; filled for the
-    # executions of an older store when it is opened (store.models.added_columns)
+    # executions of an older store when it is opened (migration 0001: store/migrations/baseline/adopt.py)
     run_id: int | None = None
 
 
