@@ -1,6 +1,7 @@
 """What the soak's load left, checked over MCP once it stopped: the watched plan's set against the watched folder,
 the moved files against the disk and the index, db-diagnose, and check_integrity (the text and vector indexes against
-the store)."""
+the store). What the server finishes in the background (the watched plan's last files, the indexes' catching up) is
+waited for, up to a limit, and the wait reported."""
 
 from __future__ import annotations
 
@@ -71,7 +72,23 @@ async def final_checks(url: str, states: list[ClientState], drop_on_disk: list[s
         watched = await watched_set_check(client, drop_on_disk, timeout=settle)
         movers = await movers_check(client, states)
         diagnosis = await call_or_raise(client, "db-diagnose", {})
-        integrity = await call_or_raise(client, "check_integrity", {"fix": False})
+        integrity = await integrity_check(client, timeout=settle)
     return {"watched": watched, "movers": movers, "diagnose": diagnosis, "diagnose_ok": diagnose_ok(diagnosis),
-            "integrity": {"healthy": integrity.get("healthy"), "problems": integrity.get("problems", []),
-                          "text_index": integrity.get("text_index"), "vector_index": integrity.get("vector_index")}}
+            "integrity": integrity}
+
+
+async def integrity_check(client: Client, *, timeout: float) -> dict[str, Any]:
+    """check_integrity until it finds nothing (up to ``timeout`` s): the text and vector indexes catch up with the
+    store in the background, so right after the load the last texts extracted may not be in them yet."""
+    started = time.monotonic()
+    first: list[str] | None = None
+    while True:
+        answer = await call_or_raise(client, "check_integrity", {"fix": False})
+        problems = list(answer.get("problems", []))
+        first = problems if first is None else first
+        if answer.get("healthy") or time.monotonic() - started > timeout:
+            break
+        await anyio.sleep(1.0)
+    return {"healthy": answer.get("healthy"), "problems": problems, "first_problems": first,
+            "waited": time.monotonic() - started, "text_index": answer.get("text_index"),
+            "vector_index": answer.get("vector_index")}

@@ -78,6 +78,8 @@ def summary(fig: dict[str, Any]) -> dict[str, Any]:
         calls=len(calls), failures=len(failed),
         failure_samples=[f"client {c.client} call {c.seq} at {c.at:.1f} s, {c.tool}: {c.detail}" for c in failed[:20]],
         by_tool=by_tool(calls, fig["warm_up"]),
+        slowest=[f"{c.tool} {ms(c.seconds)} (client {c.client} call {c.seq} at {c.at:.1f} s)"
+                 for c in sorted(calls, key=lambda c: -c.seconds)[:10]],
         steady_seconds=[c.seconds for c in calls if c.at >= fig["warm_up"]],
         sessions=load["sessions"], wall=load["wall"], client_cpu=load["client_cpu"], server_cpu=load["server_cpu"],
         server={"start": asdict(start), "end": asdict(end), "peak_rss": load["peak_rss"],
@@ -133,8 +135,8 @@ def table_rows(fig: dict[str, Any], args: argparse.Namespace) -> tuple[list[tupl
         ("  failures (tool errors, JSON-RPC and transport errors, answers saying something was not done; the "
          "warm-up's included)", f"{failures:,}" + (": " + "; ".join(s["failure_samples"][:5]) if failures else ""),
          "—", "—", "0", yes_no(failures == 0)),
-        ("  latency of every call after the warm-up, p50 / p99 (per tool below)", _spread(steady), "—", "—", "—",
-         "—"),
+        ("  latency of every call after the warm-up, p50 / p99 (per tool below); the slowest calls",
+         f"{_spread(steady)}; " + "; ".join(s["slowest"][:3]), "—", "—", "—", "—"),
         ("the server's RSS after the warm-up / at the end; its peak after the warm-up",
          f"{mb(start['rss'])} / {mb(end['rss'])}; {mb(s['server']['peak_rss'])}", "after the warm-up",
          f"{ratio:.2f}×", f"≤ {RSS_GOAL:.2f}×", yes_no(0 < ratio <= RSS_GOAL)),
@@ -163,8 +165,10 @@ def table_rows(fig: dict[str, Any], args: argparse.Namespace) -> tuple[list[tupl
          "missing", f"{diag.get('integrity_check')} / {diag.get('orphaned_entries')} / {orphaned_records} / "
          f"{cache.get('orphan_files')}, {cache.get('missing_files')}", "—", "—", "ok / 0 / 0 / 0, 0",
          yes_no(checks["diagnose_ok"])),
-        ("check_integrity at the end: the store, the text index and the vector index against the store",
-         "healthy" if integrity["healthy"] else "; ".join(integrity["problems"][:3]), "—", "—", "healthy",
+        ("check_integrity at the end: the store, the text index and the vector index against the store (once "
+         "the indexes caught up)", ("healthy" if integrity["healthy"] else "; ".join(integrity["problems"][:3]))
+         + f" after {integrity['waited']:.1f} s" + (f" (first: {'; '.join(integrity['first_problems'][:2])})"
+                                                    if integrity["first_problems"] else ""), "—", "—", "healthy",
          yes_no(bool(integrity["healthy"]))),
         ("errors in the server's log (ERROR, CRITICAL, tracebacks)", f"{errors['count']}" + (
             ": " + " | ".join(errors["samples"][:2]) if errors["count"] else ""), "—", "—", "0",

@@ -14,6 +14,7 @@ import os
 import re
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -51,13 +52,19 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def serving(scratch: Path, *, roots: list[Path], database_url: str | None = None, prefect: bool = False,
-            env: dict[str, str] | None = None, name: str = "serve") -> Iterator[Served]:
+            env: dict[str, str] | None = None, name: str = "serve",
+            switch_interval: float | None = None) -> Iterator[Served]:
     """``assay serve --transport http`` on loopback with the data dir ``scratch/data-<name>``, until the block ends
-    (SIGTERM, then SIGKILL after 60 s). ``env`` is added to bench.common.server_env's environment."""
+    (SIGTERM, then SIGKILL after 60 s). ``env`` is added to bench.common.server_env's environment;
+    ``switch_interval`` (seconds) sets the server's ``sys.setswitchinterval`` first (an experiment: how long a thread
+    that wants the GIL waits for one that computes)."""
     data = scratch / f"data-{name}"
     data.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    command = assay_command() + ["serve", "--transport", "http", "--port", str(port), "--data-dir", str(data),
+    head = assay_command() if switch_interval is None else [
+        sys.executable, "-c", f"import sys; sys.setswitchinterval({switch_interval!r}); "
+                              "from mcp_server.cli import main; sys.exit(main())"]
+    command = head + ["serve", "--transport", "http", "--port", str(port), "--data-dir", str(data),
                                  "--log-level", "WARNING"]
     for root in roots:
         command += ["--root", str(root)]
