@@ -8,7 +8,9 @@ paths; a file no row points at is an orphan, removed by the classifier's sweep. 
 dir and always start with ``cache/`` (the form ``/api/content?path=cache/...`` takes).
 
 Every function takes the data dir it works in (the one the server was configured with); nothing here knows where
-that is.
+that is. A write that fails (a full disk: OSError ENOSPC, which the callers report as NO_SPACE) leaves nothing: its
+temporary file (``.tmp-*``, beside the target) is removed and the target is not made; one a killed process left
+behind is removed by the classifier's sweep once it is old (``TEMP_PREFIX``).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ _CACHE_PATH = re.compile(r"cache/[0-9a-f]{2}/[0-9a-f]{2}/[0-9a-f]{32}\.(" + "|".
 
 
 CACHE_DIR_ENV = "ASSAY_CACHE_DIR"  # a cache shared by the machines of a work pool (settings: cluster.cache_dir)
+TEMP_PREFIX = ".tmp-"  # a file being written beside its target (see written_beside)
 
 
 def cache_dir(data_dir: str | Path) -> Path:
@@ -50,7 +53,8 @@ def file_of(data_dir: str | Path, rel: str) -> Path:
 
 
 def put(data_dir: str | Path, data: bytes, ext: str = "jpg") -> str:
-    """Store ``data`` and return its cache path (``cache/ab/cd/<hash>.<ext>``); storing the same bytes twice is free."""
+    """Store ``data`` and return its cache path (``cache/ab/cd/<hash>.<ext>``); storing the same bytes twice is free.
+    OSError (ENOSPC on a full disk) when it cannot be written: then nothing of it is in the cache."""
     digest = xxhash.xxh3_128_hexdigest(data)
     rel = f"{CACHE_DIR}/{digest[:2]}/{digest[2:4]}/{digest}.{ext}"
     target = file_of(data_dir, rel)
@@ -72,7 +76,7 @@ def written_beside(target: Path) -> Iterator[str]:
     onto ``target`` when the block ends well, removed when it raises: readers never see half a file, and a failure
     leaves nothing behind."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=target.suffix)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=TEMP_PREFIX, suffix=target.suffix)
     os.close(fd)
     try:
         yield tmp

@@ -10,6 +10,14 @@ The flow of one batch (``classify_rows``, shared by plan runs and classify jobs)
 3. Results are written in short transactions of ``WRITE_CHUNK`` files (old artifacts of the operation replaced,
    metadata_values replaced, ``entries.hash`` set, work keys recorded), so an index job or a watcher waits at most
    one small write. Per-file errors become ``BatchResult.errors`` ("thumbnail: reason"); the batch goes on.
+4. A full disk (a worker's ``FileResult.no_space``: the cache's disk, or ffmpeg's temporary folder) is no file's
+   error and would fail every file after it: no more tasks are sent, the files in flight are written (what each
+   finished, with its work keys), and :class:`~store.errors.NoSpace` (NO_SPACE) stops the batch and so the run. The
+   operations a full disk stopped have no work key, so the next run, once space is freed, does them and nothing
+   else. A full disk under the store itself raises NoSpace from the write (store.engine): the chunk is rolled back,
+   its keys unwritten, so it is redone too; the cache files its results made, which no row points at now, are
+   removed at once (not left for the sweep): nothing is orphaned, and the space they took lets the store record how
+   the run ended when the store and the cache share the full disk.
 """
 
 from __future__ import annotations
@@ -29,8 +37,10 @@ from flows.classify.sweep import sweep_after
 from flows.core.capability import data_dir
 from flows.core.outcomes import BatchResult, OutsideTransactionExecutor, RunContext
 from store import artifacts as store_artifacts
+from store import cache
 from store import plans as store_plans
 from store.entries import T as E
+from store.errors import NoSpace
 from store.preferences import load_preferences
 
 log = logging.getLogger(__name__)
@@ -132,7 +142,8 @@ def write_results(engine: Engine, chunk: list[tuple[Pending, FileResult]], *, ru
                   execution_id: int | None) -> None:
     """One short transaction for a chunk of finished files, a few set-based statements whatever its size: the old
     artifacts of each finished operation deleted and the new ones inserted, metadata_values replaced, hashes set,
-    work keys recorded (applied, or error: an unchanged file that failed is not tried again unless forced)."""
+    work keys recorded (applied, or error: an unchanged file that failed is not tried again unless forced). An
+    operation a full disk stopped (``no_space``, not in ``done``) is not recorded: the next run does it."""
     records: list[dict[str, Any]] = []
     replaced: dict[str, list[int]] = {op: [] for op in OPERATIONS}  # operation -> entries whose artifacts it replaces
     artifacts: list[dict[str, Any]] = []
@@ -146,6 +157,8 @@ def write_results(engine: Engine, chunk: list[tuple[Pending, FileResult]], *, ru
             if entry_id not in alive:  # deleted while the pool worked on it (an index sweep, delete-files)
                 continue
             for op in pending.task.operations:
+                if res.no_space is not None and op not in res.done and op not in res.errors:
+                    continue  # stopped by a full disk: left for the next run
                 key = pending.keys[op]
                 records.append({"execution_id": execution_id, "entry_id": entry_id, "rule": rule,
                                 "outcome_type": OUTCOME_TYPE, "work_key": key,
@@ -179,7 +192,8 @@ def classify_rows(engine: Engine, rows: Sequence[Any], *, operations: tuple[str,
                   on_result: Callable[[FileResult], None] | None = None,
                   run: ClassifyRun | None = None) -> BatchResult:
     """Classify ``rows`` (entry rows): skip work already done (unless ``force``), run the rest through the pool,
-    write results in short transactions. ``on_result`` sees each file's result (jobs record issues from it)."""
+    write results in short transactions. ``on_result`` sees each file's result (jobs record issues from it). A full
+    disk raises NoSpace once the files in flight are written (see the module's docstring)."""
     run = run or DEFAULT_RUN
     result = BatchResult()
     pending = _tasks(rows, operations, params, str(data_dir()), force=force, engine=engine, result=result)
@@ -187,23 +201,34 @@ def classify_rows(engine: Engine, rows: Sequence[Any], *, operations: tuple[str,
         return result
     by_id = {p.task.entry_id: p for p in pending}
     chunk: list[tuple[Pending, FileResult]] = []
+    full: list[str] = []  # what the first worker that found the disk full said
 
     def flush() -> None:
         if chunk:
-            write_results(engine, chunk, rule=rule, execution_id=execution_id)
+            try:
+                write_results(engine, chunk, rule=rule, execution_id=execution_id)
+            except NoSpace:
+                unwritten = list(chunk)
+                chunk.clear()  # not tried again by the final flush
+                drop_unwritten(engine, unwritten)
+                raise
             if run.on_write is not None:
                 run.on_write(len(chunk))
             chunk.clear()
 
     pool = get_pool(run.pool_mode)
     stream: Iterator[FileResult] = pool.run_tasks((p.task for p in pending), run.classify,
-                                                  should_cancel=should_cancel)
+                                                  should_cancel=lambda: bool(full) or should_cancel())
     try:
         for res in stream:
             item = by_id.get(res.entry_id)
             if item is None:
                 log.warning("classifier returned a result for entry %s, which was not asked for", res.entry_id)
                 continue
+            if res.no_space is not None and not full:
+                log.warning("classifying %s: %s; the run stops once the files in flight are written", res.path,
+                            res.no_space)
+                full.append(res.no_space)
             _account(result, item, res)
             chunk.append((item, res))
             if on_result is not None:
@@ -214,7 +239,26 @@ def classify_rows(engine: Engine, rows: Sequence[Any], *, operations: tuple[str,
                 flush()
     finally:
         flush()  # what finished is kept even when the batch stops early
+    if full:
+        raise NoSpace(full[0])
     return result
+
+
+def drop_unwritten(engine: Engine, chunk: list[tuple[Pending, FileResult]]) -> None:
+    """Remove the cache files of a chunk whose write was rolled back, those no artifacts row points at (a file
+    shared with a row written before stays): their rows will not come, and on a full disk their space is what lets
+    the store record the run's end."""
+    made = {a.cache_path for _, res in chunk for a in res.artifacts}
+    if not made:
+        return
+    with engine.connect() as conn:  # a read: it needs no space
+        kept = store_artifacts.referenced_cache_paths(conn, sorted(made))
+    root = data_dir()
+    for rel in made - kept:
+        try:
+            cache.file_of(root, rel).unlink(missing_ok=True)
+        except OSError as exc:
+            log.warning("could not remove %s after its write was rolled back: %s", rel, exc)
 
 
 def _account(result: BatchResult, item: Pending, res: FileResult) -> None:
@@ -222,10 +266,11 @@ def _account(result: BatchResult, item: Pending, res: FileResult) -> None:
     if errors:
         result.errors.append((item.task.entry_id, "; ".join(errors)))
         result.failed_ids.add(item.task.entry_id)
-    made = any(op not in res.errors and op not in res.not_applicable for op in item.task.operations)
+    finished = [op for op in item.task.operations if res.no_space is None or op in res.done or op in res.errors]
+    made = any(op not in res.errors and op not in res.not_applicable for op in finished)
     if made:
         result.applied += 1
-    elif not errors:
+    elif not errors and finished:  # (a file a full disk stopped before it did anything counts nowhere)
         result.unchanged += 1
 
 

@@ -27,6 +27,13 @@ DEFAULT_QUALITY = 80
 DEFAULT_FRAME_COUNT = 5  # preference timeline.frame_count
 DEFAULT_TIMEOUT = 120.0  # seconds for one external tool call (ffmpeg / ffprobe) on one file
 
+# the codes an error of a file that cannot be read at all starts with (``FILE_NOT_FOUND: cannot read the file: ...``):
+# it vanished since it was indexed (deleted, moved, its folder replaced, a link to nothing now); something else than
+# a regular file is at its path now (a directory, a FIFO, a device: never opened, a FIFO would block); the OS refused
+# to open or read it (permissions, an I/O error of the device)
+FILE_NOT_FOUND, NOT_A_FILE, FILE_UNREADABLE = "FILE_NOT_FOUND", "NOT_A_FILE", "FILE_UNREADABLE"
+FILE_CODES = (FILE_NOT_FOUND, NOT_A_FILE, FILE_UNREADABLE)
+
 
 def parse_operations(names: Iterable[str] | str | None) -> tuple[str, ...]:
     """The operations ``names`` mean, in OPERATIONS order; raises ValueError naming what is accepted."""
@@ -93,7 +100,8 @@ class ArtifactOut:
 @dataclass
 class FileResult:
     """What the worker made of one file. An operation that does not apply to the file (a thumbnail of a text file)
-    is in ``not_applicable``; one that failed is in ``errors`` with a reason a person can act on."""
+    is in ``not_applicable``; one that failed is in ``errors`` with a reason a person can act on (the file itself
+    unreadable: the reason starts with one of ``FILE_CODES``)."""
 
     entry_id: int
     path: str
@@ -105,3 +113,6 @@ class FileResult:
     not_applicable: dict[str, str] = field(default_factory=dict)  # operation -> why it does not apply
     errors: dict[str, str] = field(default_factory=dict)  # operation -> reason (without the operation's name)
     elapsed: float = 0.0  # seconds the worker spent
+    # the disk an artifact was written to is full (the cache's, or a tool's temporary folder): not the file's fault,
+    # so no error of the file; the operations not in ``done`` are left to the next run, and the run stops (NO_SPACE)
+    no_space: str | None = None

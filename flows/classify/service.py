@@ -35,7 +35,7 @@ from flows.core.settings import run_settings
 from store import jobs as store_jobs
 from store.engine import get_engine
 from store.entries import T, iso
-from store.errors import Cancelled, InvalidInput, NotFound
+from store.errors import AssayError, Cancelled, InvalidInput, NotFound
 from store.preferences import load_preferences
 
 log = logging.getLogger(__name__)
@@ -220,7 +220,9 @@ def run_classify_job(store: str, job_id: int, *, flow_run_id: str | None = None,
         return store_jobs.get_job(engine, job_id=job_id)
     except Exception as exc:
         log.exception("classify job %s failed", job_id)
-        _finish(engine, job_id, ctx.state if ctx else None, "failed", f"{type(exc).__name__}: {exc}")
+        # one of ours (NO_SPACE: a full disk stopped the job) says its code and what to do; anything else its type
+        said = str(exc) if isinstance(exc, AssayError) else f"{type(exc).__name__}: {exc}"
+        _finish(engine, job_id, ctx.state if ctx else None, "failed", said)
         raise
     finally:
         with _jobs_lock:

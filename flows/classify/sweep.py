@@ -9,7 +9,9 @@ against the table in chunks of ~500, so memory stays flat however large the cach
 A worker writes a file into the cache before the row that points at it is committed. So while classification is in
 flight anywhere on the store (a classify job pending or running, a plan execution running: rows every process
 writes), the sweep keeps unreferenced files younger than ``GRACE``; when nothing is in flight, every unreferenced
-file goes, so deleting an entry leaves no orphan after the next sweep.
+file goes, so deleting an entry leaves no orphan after the next sweep. A temporary file (``.tmp-*``) a process
+killed mid-write left beside its target is removed once older than ``TEMP_GRACE`` (a live write, even a long clip's
+re-encode, is younger).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from sqlalchemy import or_, select
 from sqlalchemy.engine import Engine
@@ -34,6 +36,7 @@ log = logging.getLogger(__name__)
 
 CHUNK = 500
 GRACE = 600.0  # seconds: a file this young may belong to a batch whose write is still to come
+TEMP_GRACE = 86_400.0  # seconds: a temporary file this old belongs to no write still going on
 
 
 @dataclass
@@ -42,11 +45,14 @@ class SweepResult:
     removed: int = 0
     removed_bytes: int = 0
     kept: int = 0
+    removed_temporary: int = 0  # temporary files of writes that never finished (a killed process)
     orphans: list[str] = field(default_factory=list)  # cache paths found unreferenced (first 100)
 
 
-def iter_cache_files(data_dir: str | Path) -> Iterator[tuple[str, os.DirEntry]]:
-    """(cache path relative to the data dir, dir entry) of every well-formed file in the cache, streamed."""
+def iter_cache_files(data_dir: str | Path, *,
+                     on_temporary: Callable[[os.DirEntry], None] | None = None) -> Iterator[tuple[str, os.DirEntry]]:
+    """(cache path relative to the data dir, dir entry) of every well-formed file in the cache, streamed;
+    ``on_temporary`` gets the temporary files (``.tmp-*``) met on the way."""
     root = cache.cache_dir(data_dir)
     if not root.is_dir():
         return
@@ -59,6 +65,9 @@ def iter_cache_files(data_dir: str | Path) -> Iterator[tuple[str, os.DirEntry]]:
                     if entry.is_dir(follow_symlinks=False):
                         stack.append(Path(entry.path))
                     elif entry.is_file(follow_symlinks=False):
+                        if on_temporary is not None and entry.name.startswith(cache.TEMP_PREFIX):
+                            on_temporary(entry)
+                            continue
                         rel = f"{cache.CACHE_DIR}/{Path(entry.path).relative_to(root).as_posix()}"
                         if cache.is_cache_path(rel):
                             yield rel, entry
@@ -66,9 +75,10 @@ def iter_cache_files(data_dir: str | Path) -> Iterator[tuple[str, os.DirEntry]]:
             log.warning("cache sweep could not read %s: %s", folder, exc)
 
 
-def _chunks(data_dir: str | Path) -> Iterator[list[tuple[str, os.DirEntry]]]:
+def _chunks(data_dir: str | Path, *, on_temporary: Callable[[os.DirEntry], None] | None = None
+            ) -> Iterator[list[tuple[str, os.DirEntry]]]:
     chunk: list[tuple[str, os.DirEntry]] = []
-    for item in iter_cache_files(data_dir):
+    for item in iter_cache_files(data_dir, on_temporary=on_temporary):
         chunk.append(item)
         if len(chunk) >= CHUNK:
             yield chunk
@@ -108,7 +118,16 @@ def sweep_cache(engine: Engine, data_dir: str | Path, *, grace: float | None = N
         grace = GRACE if classification_in_flight(engine) else 0.0
     result = SweepResult()
     now = time.time()
-    for chunk in _chunks(data_dir):
+
+    def temporary(entry: os.DirEntry) -> None:
+        try:
+            if now - entry.stat(follow_symlinks=False).st_mtime >= TEMP_GRACE and not dry_run:
+                os.unlink(entry.path)
+                result.removed_temporary += 1
+        except OSError:
+            pass  # renamed into place or removed by its writer meanwhile
+
+    for chunk in _chunks(data_dir, on_temporary=temporary):
         result.scanned += len(chunk)
         with engine.connect() as conn:
             used = store_artifacts.referenced_cache_paths(conn, [rel for rel, _ in chunk])
@@ -136,8 +155,9 @@ def sweep_cache(engine: Engine, data_dir: str | Path, *, grace: float | None = N
                 continue
             result.removed += 1
             result.removed_bytes += st.st_size
-    if result.removed:
-        log.info("cache sweep removed %d orphan file(s), %d bytes", result.removed, result.removed_bytes)
+    if result.removed or result.removed_temporary:
+        log.info("cache sweep removed %d orphan file(s), %d bytes, and %d unfinished temporary file(s)",
+                 result.removed, result.removed_bytes, result.removed_temporary)
     return result
 
 

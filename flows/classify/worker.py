@@ -4,19 +4,25 @@ It runs in a worker process (a pool of them spreads the work over the cores), ne
 it decides what kind of file it has (media type, then extension, then MIME type), runs each requested operation,
 writes the images it makes into the content-addressed cache (``store.cache.put``) and returns small data.
 Each operation's failure is caught on its own and recorded as a short reason, so a broken video still gets its hash.
+A file that cannot be read at all (gone since it was indexed, a directory or FIFO at its path now, refused by the OS)
+fails each operation with a reason under one of ``FILE_CODES``. A full disk (the cache's, or ffmpeg's temporary
+folder) is not the file's fault: the operations left are not tried, ``FileResult.no_space`` says so, and the
+executor stops the run (NO_SPACE) rather than fail every file after it.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import stat
 import time
 from typing import Any, Callable
 
-from flows.classify.model import ArtifactOut, FileResult, FileTask, Params
+from flows.classify.model import (FILE_NOT_FOUND, FILE_UNREADABLE, NOT_A_FILE, ArtifactOut, FileResult, FileTask,
+                                  Params)
 from flows.media import hashing, images, pdf, text, video
-from flows.media.common import MediaError, encode_jpeg
+from flows.media.common import MediaError, encode_jpeg, no_space
 from store import cache
 
 log = logging.getLogger(__name__)
@@ -65,7 +71,8 @@ class _Run:
     # --- bookkeeping ---
 
     def attempt(self, operation: str, fn: Callable[[], None]) -> None:
-        """Run ``fn`` for ``operation``; a MediaError (or anything else) becomes that operation's error."""
+        """Run ``fn`` for ``operation``; a MediaError (or anything else) becomes that operation's error, a full disk
+        the result's ``no_space`` (no error: the operation is left for the next run)."""
         try:
             fn()
         except MediaError as exc:
@@ -75,8 +82,13 @@ class _Run:
             self.result.errors[operation] = "out of memory decoding the file"
             return
         except Exception as exc:  # noqa: BLE001 - a worker never raises: the reason goes into the result
+            full = no_space(exc)
+            if full is not None:
+                self.result.no_space = full.message
+                return
             log.debug("classify %s: %s failed", self.task.path, operation, exc_info=True)
-            self.result.errors[operation] = _describe(exc)
+            self.result.errors[operation] = file_error(exc) if isinstance(exc, OSError) and _unreadable(exc) \
+                else _describe(exc)
             return
         self.done.append(operation)
 
@@ -97,7 +109,14 @@ class _Run:
         return self._probe
 
     def store(self, kind: str, data: bytes, value: dict[str, Any]) -> None:
-        rel = cache.put(self.task.cache_root, data, "jpg")
+        """Put ``data`` in the cache (written beside and renamed: a full disk leaves no part of it) as an artifact."""
+        try:
+            rel = cache.put(self.task.cache_root, data, "jpg")
+        except OSError as exc:
+            full = no_space(exc, cache.cache_dir(self.task.cache_root))
+            if full is None:
+                raise
+            raise full from exc
         self.result.artifacts.append(ArtifactOut(type=kind, cache_path=rel, mime_type="image/jpeg", value=value))
 
     # --- operations ---
@@ -155,6 +174,20 @@ class _Run:
         self.result.details.update(details)
 
 
+def file_error(exc: OSError) -> str:
+    """The reason every operation of a file fails with when the file cannot be read at all, under its code."""
+    reason = f"cannot read the file: {_describe(exc)}"
+    if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+        return f"{FILE_NOT_FOUND}: {reason} (gone since it was indexed: deleted, moved, or a link to nothing now; " \
+               "index its folder again)"
+    return f"{FILE_UNREADABLE}: {reason}"
+
+
+def _unreadable(exc: OSError) -> bool:
+    """Whether ``exc`` is the OS refusing to find, open or read the file (not a decoder's complaint)."""
+    return exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.EACCES, errno.EPERM, errno.EIO, errno.ELOOP, errno.ENXIO)
+
+
 def _describe(exc: BaseException) -> str:
     """A short human reason for an unexpected exception (its message, else its type), never a traceback."""
     if isinstance(exc, OSError) and exc.strerror:
@@ -170,9 +203,13 @@ def classify_file(task: FileTask) -> FileResult:
     try:
         _classify(run)
     except Exception as exc:  # noqa: BLE001 - defensive: nothing may escape a worker
-        for operation in task.operations:
-            if operation not in run.done and operation not in run.result.errors:
-                run.result.errors[operation] = _describe(exc)
+        full = no_space(exc)
+        if full is not None:
+            run.result.no_space = full.message
+        else:
+            for operation in task.operations:
+                if operation not in run.done and operation not in run.result.errors:
+                    run.result.errors[operation] = _describe(exc)
     run.result.done = tuple(op for op in task.operations if op in run.done)
     run.result.elapsed = round(time.perf_counter() - started, 6)
     return run.result
@@ -184,11 +221,12 @@ def _classify(run: _Run) -> None:
         st = os.stat(task.path)
     except OSError as exc:
         for operation in task.operations:
-            run.result.errors[operation] = f"cannot read the file: {_describe(exc)}"
+            run.result.errors[operation] = file_error(exc)
         return
     if not stat.S_ISREG(st.st_mode):
         for operation in task.operations:
-            run.result.errors[operation] = "not a regular file (a FIFO, device or socket is not read)"
+            run.result.errors[operation] = (f"{NOT_A_FILE}: not a regular file (a directory, FIFO, device or socket "
+                                            "is at its path now: not read; index its folder again)")
         return
     kind = kind_of(task)
     empty = st.st_size == 0
@@ -196,6 +234,8 @@ def _classify(run: _Run) -> None:
         # ".ts" is TypeScript or an MPEG transport stream; binary content is not counted in lines and words
         kind = "video" if (task.extension or "").lower() in VIDEO_EXTENSIONS else "other"
     for operation in task.operations:
+        if run.result.no_space is not None:
+            break  # the disk is full: what is left is for the next run
         if operation == "thumbnail":
             if kind in ("text", "other"):
                 label = "text files" if kind == "text" else "this kind of file"

@@ -9,6 +9,13 @@ in-process extras a flow's parameters cannot carry (a cancel event, a progress c
 waits for it, cancels it, and at ``shutdown`` asks every job it runs to stop and waits for them. A flow that dies
 before its code finished the row (a crash inside Prefect, say) leaves the row failed, not running.
 
+A job stopped by a full disk (the store's, the cache's, a tool's output: :class:`~store.errors.NoSpace`, or an
+error that says so in the OS's or SQLite's words, :func:`flows.media.common.no_space`) ends failed with the NO_SPACE
+message whichever layer noticed it, and a job run in the caller's thread (``run``: a tool's or the command line's
+sync call) raises it, so the caller gets NO_SPACE rather than a failed row. What the job committed is kept; its next
+run does the rest. When the store itself is too full to take even the row's last write, the row is left running
+and the error is logged (a server's start-up reaper ends such rows).
+
 Without Prefect (``use_prefect=False``: tests, a store opened by a script; or one job started so, such as a
 watcher's run on a few changed files) the same kind runs through
 ``JobKind.run_plain``, the plain function its flow wraps, with the same row, events and progress.
@@ -30,8 +37,10 @@ from flows.core.capability import Registry
 from flows.core.deployments import Deployments
 from flows.core.pool import WorkPool
 from flows.core.prefect import flow_settings
+from flows.media.common import no_space
 from store import jobs as store_jobs
 from store.engine import share_engine
+from store.errors import NoSpace
 
 log = logging.getLogger(__name__)
 
@@ -106,48 +115,69 @@ class JobRunner:
     def run(self, kind: str, job_id: int, *, on_progress: ProgressHook | None = None,
             on_start: Callable[[int], None] | None = None, use_prefect: bool | None = None) -> dict[str, Any]:
         """Run job ``job_id`` in this thread; returns its finished row. ``on_start`` gets the id before the work
-        starts (so another thread can cancel it); ``use_prefect`` as for ``submit``."""
+        starts (so another thread can cancel it); ``use_prefect`` as for ``submit``. A job a full disk stopped raises
+        NoSpace (its row says so too)."""
         with self._lock:
             self._events.setdefault(job_id, threading.Event())
         if on_start is not None:
             on_start(job_id)
-        return self._execute(kind, job_id, on_progress, None, use_prefect)
+        return self._execute(kind, job_id, on_progress, None, use_prefect, raise_no_space=True)
 
     def _execute(self, kind_name: str, job_id: int, on_progress: ProgressHook | None,
-                 after: Callable[[dict[str, Any]], None] | None, use_prefect: bool | None = None) -> dict[str, Any]:
+                 after: Callable[[dict[str, Any]], None] | None, use_prefect: bool | None = None, *,
+                 raise_no_space: bool = False) -> dict[str, Any]:
         kind = job_kind(kind_name)
         with self._lock:
             event = self._events.setdefault(job_id, threading.Event())
         hooks.register(job_id, cancel_event=event, on_progress=on_progress)
+        failure: Exception | None = None
         try:
             if self.use_prefect and use_prefect is not False:
                 job = store_jobs.get_job(self.engine, job_id=job_id)
                 try:
                     with flow_settings():
                         self._run_flow(kind, job, event, on_progress)
-                except Exception:
+                except Exception as exc:
                     log.exception("%s flow for job %s failed", kind_name, job_id)
+                    failure = exc
             else:
                 try:
                     kind.run_plain(self.database_url, job_id)
-                except Exception:
+                except Exception as exc:
                     log.exception("%s job %s failed", kind_name, job_id)
-            job = store_jobs.get_job(self.engine, job_id=job_id)
-            if job["status"] in store_jobs.ACTIVE:  # the flow died before its code could finish the row
-                message = "the Prefect flow run failed before the job finished"
-                if kind.finish_failed is not None:
-                    kind.finish_failed(self.engine, job_id, message)
-                else:
-                    store_jobs.finish_job(self.engine, job_id=job_id, status="failed", error_message=message)
-                job = store_jobs.get_job(self.engine, job_id=job_id)
+                    failure = exc
+            full = no_space(failure)
+            job = self._finish_row(kind, job_id, full)
             if after is not None:
                 after(job)
+            if full is not None and raise_no_space:
+                raise NoSpace(f"{kind_name} job {job_id} stopped: {full.message}") from failure
             return job
         finally:
             hooks.drop(job_id)
             with self._lock:
                 self._events.pop(job_id, None)
                 self._futures.pop(job_id, None)
+
+    def _finish_row(self, kind: JobKind, job_id: int, full: NoSpace | None) -> dict[str, Any]:
+        """Job ``job_id``'s row once its work returned: finished failed when the flow died before its code could
+        finish it; a job a full disk stopped says NO_SPACE, whichever words its code recorded. The row as it is when
+        the store is too full for even this write."""
+        job = store_jobs.get_job(self.engine, job_id=job_id)
+        said = str(full) if full is not None else None
+        # the flow died before its code could finish the row; or a full disk stopped it, and its code may have had
+        # no room to finish all it keeps (a plan's execution row): the kind's own finishing closes what is open
+        if job["status"] in store_jobs.ACTIVE or (said is not None and job["status"] == "failed"):
+            message = said or "the Prefect flow run failed before the job finished"
+            try:
+                if kind.finish_failed is not None:
+                    kind.finish_failed(self.engine, job_id, message)
+                else:
+                    store_jobs.finish_job(self.engine, job_id=job_id, status="failed", error_message=message)
+            except NoSpace:
+                log.exception("job %s: the store is too full to record how the job ended", job_id)
+                return job
+        return store_jobs.get_job(self.engine, job_id=job_id)
 
     def _run_flow(self, kind: JobKind, job: dict[str, Any], cancel: threading.Event,
                   on_progress: ProgressHook | None) -> None:

@@ -1,12 +1,17 @@
 """What every extractor shares: the short error they raise, the one way external tools are run (no shell, a
-timeout, killed when it expires), fitting a size into the thumbnail box and encoding the JPEG.
+timeout, killed when it expires), telling a full disk from a bad file, fitting a size into the thumbnail box and
+encoding the JPEG.
 
 Extractors raise :class:`MediaError` with a message a person can act on ("cannot identify image file (truncated or
-not an image)"); the worker puts it into ``FileResult.errors`` under the operation's name.
+not an image)"); the worker puts it into ``FileResult.errors`` under the operation's name. A full disk is not the
+file's fault and would fail every file after it the same way, so it is never a MediaError: :func:`no_space` turns
+what the OS (ENOSPC, EDQUOT), SQLite, ffmpeg or MuPDF say about it into :class:`~store.errors.NoSpace` (NO_SPACE),
+which stops the run instead of recording one error per file.
 """
 
 from __future__ import annotations
 
+import errno
 import io
 import logging
 import os
@@ -16,11 +21,65 @@ from typing import Sequence
 
 from PIL import Image
 
+from store.errors import NoSpace
+
 log = logging.getLogger(__name__)
+
+FULL_DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+# how a write that found the disk full ends a message that carries no errno: strerror(ENOSPC) and strerror(EDQUOT) as
+# ffmpeg and MuPDF print them ("av_interleaved_write_frame(): No space left on device", "code=2: cannot fwrite: No
+# space left on device"), and SQLite's SQLITE_FULL passed on as text by another process ("OperationalError: database
+# or disk is full"). Only a line's end counts: a file name holding these words is not a full disk
+FULL_DISK_WORDS = ("no space left on device", "disk quota exceeded", "database or disk is full")
 
 
 class MediaError(Exception):
     """A file could not be read or made into the requested artifact; the message is short and human."""
+
+
+def says_full_disk(text: str) -> bool:
+    """Whether a line of ``text`` ends with what a write to a full disk says (see ``FULL_DISK_WORDS``)."""
+    for line in text.lower().splitlines():
+        line = line.strip()
+        if any(line == words or line.endswith(": " + words) for words in FULL_DISK_WORDS):
+            return True
+    return False
+
+
+def is_full_disk(exc: BaseException | None) -> bool:
+    """Whether ``exc``, or an exception it was raised from or while handling, says the disk written to is full: a
+    NoSpace, an OSError with errno ENOSPC or EDQUOT, or another exception whose message ends so (MuPDF's, say)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, NoSpace):
+            return True
+        if isinstance(exc, OSError) and exc.errno is not None:
+            if exc.errno in FULL_DISK_ERRNOS:
+                return True
+        elif says_full_disk(str(exc)):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def no_space(exc: BaseException | None, where: str | os.PathLike[str] | None = None) -> NoSpace | None:
+    """``exc`` as :class:`NoSpace` when it says the disk is full (see :func:`is_full_disk`), else None. ``where``
+    names what was being written (the cache folder, a temporary folder), so the person knows which disk to free."""
+    if exc is None or not is_full_disk(exc):
+        return None
+    if isinstance(exc, NoSpace):
+        return exc
+    if where is None and isinstance(exc, OSError) and exc.filename is not None:
+        where = exc.filename
+    disk = f"the disk holding {os.fspath(where)}" if where is not None else "the disk written to"
+    return NoSpace(f"{disk} is full ({_said(exc)}); free space and run the work again: what was done before is kept")
+
+
+def _said(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror.lower()
+    return " ".join(str(exc).split())[:200] or type(exc).__name__
 
 
 def tool(name: str) -> str:
@@ -37,11 +96,13 @@ def input_path(path: str) -> str:
     return "file:" + os.path.abspath(path)
 
 
-def run_tool(cmd: Sequence[str], *, timeout: float, what: str) -> bytes:
+def run_tool(cmd: Sequence[str], *, timeout: float, what: str, writes_to: str | None = None) -> bytes:
     """Run ``cmd`` (a list: never a shell) and return its stdout; stderr's last line becomes the error when it fails.
 
     On timeout the process is killed and reaped, and the error says so ("ffprobe timed out after 5 s"). Output is
-    read through pipes; callers ask only for small outputs (JSON, one scaled frame)."""
+    read through pipes; callers ask only for small outputs (JSON, one scaled frame). A tool that failed writing its
+    output to a full disk raises NoSpace (naming ``writes_to``, where it wrote), not MediaError: ffmpeg's last line
+    is then often only "Conversion failed!", so all of stderr is read for it."""
     try:
         proc = subprocess.Popen(list(cmd), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except OSError as exc:
@@ -57,6 +118,9 @@ def run_tool(cmd: Sequence[str], *, timeout: float, what: str) -> bytes:
         proc.wait()
         raise
     if proc.returncode != 0:
+        if says_full_disk(err.decode("utf-8", "replace")):
+            raise NoSpace(f"{what} could not write its output: the disk holding {writes_to or 'it'} is full (no "
+                          "space left on device); free space and run the work again")
         raise MediaError(f"{what} failed: {last_line(err) or f'exit status {proc.returncode}'}")
     return out
 

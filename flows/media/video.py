@@ -259,7 +259,7 @@ def _extract(path: str, points: list[float], scale: str, tmp: str, timeout: floa
     for i, out in enumerate(outputs):
         cmd += ["-map", f"{i}:v:0", "-an", "-sn", "-dn", "-vf", scale, "-frames:v", "1", "-c:v", "ppm",
                 "-f", "image2", "-update", "1", "file:" + out]
-    run_tool(cmd, timeout=timeout, what="ffmpeg")
+    run_tool(cmd, timeout=timeout, what="ffmpeg", writes_to=tmp)  # a full disk there: NoSpace, not the file's error
     frames = []
     for t, out in zip(points, outputs):
         if not os.path.exists(out) or os.path.getsize(out) == 0:

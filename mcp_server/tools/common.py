@@ -18,7 +18,8 @@ from pydantic import (BeforeValidator, Field, ValidationError, WithJsonSchema, c
 from pydantic_core import ErrorDetails, PydanticCustomError
 
 from dsl.errors import PlanError
-from store.errors import AssayError, FileOperationError
+from flows.media.common import no_space
+from store.errors import AssayError, FileOperationError, NoSpace
 
 logger = logging.getLogger(__name__)
 
@@ -84,7 +85,8 @@ def error_result(tool_name: str, exc: AssayError | PlanError) -> CallToolResult:
     sees it and can correct its call.)
     """
     logger.info("tool %s refused: %s", tool_name, exc)
-    code = INTERNAL_ERROR if isinstance(exc, FileOperationError) else INVALID_PARAMS
+    # the server's own trouble, not the call's: a file operation that failed, a full disk (NO_SPACE)
+    code = INTERNAL_ERROR if isinstance(exc, (FileOperationError, NoSpace)) else INVALID_PARAMS
     extra = {}
     if isinstance(exc, PlanError) and exc.problems:
         extra["problems"] = [p.as_dict() for p in exc.problems]
@@ -227,7 +229,8 @@ class ToolSet:
 
 def tool(tools: ToolSet, name: str, annotations: ToolAnnotations):
     """Register a tool whose AssayErrors reach the caller as tool errors (see ``error_result``) and that refuses
-    arguments it does not know (see ``_reject_unknown_arguments``)."""
+    arguments it does not know (see ``_reject_unknown_arguments``). Any other failure that says the disk is full
+    (an OSError ENOSPC from a file the tool wrote, MuPDF's or SQLite's words for it) is NO_SPACE too, not a crash."""
 
     def decorator(fn):
         if inspect.iscoroutinefunction(fn):
@@ -237,6 +240,8 @@ def tool(tools: ToolSet, name: str, annotations: ToolAnnotations):
                     return await fn(*args, **kwargs)
                 except (AssayError, PlanError) as exc:
                     return error_result(name, exc)
+                except Exception as exc:
+                    return _full_disk_result(name, exc)
         else:
             @functools.wraps(fn)
             def wrapper(*args, **kwargs):
@@ -244,6 +249,8 @@ def tool(tools: ToolSet, name: str, annotations: ToolAnnotations):
                     return fn(*args, **kwargs)
                 except (AssayError, PlanError) as exc:
                     return error_result(name, exc)
+                except Exception as exc:
+                    return _full_disk_result(name, exc)
         made = Tool.from_function(wrapper, name=name, annotations=annotations,
                                   description=inspect.cleandoc(fn.__doc__ or ""))
         _reject_unknown_arguments(made)
@@ -251,6 +258,15 @@ def tool(tools: ToolSet, name: str, annotations: ToolAnnotations):
         return fn
 
     return decorator
+
+
+def _full_disk_result(tool_name: str, exc: Exception) -> CallToolResult:
+    """``exc`` as a NO_SPACE tool error when it says the disk is full; raised again otherwise (a crash)."""
+    full = no_space(exc)
+    if full is None:
+        raise exc
+    logger.warning("tool %s: %s", tool_name, exc, exc_info=exc)
+    return error_result(tool_name, full)
 
 
 def _reject_unknown_arguments(registered: Tool) -> None:

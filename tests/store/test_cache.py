@@ -1,14 +1,16 @@
-"""The content-addressed cache (store/cache.py): named by the hash of the bytes, written once, never half-written,
-and nothing outside it is resolved."""
+"""The content-addressed cache (store/cache.py): named by the hash of the bytes, written once, never half-written
+(not even on a full disk), and nothing outside it is resolved."""
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
 import pytest
 
 from store import cache
+from tests.small_disk import small_disk
 
 
 def test_the_same_bytes_are_stored_once_under_their_hash(tmp_path: Path) -> None:
@@ -50,3 +52,16 @@ def test_only_well_formed_paths_inside_the_cache_resolve(tmp_path: Path) -> None
     assert cache.is_cache_path(str(link.relative_to(tmp_path)))
     assert cache.resolve(tmp_path, str(link.relative_to(tmp_path))) is None
     assert cache.mime_type(rel) == "application/json" and cache.mime_type("cache/x.bin") == "application/octet-stream"
+
+
+def test_a_put_on_a_full_disk_raises_enospc_leaves_nothing_and_works_once_space_is_freed(tmp_path):
+    data = os.urandom(64 * 1024)  # does not compress, does not fit
+    with small_disk(tmp_path / "disk", 256) as disk:
+        disk.fill(16 * 1024)
+        with pytest.raises(OSError) as raised:
+            cache.put(disk.path, data, "jpg")
+        assert raised.value.errno == errno.ENOSPC  # the callers report it as NO_SPACE (flows.media.common.no_space)
+        assert [p for p in cache.cache_dir(disk.path).rglob("*") if p.is_file()] == []  # no part, no temporary file
+        disk.unfill()
+        rel = cache.put(disk.path, data, "jpg")
+        assert (disk.path / rel).read_bytes() == data
