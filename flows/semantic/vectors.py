@@ -107,6 +107,11 @@ class VectorIndex:
     def ready(self) -> bool:
         return self._index is not None
 
+    def live_ids(self) -> np.ndarray:
+        """The chunk ids the index holds and has not marked deleted (sorted): once it is current, the collection's
+        stored chunk ids."""
+        return np.sort(self._live.ids())
+
     def _loaded(self) -> hnswlib.Index:
         """The index in memory: what adds, removals and searches use once a load or build has made it."""
         if self._index is None:

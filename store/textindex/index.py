@@ -435,6 +435,12 @@ class TextIndex:
             os.close(self._lock_fd)
             self._lock_fd = None
 
+    def live_entries(self) -> set[int]:
+        """The entries whose current version the index holds (searchable): once it has caught up, the store's
+        searchable entries (``source.searchable_entries``)."""
+        with self._lock:
+            return set(self._where)
+
     def files_size(self) -> int:
         """Bytes of the index's files."""
         return sum(p.stat().st_size for p in self.dir.iterdir() if p.is_file())
