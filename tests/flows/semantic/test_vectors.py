@@ -142,6 +142,16 @@ def test_save_and_load_round_trip_without_rebuilding(engine, monkeypatch):
     assert again.version == sem.collection_version(engine, col["id"]) and again.count == 200
 
 
+def test_live_ids_are_the_collections_chunk_ids_once_caught_up(engine):
+    col, ids = populate(engine, "live", files=4, per_file=3, seed=10)
+    index = vec.index_for(engine, col)
+    index.load()
+    assert index.live_ids().tolist() == sorted(sem.chunk_ids(engine, col["id"]).tolist())
+    sem.remove_entries(engine, col["id"], [ids["/vec/live/0.txt"]])
+    index.refresh(wait=True)
+    assert len(index.live_ids()) == 9 and index.live_ids().tolist() == sorted(sem.chunk_ids(engine, col["id"]).tolist())
+
+
 def test_temporary_files_of_a_save_killed_mid_write_are_removed_by_the_next_save(tmp_path):
     files = VectorFiles(tmp_path, 7)
     left = [tmp_path / "7.hnsw.999.1.tmp", tmp_path / "7.json.999.1.tmp"]

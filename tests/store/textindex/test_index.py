@@ -100,6 +100,17 @@ def test_a_fresh_index_over_a_store_with_documents_rebuilds_and_finds_them(store
     assert (ix_dir / MANIFEST).exists() and (ix_dir / snap.segments[0].name).exists()
 
 
+def test_the_live_entries_are_the_stores_searchable_documents_once_caught_up(store, open_index):
+    ids = add_documents(store, {"/d/a.txt": "alpha", "/d/b.txt": "beta", "/d/c.txt": "gamma"})
+    index = open_index()
+    index.sync()
+    assert index.live_entries() == set(ids.values())
+    write(store, ids["/d/a.txt"], "alpha again")  # replaced: its new version is the live one
+    docs.delete_documents(store, [ids["/d/b.txt"]])
+    index.sync()
+    assert index.live_entries() == {ids["/d/a.txt"], ids["/d/c.txt"]}
+
+
 def test_an_empty_store_gives_an_empty_index(open_index):
     snap = open_index().sync()
     assert snap.segments == () and snap.queued == frozenset() and found(snap, "a") == []
