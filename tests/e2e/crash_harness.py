@@ -36,6 +36,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Engine
 
 from flows.semantic.vectors import VectorIndex
+from store.diagnostics import counter_mismatches
 from store.textindex import source as text_source
 from store.textindex.index import TextIndex
 from tests.e2e.conftest import REPO, free_port, serve_args, server_env, wait_listening
@@ -247,6 +248,7 @@ class Harness:
         assert report["integrity_check"] == "ok", report
         assert report["orphaned_entries"] == 0 and report["orphaned_records"] == {}, report
         assert report["healthy"] and report["warnings"] == [], report["warnings"]
+        assert counter_mismatches(self.engine) == {}  # asked directly too (the tool's answer is its own model)
         return report
 
     def text_index_agrees(self) -> int:

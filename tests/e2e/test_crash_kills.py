@@ -21,6 +21,7 @@ import anyio
 import pytest
 
 from examples import mediagen as media
+from store.diagnostics import unfinished_documents
 from tests.e2e.crash_harness import SEED, FirstSeen, Harness, Kill, call, fraction, kill_now, kill_points
 
 pytestmark = pytest.mark.e2e
@@ -494,6 +495,7 @@ async def killed_round(h: Harness, ops: list[ServerOp], point: int, points: int)
             for op, ctx in zip(ops, ctxs):
                 tg.start_soon(op.finish, h, client, ctx)
         await h.healthy(client)
+        assert unfinished_documents(h.engine) == 0  # an extraction the kill cut is replaced by the run again
         h.text_index_agrees()
 
 
