@@ -136,11 +136,15 @@ class ProcessTree:
                         if process.pid not in self.seen:
                             self.seen[process.pid] = self._look(process)
                     for seen in list(self.seen.values()):
-                        if seen.fork is None:
-                            self._decide(seen)
-                        if self.prefect_stdin is None and seen.fork is False and \
-                                "flows.prefect_server" in seen.cmdline:
-                            self.prefect_stdin = os.readlink(f"/proc/{seen.process.pid}/fd/0")
+                        try:  # one process gone while we looked must not keep the others from being looked at
+                            if seen.fork is None:
+                                self._decide(seen)
+                            if self.prefect_stdin is None and seen.fork is False and \
+                                    "flows.prefect_server" in seen.cmdline:
+                                self.prefect_stdin = os.readlink(f"/proc/{seen.process.pid}/fd/0")
+                        except (psutil.NoSuchProcess, FileNotFoundError):
+                            if seen.fork is None:  # it went before we could tell: not counted (see forks())
+                                seen.fork = False
             except (psutil.Error, OSError):
                 pass  # a process that went while we looked: the next round sees the others
             except Exception as exc:  # a bug here: told by the test, not lost with the thread
