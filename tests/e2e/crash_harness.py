@@ -5,10 +5,15 @@ what was committed.
 
 One data dir and one corpus root per test module; every kill point gets fresh files under the root, so rounds never
 share work. The server is started once, then once after every kill of it: each restart is also where the next
-round's operations run, so a module with N rounds starts N + 1 servers. The scenarios (crash_scenarios... in the
-test module) say how to prepare, run and check each operation; this module holds the processes, the kills, the
-store as the test reads it (a plain SQLAlchemy engine on the SQLite file, read only) and the checks every kill
-shares: db-diagnose, and the text and vector indexes against the store.
+round's operations run, so a module with N rounds starts N + 1 servers. The scenarios (in tests/e2e/
+test_crash_kills.py) say how to prepare, run and check each operation; this module holds the processes, the kills,
+the store as the test reads it (a plain SQLAlchemy engine on the SQLite file, only read) and the checks every kill
+shares: db-diagnose, and the text and vector indexes against the store (their files, as the killed process left
+them, copied and caught up as a starting server does).
+
+An operation's length is measured once, without a kill, as it runs when killed; a kill's delay is drawn across its
+writes (from its first write, which the measurement watches the store for, to its end): before its first write a
+kill has nothing to leave half-done.
 
 ``ASSAY_KILL_POINTS=N`` (environment) tries N kill points per scenario instead of the fixed set CI runs.
 """
@@ -57,7 +62,7 @@ class Kill:
 
     scenario: str
     seed: int
-    delay: float  # seconds after its first write (index) or its start (server operations)
+    delay: float  # seconds after its first write (index) or its start (server operations; < 0: not started)
     length: float
     mid: bool = True
     state: str = ""  # what the store held of its work after the kill
@@ -314,3 +319,131 @@ class Harness:
         names = sorted({k.scenario for k in self.kills})
         return (f"crash kills: {len(self.kills)} kill points ({mid} mid-operation) over {len(names)} operations "
                 f"({', '.join(names)}), {self.lives} server starts: nothing lost, nothing half-done")
+
+
+# --- what the scenarios share ---------------------------------------------------------------------------------
+
+
+INDEX_DIRS, INDEX_FILES = 60, 100  # 6,000 files: three write batches and then some
+
+
+def write_tree(folder: Path, seed: int) -> int:
+    """INDEX_DIRS folders (three levels) of INDEX_FILES small files each; returns the number of files."""
+    rng = random.Random(seed)
+    for d in range(INDEX_DIRS):
+        sub = folder / f"a{d % 6}" / f"b{d}"
+        sub.mkdir(parents=True)
+        for f in range(INDEX_FILES):
+            (sub / f"f{f}.txt").write_bytes(b"x" * rng.randrange(0, 200))
+    return INDEX_DIRS * INDEX_FILES
+
+
+def change_tree(folder: Path, seed: int) -> None:
+    """Two thirds of the files grown (spread over the tree, so the walk's batches commit all along it), a folder
+    removed, a new one with files: what a re-index has to write."""
+    rng = random.Random(seed)
+    for k, path in enumerate(sorted(folder.rglob("*.txt"))):
+        if k % 3:
+            path.write_bytes(b"y" * rng.randrange(200, 400))
+    for path in (folder / "a1" / "b1").iterdir():
+        path.unlink()
+    (folder / "a1" / "b1").rmdir()
+    new = folder / "a0" / "new" / "deeper"
+    new.mkdir(parents=True)
+    for f in range(300):
+        (new / f"n{f}.txt").write_bytes(b"n" * f)
+
+
+def on_disk(folder: Path) -> dict[str, int]:
+    """path -> size (0 for folders) of everything at and under ``folder``."""
+    out = {str(folder): 0}
+    for path in folder.rglob("*"):
+        out[str(path)] = 0 if path.is_dir() else path.stat().st_size
+    return out
+
+
+class ServerOp:
+    """An operation of the server that one tool call runs to its end; ``prepare`` makes its fresh files (and what
+    it needs in the store), ``units`` says what of its work the store holds, each with a stamp that a redo changes."""
+
+    name = ""
+    length = 0.0
+    first = 0.0  # when its first write landed, in its measured run
+    count = 0  # files it works on
+
+    async def prepare(self, h: Harness, client, tag: str) -> dict[str, Any]:
+        raise NotImplementedError
+
+    async def run(self, client, ctx: dict[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def units(self, h: Harness, ctx: dict[str, Any]) -> dict[Any, Any]:
+        raise NotImplementedError
+
+    def check(self, h: Harness, ctx: dict[str, Any]) -> None:
+        """What must hold after a kill and after the run again (beyond db-diagnose)."""
+
+    def progress(self, h: Harness, ctx: dict[str, Any]) -> int:
+        """How much of its work the store holds now (what the measured run is watched with)."""
+        return len(self.units(h, ctx))
+
+    def total(self, ctx: dict[str, Any]) -> int:
+        """How much ``progress`` reaches at its end (0: it has none to watch)."""
+        return int(ctx.get("expected") or 0)
+
+    def at_kill(self, ctx: dict[str, Any]) -> str:
+        """How far the work was when the kill came (from what ``after_kill`` found), for the summary."""
+        return f"{len(ctx['before'])}/{ctx['expected']} done"
+
+    async def after_kill(self, h: Harness, client, ctx: dict[str, Any]) -> None:
+        self.check(h, ctx)
+        ctx["before"] = self.units(h, ctx)
+
+    async def finish(self, h: Harness, client, ctx: dict[str, Any]) -> None:
+        await self.run(client, ctx)
+        self.check(h, ctx)
+        after = self.units(h, ctx)
+        assert len(after) == ctx["expected"], (self.name, len(after), ctx["expected"])
+        redone = [k for k, stamp in ctx["before"].items() if after.get(k) != stamp]
+        assert not redone, f"{self.name}: work committed before the kill was done again: {redone[:3]}"
+
+
+class PlanOp(ServerOp):
+    """A plan of one rule over ``count`` fresh files, run with plan-execute (wait) as the killed call."""
+
+    outcome = ""
+
+    def __init__(self, count: int | None = None) -> None:
+        self.count = count or self.count
+
+    def make(self, folder: Path, seed: int) -> int:
+        raise NotImplementedError
+
+    async def prepare(self, h: Harness, client, tag: str) -> dict[str, Any]:
+        folder = h.root / f"{self.name}-{tag}"
+        expected = self.make(folder, seed=len(tag))
+        plan = f"crash-{self.name}-{tag}"
+        await call(client, "plan-create", {"format": "dsl", "text": (
+            f'plan {plan}\nsource files index "{folder}"\nrule all\n  do {self.outcome.format(tag=tag)}\n')})
+        return {"folder": folder, "plan": plan, "expected": expected, "tag": tag}
+
+    async def run(self, client, ctx: dict[str, Any]) -> dict[str, Any]:
+        done = await call(client, "plan-execute", {"name": ctx["plan"], "wait": True})
+        assert done["status"] == "success", done
+        return done
+
+    def joined(self, h: Harness, ctx: dict[str, Any], sql: str, **params: Any) -> list[Any]:
+        lo, hi = h.under(ctx["folder"])
+        return h.rows(sql + " AND e.path > :lo AND e.path < :hi", lo=lo, hi=hi, **params)
+
+
+async def measure(h: Harness, client, op: ServerOp) -> None:
+    """The operation's length, once, to its end, on fresh files, and when its first write landed."""
+    ctx = await op.prepare(h, client, "m")
+    seen, started = FirstSeen(), time.monotonic()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(seen.watch, lambda: op.progress(h, ctx) > 0, started)
+        await op.run(client, ctx)
+        tg.cancel_scope.cancel()
+    op.length = time.monotonic() - started
+    op.first = seen.at or 0.0

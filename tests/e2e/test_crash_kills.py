@@ -22,48 +22,13 @@ import pytest
 
 from examples import mediagen as media
 from store.diagnostics import unfinished_documents
-from tests.e2e.crash_harness import SEED, FirstSeen, Harness, Kill, call, fraction, kill_now, kill_points
+from tests.e2e.crash_harness import (SEED, FirstSeen, Harness, Kill, PlanOp, ServerOp, call, change_tree, fraction,
+                                     kill_now, kill_points, measure, on_disk, write_tree)
 
 pytestmark = pytest.mark.e2e
 
-INDEX_DIRS, INDEX_FILES = 60, 100  # 6,000 files: three write batches and then some
 SET_PATHS = 3000
 MOVED = 100
-
-
-def write_tree(folder: Path, seed: int) -> int:
-    """INDEX_DIRS folders (three levels) of INDEX_FILES small files each; returns the number of files."""
-    rng = random.Random(seed)
-    for d in range(INDEX_DIRS):
-        sub = folder / f"a{d % 6}" / f"b{d}"
-        sub.mkdir(parents=True)
-        for f in range(INDEX_FILES):
-            (sub / f"f{f}.txt").write_bytes(b"x" * rng.randrange(0, 200))
-    return INDEX_DIRS * INDEX_FILES
-
-
-def change_tree(folder: Path, seed: int) -> None:
-    """Two thirds of the files grown (spread over the tree, so the walk's batches commit all along it), a folder
-    removed, a new one with files: what a re-index has to write."""
-    rng = random.Random(seed)
-    for k, path in enumerate(sorted(folder.rglob("*.txt"))):
-        if k % 3:
-            path.write_bytes(b"y" * rng.randrange(200, 400))
-    for path in (folder / "a1" / "b1").iterdir():
-        path.unlink()
-    (folder / "a1" / "b1").rmdir()
-    new = folder / "a0" / "new" / "deeper"
-    new.mkdir(parents=True)
-    for f in range(300):
-        (new / f"n{f}.txt").write_bytes(b"n" * f)
-
-
-def on_disk(folder: Path) -> dict[str, int]:
-    """path -> size (0 for folders) of everything at and under ``folder``."""
-    out = {str(folder): 0}
-    for path in folder.rglob("*"):
-        out[str(path)] = 0 if path.is_dir() else path.stat().st_size
-    return out
 
 
 # --- assay index ------------------------------------------------------------------------------------------------------
@@ -168,77 +133,6 @@ async def test_assay_index_killed_mid_walk_leaves_a_store_the_next_index_finishe
 
 
 # --- assay serve ------------------------------------------------------------------------------------------------
-
-
-class ServerOp:
-    """An operation of the server that one tool call runs to its end; ``prepare`` makes its fresh files (and what
-    it needs in the store), ``units`` says what of its work the store holds, each with a stamp that a redo changes."""
-
-    name = ""
-    length = 0.0
-    first = 0.0  # when its first write landed, in its measured run
-    count = 0  # files it works on
-
-    async def prepare(self, h: Harness, client, tag: str) -> dict[str, Any]:
-        raise NotImplementedError
-
-    async def run(self, client, ctx: dict[str, Any]) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def units(self, h: Harness, ctx: dict[str, Any]) -> dict[Any, Any]:
-        raise NotImplementedError
-
-    def check(self, h: Harness, ctx: dict[str, Any]) -> None:
-        """What must hold after a kill and after the run again (beyond db-diagnose)."""
-
-    def progress(self, h: Harness, ctx: dict[str, Any]) -> int:
-        """How much of its work the store holds now (what the measured run is watched with)."""
-        return len(self.units(h, ctx))
-
-    def at_kill(self, ctx: dict[str, Any]) -> str:
-        """How far the work was when the kill came (from what ``after_kill`` found), for the summary."""
-        return f"{len(ctx['before'])}/{ctx['expected']} done"
-
-    async def after_kill(self, h: Harness, client, ctx: dict[str, Any]) -> None:
-        self.check(h, ctx)
-        ctx["before"] = self.units(h, ctx)
-
-    async def finish(self, h: Harness, client, ctx: dict[str, Any]) -> None:
-        await self.run(client, ctx)
-        self.check(h, ctx)
-        after = self.units(h, ctx)
-        assert len(after) == ctx["expected"], (self.name, len(after), ctx["expected"])
-        redone = [k for k, stamp in ctx["before"].items() if after.get(k) != stamp]
-        assert not redone, f"{self.name}: work committed before the kill was done again: {redone[:3]}"
-
-
-class PlanOp(ServerOp):
-    """A plan of one rule over ``count`` fresh files, run with plan-execute (wait) as the killed call."""
-
-    outcome = ""
-
-    def __init__(self, count: int | None = None) -> None:
-        self.count = count or self.count
-
-    def make(self, folder: Path, seed: int) -> int:
-        raise NotImplementedError
-
-    async def prepare(self, h: Harness, client, tag: str) -> dict[str, Any]:
-        folder = h.root / f"{self.name}-{tag}"
-        expected = self.make(folder, seed=len(tag))
-        plan = f"crash-{self.name}-{tag}"
-        await call(client, "plan-create", {"format": "dsl", "text": (
-            f'plan {plan}\nsource files index "{folder}"\nrule all\n  do {self.outcome.format(tag=tag)}\n')})
-        return {"folder": folder, "plan": plan, "expected": expected, "tag": tag}
-
-    async def run(self, client, ctx: dict[str, Any]) -> dict[str, Any]:
-        done = await call(client, "plan-execute", {"name": ctx["plan"], "wait": True})
-        assert done["status"] == "success", done
-        return done
-
-    def joined(self, h: Harness, ctx: dict[str, Any], sql: str, **params: Any) -> list[Any]:
-        lo, hi = h.under(ctx["folder"])
-        return h.rows(sql + " AND e.path > :lo AND e.path < :hi", lo=lo, hi=hi, **params)
 
 
 class Classify(PlanOp):
@@ -364,6 +258,9 @@ class SetModify(ServerOp):
     def progress(self, h: Harness, ctx: dict[str, Any]) -> int:
         return 0  # one transaction: all of it at the end, so kills are drawn across the whole call
 
+    def total(self, ctx: dict[str, Any]) -> int:
+        return 0
+
     async def finish(self, h: Harness, client, ctx: dict[str, Any]) -> None:
         done = await self.run(client, ctx)
         assert done["added" if ctx["operation"] == "add" else "removed"] == (0 if ctx["committed"] else SET_PATHS)
@@ -428,7 +325,10 @@ class MoveFiles(ServerOp):
         return f"{MOVED - len(ctx['left'])}/{MOVED} moved"
 
     def progress(self, h: Harness, ctx: dict[str, Any]) -> int:
-        return len(h.entries(ctx["dst"]))
+        return len(h.entries(ctx["dst"]))  # the files moved (and the folders made for them)
+
+    def total(self, ctx: dict[str, Any]) -> int:
+        return MOVED
 
     async def finish(self, h: Harness, client, ctx: dict[str, Any]) -> None:
         if ctx["left"]:
@@ -437,28 +337,22 @@ class MoveFiles(ServerOp):
         assert all(p.parent.parent == ctx["dst"] for p in places.values())
 
 
-async def measure(h: Harness, client, op: ServerOp) -> None:
-    """The operation's length, once, to its end, on fresh files, and when its first write landed."""
-    ctx = await op.prepare(h, client, "m")
-    seen, started = FirstSeen(), time.monotonic()
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(seen.watch, lambda: op.progress(h, ctx) > 0, started)
-        await op.run(client, ctx)
-        tg.cancel_scope.cancel()
-    op.length = time.monotonic() - started
-    op.first = seen.at or 0.0
-
-
 async def killed_round(h: Harness, ops: list[ServerOp], point: int, points: int) -> None:
     """Prepare every operation on fresh files, start each so that one SIGKILL of the server lands its drawn delay
-    into it, kill, restart, check each, run each again to its end and check it finished the rest."""
+    into it, kill, restart, check each, run each again to its end and check it finished the rest. The kill comes at
+    the scheduled time, or earlier when one operation (the pacer, a different one each point) has written its drawn
+    share of its work: timings drift with the machine's load, the pacer makes sure one is cut mid-write."""
     seed = SEED + point
     rng = random.Random(seed)
     async with h.client() as client:
         ctxs = [await op.prepare(h, client, f"r{point}") for op in ops]
     delays = [op.first + (op.length - op.first) * fraction(rng, point, points) for op in ops]
     kill_at = max(delays)
+    paced = [i for i, (op, ctx) in enumerate(zip(ops, ctxs)) if op.total(ctx)]
+    pacer = paced[point % len(paced)]
+    goal = max(1, int(ops[pacer].total(ctxs[pacer]) * fraction(rng, point, points)))
     finished: dict[str, bool] = {}
+    started = time.monotonic()
 
     async def one(op: ServerOp, ctx: dict[str, Any], start: float) -> None:
         await anyio.sleep(start)
@@ -472,14 +366,18 @@ async def killed_round(h: Harness, ops: list[ServerOp], point: int, points: int)
     async with anyio.create_task_group() as tg:
         for op, ctx, delay in zip(ops, ctxs, delays):
             tg.start_soon(one, op, ctx, kill_at - delay)
-        await anyio.sleep(kill_at)
+        with anyio.move_on_after(kill_at):
+            while ops[pacer].progress(h, ctxs[pacer]) < goal:
+                await anyio.sleep(0.01)
+        killed = time.monotonic() - started
         h.kill(group=rng.random() < 0.5)
         with anyio.move_on_after(30):
-            while len(finished) < len(ops):
+            while len(finished) < sum(kill_at - d <= killed for d in delays):
                 await anyio.sleep(0.05)
         tg.cancel_scope.cancel()
     for op, delay in zip(ops, delays):
-        h.kills.append(Kill(op.name, seed, delay, op.length, not finished.get(op.name, False)))
+        into = killed - (kill_at - delay)
+        h.kills.append(Kill(op.name, seed, into, op.length, into > 0 and not finished.get(op.name, False)))
     h.start()
     async with h.client() as client, anyio.create_task_group() as warming:
         # the model loads in the new server (a search of the measured collection) while the kill is checked
