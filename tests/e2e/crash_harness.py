@@ -309,7 +309,8 @@ class Harness:
 
     def details(self) -> str:
         lines = [f"  {k.scenario}: seed {k.seed}, killed {k.delay:.3f} s into {k.length:.3f} s"
-                 f"{'' if k.mid else ' (it had finished)'}: {k.state}" for k in self.kills]
+                 f"{'' if k.mid else ' (not started)' if k.delay < 0 else ' (it had finished)'}: {k.state}"
+                 for k in self.kills]
         if self.left:
             lines.append(f"  temporary files left by killed writers: {sorted(self.left)[:5]}")
         return "\n".join(lines)

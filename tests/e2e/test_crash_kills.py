@@ -338,19 +338,21 @@ class MoveFiles(ServerOp):
 
 
 async def killed_round(h: Harness, ops: list[ServerOp], point: int, points: int) -> None:
-    """Prepare every operation on fresh files, start each so that one SIGKILL of the server lands its drawn delay
-    into it, kill, restart, check each, run each again to its end and check it finished the rest. The kill comes at
-    the scheduled time, or earlier when one operation (the pacer, a different one each point) has written its drawn
-    share of its work: timings drift with the machine's load, the pacer makes sure one is cut mid-write."""
+    """Prepare every operation on fresh files, start them all (as they were measured), kill the server once,
+    restart, check each, run each again to its end and check it finished the rest. One operation paces the kill (a
+    different one each point): the kill comes when it has written its drawn share of its work, or at its drawn delay
+    (timings drift with the machine's load; its progress does not). The others are cut wherever they are; one
+    shorter than that delay starts later, so that its own drawn delay ends at the kill."""
     seed = SEED + point
     rng = random.Random(seed)
     async with h.client() as client:
         ctxs = [await op.prepare(h, client, f"r{point}") for op in ops]
     delays = [op.first + (op.length - op.first) * fraction(rng, point, points) for op in ops]
-    kill_at = max(delays)
-    paced = [i for i, (op, ctx) in enumerate(zip(ops, ctxs)) if op.total(ctx)]
-    pacer = paced[point % len(paced)]
+    paced = sorted((i for i, (op, ctx) in enumerate(zip(ops, ctxs)) if op.total(ctx)), key=lambda i: -ops[i].length)
+    pacer = paced[point % len(paced)]  # the longest first: the others run within it
     goal = max(1, int(ops[pacer].total(ctxs[pacer]) * fraction(rng, point, points)))
+    kill_at = delays[pacer]
+    starts = [kill_at - d if op.length < kill_at else 0.0 for op, d in zip(ops, delays)]
     finished: dict[str, bool] = {}
     started = time.monotonic()
 
@@ -364,19 +366,19 @@ async def killed_round(h: Harness, ops: list[ServerOp], point: int, points: int)
             finished[op.name] = False
 
     async with anyio.create_task_group() as tg:
-        for op, ctx, delay in zip(ops, ctxs, delays):
-            tg.start_soon(one, op, ctx, kill_at - delay)
+        for op, ctx, start in zip(ops, ctxs, starts):
+            tg.start_soon(one, op, ctx, start)
         with anyio.move_on_after(kill_at):
             while ops[pacer].progress(h, ctxs[pacer]) < goal:
                 await anyio.sleep(0.01)
         killed = time.monotonic() - started
         h.kill(group=rng.random() < 0.5)
         with anyio.move_on_after(30):
-            while len(finished) < sum(kill_at - d <= killed for d in delays):
+            while len(finished) < sum(start <= killed for start in starts):
                 await anyio.sleep(0.05)
         tg.cancel_scope.cancel()
-    for op, delay in zip(ops, delays):
-        into = killed - (kill_at - delay)
+    for op, start in zip(ops, starts):
+        into = killed - start
         h.kills.append(Kill(op.name, seed, into, op.length, into > 0 and not finished.get(op.name, False)))
     h.start()
     async with h.client() as client, anyio.create_task_group() as warming:
