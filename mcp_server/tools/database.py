@@ -41,6 +41,11 @@ class DiagnoseResponse(BaseModel):
     plan_count: int
     saved_query_count: int
     orphaned_records: dict[str, int] = Field(description="rows whose foreign key points at nothing, per table.column")
+    counter_mismatches: dict[str, int] = Field(
+        default_factory=dict, description="stored counters that differ from the rows they count, per counter (folder "
+                                          "sizes, chunk counts, chunks without a vector, document line counts)")
+    unfinished_documents: int = Field(
+        default=0, description="text segments without their document row: an extraction in progress or cut short")
     schema_check: str
     skipped_checks: list[str] = Field(description="checks this backend does not support")
     artifact_cache: ArtifactCache | None = Field(default=None, description="the classifier's artifact cache")

@@ -35,6 +35,17 @@ async def test_db_diagnose_flags_a_hole_in_the_tree(client, app, tree):
     assert res["orphaned_entries"] == 2 and res["healthy"] is False and res["warnings"]
 
 
+async def test_db_diagnose_shows_a_folder_size_that_is_not_its_childrens(client, app, tree):
+    index_sync(app, tree)
+    res = await call(client, "db-diagnose")
+    assert res["counter_mismatches"] == {} or not any(res["counter_mismatches"].values())
+    assert res["unfinished_documents"] == 0
+    with app.engine.begin() as conn:  # a counter a crash could have left behind its rows
+        conn.execute(T.update().where(T.c.path == str(tree / "Photos")).values(size=1))
+    res = await call(client, "db-diagnose")
+    assert any(res["counter_mismatches"].values()) and res["healthy"] is False, res
+
+
 async def test_db_diagnose_is_read_only_and_takes_no_parameters(client):
     tool = next(t for t in (await client.list_tools()).tools if t.name == "db-diagnose")
     assert tool.annotations.read_only_hint is True and not tool.input_schema.get("properties")
