@@ -9,12 +9,16 @@ delete (the subtree under ``path``, and ``path`` itself when ``with_path``), ``r
 parent expands its compact rows with :func:`expand_rows` before sending: inserting is the slower side, so the derived
 columns are computed on the walker's core); each batch is applied in that order and committed in one transaction. A
 zero length ends the stream; the child then prints ``written removed`` (row counts) on stdout. On a database error
-the child writes the error to stderr and exits 1; the parent sees the broken pipe and raises it.
+the child writes the error to stderr and exits 1; the parent sees the broken pipe and raises it. A full disk
+(SQLITE_FULL, ENOSPC) is told apart, as the parent must report NO_SPACE rather than a failed write: the child writes
+``NO_SPACE: <message>`` and exits with :data:`NO_SPACE_STATUS` (28, ENOSPC's number); the batch it was writing is
+rolled back, the ones before it stay committed.
 This module imports nothing but the standard library, so the child starts in a few tens of milliseconds.
 """
 
 from __future__ import annotations
 
+import errno
 import mimetypes
 import pickle
 import sqlite3
@@ -26,6 +30,8 @@ from typing import IO, Any
 from store.fold import fold
 
 HEADER = struct.Struct(">I")
+NO_SPACE_STATUS = 28  # the child's exit status when the disk is full (errno.ENOSPC on Linux)
+_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
 def write_frame(stream: IO[bytes], obj: Any) -> None:
@@ -94,7 +100,8 @@ def serve(database: str, stream: IO[bytes]) -> tuple[int, int]:
                 removed += max(cur.rowcount, 0)
             conn.executemany(sql, rows)  # in walk order: sorting a batch by path measured slower at 1M rows
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:  # SQLite may have rolled it back itself (SQLITE_FULL can)
+                conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
         written += len(rows)
@@ -102,10 +109,31 @@ def serve(database: str, stream: IO[bytes]) -> tuple[int, int]:
     return written, removed
 
 
+def is_full(exc: BaseException | None) -> bool:
+    """Whether ``exc``, or an exception it was raised from or while handling, says the disk is full: SQLite's
+    SQLITE_FULL ("database or disk is full") or an OSError ENOSPC / EDQUOT."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, sqlite3.Error) and (getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_FULL
+                                               or "database or disk is full" in str(exc)):
+            return True
+        if isinstance(exc, OSError) and exc.errno in _FULL_ERRNOS:
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 def main() -> int:
+    """Serve ``sys.argv[1]`` from stdin; the exit status says how it ended (0, 1, or NO_SPACE_STATUS)."""
     try:
         written, removed = serve(sys.argv[1], sys.stdin.buffer)
     except Exception as exc:  # reported to the parent through stderr
+        if is_full(exc):
+            sys.stderr.write(f"NO_SPACE: the disk holding the store ({sys.argv[1]}) is full ({exc}): the index "
+                             "writer's last batch was rolled back, the ones before it are kept; free space and index "
+                             "again\n")
+            return NO_SPACE_STATUS
         sys.stderr.write(f"{type(exc).__name__}: {exc}\n")
         return 1
     sys.stdout.write(f"{written} {removed}\n")

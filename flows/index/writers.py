@@ -3,6 +3,9 @@ writer process for a SQLite file (store/sqlite_writer.py says why) or a writer t
 driver waits on the network without the GIL). A batch is ``(rows, gone)``: the walker's compact rows to upsert and
 the paths to delete. Each writer holds at most a couple of batches (the pipe or a two-slot queue): memory stays
 bounded, and a walker that outpaces its writer waits.
+
+A full disk under the store is :class:`~store.errors.NoSpace` (NO_SPACE) from every writer: the in-process ones get
+it from the engine, the writer process says so by its exit status (``sqlite_writer.NO_SPACE_STATUS``).
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from sqlalchemy.engine import Engine
 import store
 from flows.core import settings
 from store import entries as store_entries
-from store.sqlite_writer import expand_rows, write_frame
+from store.errors import NoSpace
+from store.sqlite_writer import NO_SPACE_STATUS, expand_rows, write_frame
 
 _MIMES: dict[str, str | None] = {}  # extension -> MIME type, shared by the in-process writers
 
@@ -101,11 +105,19 @@ class ProcessWriter:
             write_frame(self._stdin, obj)
         except (BrokenPipeError, OSError):
             self._proc.wait()
-            raise RuntimeError(f"the index writer process failed: {self._error_text()}") from None
+            raise self._failure() from None
 
     def _error_text(self) -> str:
         self._stderr.seek(0)
         return self._stderr.read().decode(errors="replace").strip() or f"exit status {self._proc.returncode}"
+
+    def _failure(self) -> Exception:
+        """What the child's exit says: NoSpace when the disk was full (its message as the child wrote it), else a
+        RuntimeError carrying the child's error."""
+        text = self._error_text()
+        if self._proc.returncode == NO_SPACE_STATUS:
+            return NoSpace(text.removeprefix(f"{NoSpace.code}: "))
+        return RuntimeError(f"the index writer process failed: {text}")
 
     def put(self, frame: tuple[list, list]) -> None:
         rows, gone = frame
@@ -123,10 +135,10 @@ class ProcessWriter:
         out = self._stdout.read()
         self._stdout.close()
         code = self._proc.wait()
-        text = self._error_text() if code else ""
+        failure = self._failure() if code else None
         self._stderr.close()
-        if code:
-            raise RuntimeError(f"the index writer process failed: {text}")
+        if failure is not None:
+            raise failure
         parts = out.split()
         if len(parts) == 2:
             self.removed = int(parts[1])
