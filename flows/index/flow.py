@@ -3,7 +3,8 @@
 ``run_index_job`` is the plain function (tests call it directly); ``index_flow`` is the same work as a Prefect flow,
 run from its parameters (the folder, the job's id in the runs table, the store's URL): by the job runner, or from
 its deployment in Prefect's UI. The job row in the store is the source of truth for status and progress; the flow
-run id is recorded on it.
+run id is recorded on it. A job that failed (a full disk: NO_SPACE) says so in our error's own words, and counts as
+its files those it wrote to the store: what the walk had listed but not written is not claimed.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 from prefect.runtime import flow_run as current_flow_run
 from prefect.states import Cancelled as CancelledState
+from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 
 from flows.core import hooks
@@ -25,8 +27,10 @@ from flows.core.prefect import cancel_requested_in_prefect
 from flows.core.runner import JobKind
 from flows.core.settings import run_settings
 from flows.index.indexer import Cancelled, IndexProgress, IndexResult, index_tree
+from store import entries as store_entries
 from store import jobs as store_jobs
 from store.engine import get_engine
+from store.errors import AssayError
 
 log = logging.getLogger(__name__)
 
@@ -77,11 +81,23 @@ def run_index_job(engine: Engine, *, job_id: int, root: str, follow_symlinks: bo
         return store_jobs.get_job(engine, job_id=job_id)
     except Exception as exc:  # recorded on the job, then re-raised so Prefect marks the run failed too
         log.exception("index job %s failed", job_id)
-        store_jobs.finish_job(engine, job_id=job_id, status="failed", error_message=f"{type(exc).__name__}: {exc}")
+        said = str(exc) if isinstance(exc, AssayError) else f"{type(exc).__name__}: {exc}"  # ours: "NO_SPACE: ..."
+        store_jobs.finish_job(engine, job_id=job_id, status="failed", error_message=said,
+                              files=files_written(engine, root=root, job_id=job_id))
         raise
     store_jobs.record_issues(engine, job_id=job_id, issues=result.issues)
     store_jobs.finish_job(engine, job_id=job_id, status="completed", current_path=None, **_counts(result))
     return store_jobs.get_job(engine, job_id=job_id)
+
+
+def files_written(engine: Engine, *, root: str, job_id: int) -> int:
+    """The files at or under ``root`` that index job ``job_id`` wrote to the store (its rows carry its id as their
+    scan id): a failed job's count of files, where the walk's own count would claim those it listed but never wrote.
+    A re-index writes only what changed, so the unchanged files it walked are not in it."""
+    T = store_entries.T
+    with engine.connect() as conn:
+        return conn.execute(select(func.count()).select_from(T).where(
+            store_entries.subtree_clause(root), T.c.scan_id == job_id, T.c.kind == "file")).scalar_one()
 
 
 def _counts(result: IndexResult) -> dict:

@@ -6,11 +6,14 @@ import os
 from pathlib import Path
 
 import pytest
+from sqlalchemy import func, select
 
 import flows.index.indexer as indexer_mod
+import flows.index.writers as writers_mod
 from flows.index.flow import run_index_job
 from flows.index.indexer import Cancelled, index_tree
 from store import entries, jobs
+from store.errors import NoSpace
 from tests.flows.index.checks import vanishing_mid_walk
 
 
@@ -174,6 +177,35 @@ def test_index_job_cancelled_through_its_event_ends_cancelled(engine, tmp_path):
     assert job["status"] == "cancelled"
     assert "what the walk wrote was kept" in job["error_message"]
     assert job["files"] == entries.count_subtree(engine, root=str(root)) - job["directories"]
+
+
+def test_an_index_job_a_full_disk_stopped_says_no_space_and_counts_only_the_files_it_wrote(engine, tmp_path,
+                                                                                          monkeypatch):
+    monkeypatch.setenv("ASSAY_INDEX_WRITER", "thread")
+    root = tmp_path / "t"
+    for d in range(10):
+        (root / str(d)).mkdir(parents=True)
+        for f in range(100):
+            (root / str(d) / f"{f}.txt").write_text("x")
+    real, applied = writers_mod._apply, []
+
+    def apply(conn, frame, **kw):  # the third batch finds the disk full
+        if len(applied) == 2:
+            raise NoSpace("the disk holding the store is full: the last write was rolled back")
+        applied.append(frame)
+        return real(conn, frame, **kw)
+
+    monkeypatch.setattr(writers_mod, "_apply", apply)
+    job_id = jobs.create_job(engine, root=str(root))
+    with pytest.raises(NoSpace):
+        run_index_job(engine, job_id=job_id, root=str(root), batch_size=50)
+    job = jobs.get_job(engine, job_id=job_id)
+    assert job["status"] == "failed"
+    assert job["error_message"] == "NO_SPACE: the disk holding the store is full: the last write was rolled back"
+    written = sum(1 for rows, _ in applied for row in rows if row[3] == "file")
+    with engine.connect() as conn:
+        stored = conn.execute(select(func.count()).select_from(entries.T).where(entries.T.c.kind == "file")).scalar()
+    assert 0 < job["files"] == written == stored < 1000  # not the files the walk listed beyond what it wrote
 
 
 def test_cancelling_a_pending_job_means_it_never_runs(engine, tree):
