@@ -180,10 +180,15 @@ class PlanRun:
         return {"entries_processed": self.processed, "entries_matched": matched, "outcomes_applied": self.applied()}
 
     def outcome_summary(self) -> None:
+        """Each rule's matched count and what each of its outcomes did, into the summary (again from the tallies
+        when called twice: an error while finishing a run that had written its summary)."""
+        rules = self.summary["rules"]
         for i, spec in enumerate(self.ctx.rules):
-            self.summary["rules"].setdefault(spec.rule.name, {"outcomes": []})["matched"] = self.matched[i]
+            rules.setdefault(spec.rule.name, {})["matched"] = self.matched[i]
+        for entry in rules.values():
+            entry["outcomes"] = []
         for done, tally in zip(self.ctx.outcomes, self.outcomes):
-            self.summary["rules"].setdefault(done.rule, {"outcomes": []})["outcomes"].append({
+            rules.setdefault(done.rule, {"outcomes": []})["outcomes"].append({
                 "type": done.outcome.type, "params": done.outcome.params(), "applied": tally.applied,
                 "unchanged": tally.unchanged, "skipped_unchanged_entries": tally.skipped, "errors": tally.errors,
                 "error_samples": tally.error_samples, "batches": tally.batches})
@@ -251,12 +256,14 @@ def run_stages(run: PlanRun, runner: Stages | None = None) -> dict[str, Any]:
         return store_plans.finish_execution(engine, execution_id=ctx.execution_id, status="error",
                                             error_message=CANCELLED_MESSAGE, summary=run.summary,
                                             **run.counters(exact=False))
-    except AssayError as exc:
+    except AssayError as exc:  # ours, in its own words with its code: "NO_SPACE: the disk holding ... is full"
+        run.outcome_summary()
         return store_plans.finish_execution(engine, execution_id=ctx.execution_id, status="error",
-                                            error_message=exc.message, summary=run.summary,
+                                            error_message=str(exc), summary=run.summary,
                                             **run.counters(exact=False))
     except Exception as exc:
         log.exception("plan %s execution %s failed", plan.name, ctx.execution_id)
+        run.outcome_summary()
         store_plans.finish_execution(engine, execution_id=ctx.execution_id, status="error",
                                      error_message=f"{type(exc).__name__}: {exc}", summary=run.summary,
                                      **run.counters(exact=False))

@@ -14,6 +14,7 @@ from flows.core.roots import Roots
 from store import plans as store_plans
 from store import queries as store_queries
 from store import sets as store_sets
+from store.errors import NoSpace
 
 
 @pytest.fixture
@@ -207,6 +208,31 @@ def test_expensive_outcomes_are_done_once_per_file_state(service, engine, tree, 
     second = service.execute(p, wait=True)
     assert sorted(fake_classifier.calls) == ["photo.jpg", "sunset.jpg"]
     assert second["summary"]["rules"]["media"]["outcomes"][0]["skipped_unchanged_entries"] == 1
+
+
+class FullDiskWork(FakeWork):
+    """An expensive outcome whose second batch finds the disk full."""
+
+    def apply_rows(self, conn, outcome, rows, ctx):
+        if self.calls:
+            raise NoSpace("the disk holding the cache is full (no space left on device); free space and run the work "
+                          "again: what was done before is kept")
+        return super().apply_rows(conn, outcome, rows, ctx)
+
+
+def test_a_run_a_full_disk_stopped_says_no_space_and_what_its_outcomes_did(engine, tree, monkeypatch):
+    flow_outcomes.installed_executors()
+    monkeypatch.setitem(flow_outcomes.EXECUTORS, "classifier", FullDiskWork())
+    svc = PlanService(engine, Roots.of([str(tree)]), use_prefect=False, batch_size=2, id_batch_size=2)
+    try:
+        row = run(svc, plan(tree, conditions="media_type = image", outcomes=[{"type": "classifier"}]))
+    finally:
+        svc.shutdown()
+    assert row["status"] == "error"
+    assert row["error_message"].startswith("NO_SPACE: the disk holding the cache is full"), row["error_message"]
+    assert row["outcomes_applied"] == 2
+    outcome = row["summary"]["rules"]["media"]["outcomes"]  # the batch written before the disk filled is reported
+    assert [(o["type"], o["applied"], o["batches"]) for o in outcome] == [("classifier", 2, 1)]
 
 
 def test_chained_outcomes_stop_on_error_per_entry(service, engine, tree, fake_classifier):
