@@ -11,7 +11,8 @@ hash, the address's fragment and ``exact``, never the resource id or any caller 
 content is one file, reused (:func:`extract` returns at once when it exists) until the source changes, and no name
 can leave the cache. A new excerpt is written under a temporary name in its target directory, checked (not empty,
 opens, holds what was asked) and renamed; on any failure the temporary file is removed and CitationError
-EXTRACTION_FAILED says what PyMuPDF, Pillow or ffmpeg said.
+EXTRACTION_FAILED says what PyMuPDF, Pillow or ffmpeg said. A full disk under the cache is not the source's fault:
+it is NoSpace (NO_SPACE) naming the cache folder written to, whoever noticed it (MuPDF, Pillow, ffmpeg, a write).
 
 Paths and addresses reaching here were checked by the caller (the file inside the roots, the address against the
 source's facts: ``flows.citations.address.check_address``); ffmpeg still gets an argument list, never a shell, with the
@@ -36,7 +37,7 @@ from flows.documents.extract import ExtractionFailed
 from flows.documents.extract.text import decode, newlines, read_bounded
 from flows.documents.model import ExtractOptions
 from flows.media import common
-from flows.media.common import MediaError, input_path, tool
+from flows.media.common import MediaError, input_path, no_space, tool
 from flows.media.images import open_image
 from flows.media.pdf import load_pymupdf, mupdf_said, open_pdf
 from store import cache
@@ -188,6 +189,9 @@ def _pdf_pages(path: str, suffix: str, address: Address, tmp: str) -> None:
         except CitationError:
             raise
         except Exception as exc:  # noqa: BLE001 - MuPDF's errors on a damaged page or object
+            full = no_space(exc, Path(tmp).parent)  # "cannot fwrite: No space left on device": not the file's fault
+            if full is not None:
+                raise full from exc
             raise _failed(address, f"cannot copy the pages: {str(exc)[:200]}") from None
     finally:
         out.close()
@@ -235,6 +239,9 @@ def _crop(path: str, address: Address, tmp: str) -> None:
         try:
             shown.save(tmp, format="PNG")
         except (OSError, ValueError) as exc:
+            full = no_space(exc, Path(tmp).parent)
+            if full is not None:
+                raise full from exc
             raise _failed(address, f"cannot write the PNG: {str(exc)[:200]}") from None
     finally:
         img.close()
@@ -266,8 +273,14 @@ def _lines(path: str, address: Address, facts: SourceFacts, tmp: str,
         raise CitationError("INVALID_ADDRESS", f"{address.format()}: lines {first}-{last} are past the end: the text "
                                                f"has {count if count is not None else len(lines)} line(s)",
                             field="address")
-    with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
-        fh.write("\n".join(lines) + "\n")
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write("\n".join(lines) + "\n")
+    except OSError as exc:
+        full = no_space(exc, Path(tmp).parent)
+        if full is not None:
+            raise full from exc
+        raise
 
 
 # --- video and audio ----------------------------------------------------------------------------------------------
@@ -333,8 +346,10 @@ def _clip(path: str, suffix: str, address: Address, facts: SourceFacts, exact: b
         start, duration = begin, end - begin
     try:
         cmd = clip_command(tool("ffmpeg"), path, address.modality, suffix, start, duration, exact, tmp)
-        # common.run_tool, looked up when called: the runner is the seam tests fake
-        out = common.run_tool(cmd, timeout=clip_timeout(duration or facts.duration or 600.0, exact), what="ffmpeg")
+        # common.run_tool, looked up when called: the runner is the seam tests fake. A full cache disk is NoSpace
+        # naming the folder the clip was written in (the temporary file itself is gone by then)
+        out = common.run_tool(cmd, timeout=clip_timeout(duration or facts.duration or 600.0, exact), what="ffmpeg",
+                              writes_to=os.path.dirname(tmp))
     except MediaError as exc:
         raise _failed(address, str(exc)) from None
     done = _progress(out)

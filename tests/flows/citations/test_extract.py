@@ -1,11 +1,14 @@
 """Physical resolution into the content cache: PDF pages, clips, crops and line ranges, reused while the source is
-unchanged, and nothing half-written left when extraction fails."""
+unchanged, and nothing half-written left when extraction fails; a cache on a full disk is NO_SPACE naming the cache
+folder written to, never the source's EXTRACTION_FAILED."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
+from typing import Iterator
 
 import pymupdf
 import pytest
@@ -17,7 +20,8 @@ from flows.addresses.model import Address
 from flows.citations.extract import extract, output_key
 from flows.citations.model import SourceFacts
 from store import cache
-from store.errors import CitationError
+from store.errors import CitationError, NoSpace
+from tests.small_disk import SmallDisk, small_disk
 
 HASH = "xxh128:" + "1" * 32
 
@@ -217,7 +221,7 @@ def test_a_stream_copy_that_produced_no_frames_fails_suggesting_exact(sources, d
     keyframe, so ffmpeg copies from it)."""
     from flows.media import common
 
-    def no_frames(cmd, *, timeout, what):
+    def no_frames(cmd, *, timeout, what, writes_to=None):
         Path(cmd[-1].removeprefix("file:")).write_bytes(b"\x00" * 64)  # what a header-only output looks like
         return b"frame=0\nout_time_us=N/A\nprogress=end\n"
 
@@ -226,4 +230,74 @@ def test_a_stream_copy_that_produced_no_frames_fails_suggesting_exact(sources, d
         extract(data_dir, str(sources["video"]), HASH, Address("video", "clip", t=(2.0, 3.0)),
                 SourceFacts("video", duration=4.0))
     assert err.value.code == "EXTRACTION_FAILED" and "exact=true" in err.value.message
+    assert leftovers(data_dir) == [] and not list((data_dir / "cache").rglob("*.mp4"))
+
+
+# --- a cache on a full disk -----------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def disk(tmp_path_factory) -> Iterator[SmallDisk]:
+    with small_disk(tmp_path_factory.mktemp("cache-disk") / "disk", 4096) as mounted:
+        yield mounted
+
+
+@pytest.fixture(scope="module")
+def big_sources(tmp_path_factory) -> dict[str, Path]:
+    """Sources whose excerpts are ~1 MB, incompressible: a 700x500 noise PNG and a PDF page holding it."""
+    root = tmp_path_factory.mktemp("big-sources")
+    noise = Image.frombytes("RGB", (700, 500), os.urandom(700 * 500 * 3))
+    noise.save(root / "noise.png", format="PNG")
+    doc = pymupdf.open()
+    page = doc.new_page()
+    page.insert_image(page.rect, filename=str(root / "noise.png"))
+    doc.save(root / "noise.pdf")
+    doc.close()
+    return {"png": root / "noise.png", "pdf": root / "noise.pdf"}
+
+
+@pytest.fixture
+def full_cache(disk: SmallDisk) -> Iterator[Path]:
+    """A data dir whose cache's disk has ~64 KB free; given back empty and whole."""
+    data = disk.path / "data"
+    cache.cache_dir(data).mkdir(parents=True, exist_ok=True)
+    disk.fill(64 * 1024)
+    yield data
+    disk.unfill()
+    for path in sorted(data.rglob("*"), reverse=True):
+        path.rmdir() if path.is_dir() else path.unlink()
+
+
+@pytest.mark.parametrize("what", ["pdf", "png", "text"])
+def test_a_full_cache_disk_is_no_space_naming_the_cache_folder_and_leaves_nothing(what, sources, big_sources,
+                                                                                 full_cache):
+    lines = [os.urandom(1000).hex() for _ in range(100)]  # 200 KB of lines given by the documents capability
+    source, address, facts = {
+        "pdf": (big_sources["pdf"], Address("doc", "noise", pages=((1, 1),)), SourceFacts("document", page_count=1)),
+        "png": (big_sources["png"], Address("image", "noise"), SourceFacts("image", width=700, height=500)),
+        "text": (sources["text"], Address("text", "notes"), SourceFacts("text", line_count=100)),
+    }[what]
+    with pytest.raises(NoSpace) as raised:
+        extract(full_cache, str(source), HASH, address, facts,
+                text_lines=(lambda first, last: lines[first - 1:last]) if what == "text" else None)
+    assert raised.value.code == "NO_SPACE" and f"the disk holding {cache.cache_dir(full_cache)}/" in str(raised.value)
+    assert leftovers(full_cache) == [] and not [p for p in full_cache.rglob("*") if p.is_file()]
+
+
+def test_ffmpeg_failing_on_a_full_cache_disk_is_no_space_naming_the_cache_folder(sources, data_dir, monkeypatch):
+    """ffmpeg's run told where it writes: a run that ends saying the disk is full (a stand-in process here, as
+    ffmpeg 5.1 ends some such runs with status 0) is NoSpace naming the clip's cache folder, not EXTRACTION_FAILED."""
+    from flows.media import common
+
+    real = common.run_tool
+
+    def full(cmd, *, timeout, what, writes_to=None):
+        said = "Error writing trailer of file:x.mp4: No space left on device"
+        return real(["sh", "-c", f"echo '{said}' >&2; exit 1"], timeout=timeout, what=what, writes_to=writes_to)
+
+    monkeypatch.setattr(common, "run_tool", full)
+    with pytest.raises(NoSpace) as raised:
+        extract(data_dir, str(sources["video"]), HASH, Address("video", "clip", t=(1.0, 2.0)),
+                SourceFacts("video", duration=4.0))
+    assert f"the disk holding {cache.cache_dir(data_dir)}/" in str(raised.value)
     assert leftovers(data_dir) == [] and not list((data_dir / "cache").rglob("*.mp4"))
