@@ -30,7 +30,7 @@ from typing import Any
 from sqlalchemy.engine import Engine
 
 from store.textindex import source
-from store.textindex.segment import CorruptSegment, DocIn, Segment, SegmentBuilder
+from store.textindex.segment import CorruptSegment, DocIn, Segment, SegmentBuilder, write_atomically
 
 try:
     import fcntl
@@ -153,10 +153,10 @@ class TextIndex:
             queued=queued, generation=self._generation)
 
     def _save(self) -> None:
+        """Write the manifest atomically (a full disk: NoSpace naming the folder; the last manifest stays)."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.dir / (MANIFEST + ".tmp")
-        tmp.write_text(json.dumps(self._manifest, separators=(",", ":")))
-        os.replace(tmp, self.dir / MANIFEST)
+        data = json.dumps(self._manifest, separators=(",", ":")).encode()
+        write_atomically(self.dir / MANIFEST, lambda f: f.write(data), sync=False)
         self._manifest_stamp = self._stamp()
 
     # --- catching up ----------------------------------------------------------------------------------------

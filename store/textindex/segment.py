@@ -14,13 +14,17 @@ A segment file holds, for the documents written into it (each a version of one e
 Layout: ``MAGIC``, the header's length and its CRC-32 (4 bytes each, little endian), the header (JSON: counts,
 documents, each section's offset, length and dtype, and the CRC-32 of everything after the header, checked at open),
 then the sections, 8-byte aligned. Readers map the file and view the arrays in
-place. Files are written under a temporary name and renamed, so a segment that exists is complete.
+place. Files are written under a temporary name and renamed (:func:`write_atomically`, which the manifest uses too),
+so a segment that exists is complete; a write that fails removes its temporary file, and a full disk is NoSpace
+(NO_SPACE) naming the index's folder.
 """
 
 from __future__ import annotations
 
 import array
 import bisect
+import contextlib
+import errno
 import json
 import mmap
 import os
@@ -28,16 +32,18 @@ import zlib
 from dataclasses import dataclass, field
 from collections.abc import Callable, Hashable
 from pathlib import Path
-from typing import Any, Iterable, Sequence, TypeVar
+from typing import IO, Any, Iterable, Sequence, TypeVar
 
 import numpy as np
 from pyroaring import BitMap
 
+from store.errors import NoSpace
 from store.fold import fold
 from store.textindex.tokens import LINE_MARK, Run, Vocabulary, token_lines
 
 MAGIC = b"ASSAYTX1"
 FORMAT_VERSION = 1
+_FULL_DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 ROARING_MIN = 64  # a token on at least this many lines gets a roaring bitmap; fewer: a plain array
 MEMO_ENTRIES = 1024  # answers a segment remembers (``Segment.remember``); past this its memo starts over
 
@@ -209,15 +215,37 @@ def _write_file(path: Path, header: dict[str, Any], sections: dict[str, Any]) ->
     header = {**header, "sections": layout, "size": end, "crc32": crc}
     head = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode()
     base = (len(MAGIC) + 8 + len(head) + 7) & ~7
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
+
+    def write(f: IO[bytes]) -> None:
         f.write(MAGIC + len(head).to_bytes(4, "little") + zlib.crc32(head).to_bytes(4, "little") + head)
         for offset, data in parts:
             f.seek(base + offset)
             f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+
+    write_atomically(path, write)
+
+
+def write_atomically(path: Path, write: Callable[[IO[bytes]], object], *, sync: bool = True) -> None:
+    """``path`` written whole or not at all: ``write`` fills ``<path>.tmp`` (flushed to disk with ``sync``), which is
+    then renamed onto ``path``. When anything fails the temporary file is removed (a full disk must not stay full of
+    half-written segments), and a full disk (ENOSPC, EDQUOT) is NoSpace naming the folder, so the caller says
+    NO_SPACE rather than an OSError; what was there before stays as it was."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+            if sync:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError) and exc.errno in _FULL_DISK_ERRNOS:
+            said = (exc.strerror or str(exc)).lower()
+            raise NoSpace(f"the disk holding the text index at {path.parent} is full ({said}): the index keeps its "
+                          "last complete state and catches up from the store once space is freed") from exc
+        raise
 
 
 def _random_access(mapped: mmap.mmap) -> None:

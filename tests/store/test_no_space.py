@@ -156,9 +156,10 @@ def test_the_text_index_on_a_full_disk_says_so_and_catches_up_once_space_is_free
     assert hits.total == 200 and snap.queued == frozenset()
 
 
-@pytest.mark.xfail(strict=True, reason="store/textindex/segment.py _write_file (and index.py _save) leave their "
-                                       "'.tmp' file when a write fails: remove it on failure (then drop this mark)")
-def test_the_text_index_leaves_no_half_written_file_on_a_full_disk(disk, text_index):
+def test_the_text_index_on_a_full_disk_is_no_space_naming_its_folder_and_leaves_no_half_written_file(disk,
+                                                                                                     text_index):
     index, engine = text_index
-    _sync_on_a_full_disk(disk, index, engine)
+    failure = _sync_on_a_full_disk(disk, index, engine)
+    assert isinstance(failure, NoSpace), failure
+    assert f"the disk holding the text index at {disk.path / 'text-index'} is full" in failure.message
     assert [name for name in os.listdir(disk.path / "text-index") if name.endswith(".tmp")] == []

@@ -1,8 +1,9 @@
 """One segment file (store.textindex.segment): documents, lines, page runs, the vocabulary's lookups, postings in
-both forms, and damaged files refused."""
+both forms, damaged files refused, and files written whole or not at all (a full disk is NoSpace)."""
 
 from __future__ import annotations
 
+import errno
 import json
 import zlib
 from pathlib import Path
@@ -11,7 +12,8 @@ from typing import Callable
 import pytest
 from pyroaring import BitMap
 
-from store.textindex.segment import MAGIC, ROARING_MIN, CorruptSegment, DocIn, DocMeta, Segment
+from store.errors import NoSpace
+from store.textindex.segment import MAGIC, ROARING_MIN, CorruptSegment, DocIn, DocMeta, Segment, write_atomically
 from store.textindex.tokens import Bound, Run
 from tests.store.textindex.support import write_segment
 
@@ -178,3 +180,28 @@ def test_a_missing_segment_file_raises_corrupt_segment(tmp_path):
 def test_a_segment_is_written_under_a_temporary_name_and_renamed(tmp_path):
     seg = write_segment(tmp_path, [MD])
     assert [p.name for p in tmp_path.iterdir()] == [seg.name]
+
+
+@pytest.mark.parametrize("failure, raised", [
+    (OSError(errno.ENOSPC, "No space left on device"), NoSpace),
+    (OSError(errno.EDQUOT, "Disk quota exceeded"), NoSpace),
+    (OSError(errno.EIO, "Input/output error"), OSError),
+    (KeyboardInterrupt(), KeyboardInterrupt),
+], ids=["ENOSPC", "EDQUOT", "EIO", "interrupted"])
+def test_a_write_that_fails_leaves_the_file_as_it_was_and_no_temporary_file(tmp_path, failure, raised):
+    target = tmp_path / "manifest.json"
+    target.write_bytes(b"the last good state")
+
+    def half_then_fail(f) -> None:
+        f.write(b"half a new st")
+        raise failure
+
+    with pytest.raises(raised) as caught:
+        write_atomically(target, half_then_fail)
+    if raised is NoSpace:  # the folder named, so the person knows which disk to free
+        assert caught.value.message.startswith(f"the disk holding the text index at {tmp_path} is full (")
+        assert caught.value.__cause__ is failure
+    else:
+        assert caught.value is failure
+    assert target.read_bytes() == b"the last good state"
+    assert [p.name for p in tmp_path.iterdir()] == ["manifest.json"]
