@@ -2,7 +2,10 @@
 
 A read the caller got wrong is an invalid-params error (-32602) with our message: bad input (a limit that is not a
 number, an unknown metric, a malformed job id), a path outside the roots, and a thing that does not exist (the SDK's
-resource-not-found, also -32602). Only a crash is an internal error (-32603), and its text names nothing but the URI.
+resource-not-found, also -32602). A full disk is the server's trouble, as for a tool (mcp_server.tools.common): an
+internal error (-32603) with the NO_SPACE message and ``{"type": "NO_SPACE"}`` as data, whoever noticed it (NoSpace, an
+OSError ENOSPC, MuPDF's or SQLite's words for it). Any other crash is an internal error whose text names nothing but
+the URI.
 
 A resource that answers in more than one MIME type (``synthesis://nodes/{+path}/thumbnail`` is a JPEG, or a node's
 JSON when a real file is named "thumbnail") returns :class:`Content` through :func:`mixed_resource`; the SDK gives
@@ -13,25 +16,40 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 
 from dsl.errors import PlanError
-from store.errors import AssayError, InvalidInput, NotFound
+from flows.media.common import no_space
+from store.errors import AssayError, InvalidInput, NoSpace, NotFound
+
+log = logging.getLogger(__name__)
 
 JSON = "application/json"
 
 
 def _resource_error(exc: AssayError | PlanError) -> Exception:
-    """A NotFound as resource-not-found, any other error of ours as invalid params, both with our message
-    (``NOT_FOUND: resource-set 'x' not found ...``) and, as data, its type and field."""
+    """A NotFound as resource-not-found, a NoSpace as an internal error, any other error of ours as invalid params,
+    all with our message (``NOT_FOUND: resource-set 'x' not found ...``) and, as data, its type and field."""
     if isinstance(exc, NotFound):
         return ResourceNotFoundError(str(exc))
-    return MCPError(code=INVALID_PARAMS, message=str(exc), data={"type": exc.code, "field": exc.field})
+    code = INTERNAL_ERROR if isinstance(exc, NoSpace) else INVALID_PARAMS
+    return MCPError(code=code, message=str(exc), data={"type": exc.code, "field": exc.field})
+
+
+def _full_disk_error(exc: Exception) -> Exception | None:
+    """``exc`` as the NO_SPACE error when it says the disk is full (see ``flows.media.common.no_space``), else None
+    (a crash, left to the SDK)."""
+    full = no_space(exc)
+    if full is None:
+        return None
+    log.warning("resource read: %s", exc, exc_info=exc)
+    return _resource_error(full)
 
 
 def json_resource(fn: Callable[..., Any]) -> Callable[..., str]:
@@ -43,6 +61,11 @@ def json_resource(fn: Callable[..., Any]) -> Callable[..., str]:
             return json.dumps(fn(*args, **kwargs))
         except (AssayError, PlanError) as exc:
             raise _resource_error(exc) from exc
+        except Exception as exc:
+            full = _full_disk_error(exc)
+            if full is None:
+                raise
+            raise full from exc
 
     return wrapper
 
@@ -93,6 +116,11 @@ def mixed_resource(fn: Callable[..., Content]) -> Callable[..., str | bytes]:
             return answer(fn(*args, **kwargs))
         except (AssayError, PlanError) as exc:
             raise _resource_error(exc) from exc
+        except Exception as exc:
+            full = _full_disk_error(exc)
+            if full is None:
+                raise
+            raise full from exc
 
     return wrapper
 
