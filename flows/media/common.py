@@ -28,8 +28,8 @@ log = logging.getLogger(__name__)
 FULL_DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 # how a write that found the disk full ends a message that carries no errno: strerror(ENOSPC) and strerror(EDQUOT) as
 # ffmpeg and MuPDF print them ("av_interleaved_write_frame(): No space left on device", "code=2: cannot fwrite: No
-# space left on device"), and SQLite's SQLITE_FULL passed on as text by another process ("OperationalError: database
-# or disk is full"). Only a line's end counts: a file name holding these words is not a full disk
+# space left on device"), and SQLite's SQLITE_FULL as raw sqlite3 errors word it ("database or disk is full"). Only
+# a line's end counts: a file name holding these words is not a full disk
 FULL_DISK_WORDS = ("no space left on device", "disk quota exceeded", "database or disk is full")
 
 
@@ -117,10 +117,12 @@ def run_tool(cmd: Sequence[str], *, timeout: float, what: str, writes_to: str | 
         proc.kill()
         proc.wait()
         raise
+    # ffmpeg 5 may exit 0 after "Error closing file ...: No space left on device": its output is cut short, so a
+    # full disk is looked for in stderr whatever the exit status
+    if says_full_disk(err.decode("utf-8", "replace")):
+        raise NoSpace(f"{what} could not write its output: the disk holding {writes_to or 'it'} is full (no "
+                      "space left on device); free space and run the work again")
     if proc.returncode != 0:
-        if says_full_disk(err.decode("utf-8", "replace")):
-            raise NoSpace(f"{what} could not write its output: the disk holding {writes_to or 'it'} is full (no "
-                          "space left on device); free space and run the work again")
         raise MediaError(f"{what} failed: {last_line(err) or f'exit status {proc.returncode}'}")
     return out
 

@@ -86,6 +86,13 @@ def test_ffmpeg_writing_to_a_full_disk_raises_no_space_naming_where(full):
     assert raised.value.code == "NO_SPACE"
 
 
+def test_a_tool_that_exits_0_after_failing_to_close_its_output_on_a_full_disk_raises_no_space(tmp_path):
+    # ffmpeg 5 does this: its output is cut short, so it must not be kept as a finished artifact
+    cmd = ["sh", "-c", "echo 'Error closing file out.mp4: No space left on device' >&2; exit 0"]
+    with pytest.raises(NoSpace, match=f"the disk holding {tmp_path} is full"):
+        run_tool(cmd, timeout=30, what="ffmpeg", writes_to=str(tmp_path))
+
+
 @needs_ffmpeg
 def test_a_broken_file_named_like_a_full_disk_is_still_the_files_error(tmp_path):
     named = tmp_path / "x: No space left on device"
