@@ -125,7 +125,8 @@ def table_rows(fig: dict[str, Any], args: argparse.Namespace) -> tuple[list[tupl
     rows: list[tuple[str, ...]] = [
         (f"soak: {fig['clients']} MCP clients over Streamable HTTP × {fig['seconds']:g} s (the first "
          f"{fig['warm_up']:g} s the warm-up), one `assay serve` ({backend}, Prefect "
-         f"{'on' if fig['prefect'] else 'off'}): calls made", f"{s['calls']:,} = {s['calls'] / wall:,.1f}/s", "—",
+         f"{'on' if fig['prefect'] else 'off'}): calls made (until the last call in flight at the end returned)",
+         f"{s['calls']:,} in {wall:,.0f} s = {s['calls'] / wall:,.1f}/s", "—",
          "—", "—", "—"),
         ("  of which reads / searches / plan runs / set changes / file moves",
          " / ".join(f"{kinds.get(k, 0):,}" for k in ("read", "search", "plan run", "set change", "move")),
