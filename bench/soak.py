@@ -63,6 +63,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                                                  "(default: a tenth of --seconds, at most 60; quick 10)")
     p.add_argument("--calls-per-session", type=int, help="a client opens a new session after this many calls "
                                                          "(default 200; quick 40)")
+    p.add_argument("--min-calls", type=int, help="each client goes on past --seconds until it made this many calls "
+                                                 "(default 0; quick: one session and one call more, so every kind "
+                                                 "of call is made and a second session opened however slow the "
+                                                 "machine)")
     p.add_argument("--pause", type=float, default=0.05, help="seconds a client waits between its calls (0.05)")
     p.add_argument("--drop-every", type=float, default=0.5,
                    help="seconds between the dropper's changes to the watched folder (0.5)")
@@ -81,6 +85,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.seconds = args.seconds or (30.0 if quick else 600.0)
     args.clients = args.clients or (4 if quick else 20)
     args.calls_per_session = args.calls_per_session or (40 if quick else 200)
+    args.min_calls = args.min_calls if args.min_calls is not None else (args.calls_per_session + 1 if quick else 0)
     args.warm_up = args.warm_up if args.warm_up is not None else (10.0 if quick else min(60.0, args.seconds / 10))
     args.prefect = (not quick) if args.prefect is None else args.prefect
     if not 0 <= args.warm_up < args.seconds:
@@ -108,7 +113,7 @@ def soak(args: argparse.Namespace, scratch: Path) -> dict[str, Any]:
                 Dropper(corpus.drop, every=args.drop_every) as dropper:
             result = anyio.run(lambda: drive(server.url, states, corpus, pid=server.pid, seconds=args.seconds,
                                              warm_up=args.warm_up, per_session=args.calls_per_session,
-                                             pause=args.pause))
+                                             pause=args.pause, min_calls=args.min_calls))
         fig["dropper"] = {"added": dropper.added, "deleted": dropper.deleted}
         log.info("load done: %d calls, %d failed; checking what it left", len(result.calls),
                  sum(not c.ok for c in result.calls))

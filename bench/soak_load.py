@@ -234,17 +234,22 @@ async def one_call(client: Client, state: ClientState, seq: int, corpus: Corpus,
 
 
 async def run_client(url: str, state: ClientState, corpus: Corpus, *, origin: float, deadline: float,
-                     per_session: int, pause: float, out: list[Call]) -> int:
-    """Calls until ``deadline`` (time.monotonic()), a new session every ``per_session`` calls; returns the sessions
-    opened. A session that fails to open or close is a failed call of its own ("session")."""
+                     per_session: int, pause: float, out: list[Call], min_calls: int = 0) -> int:
+    """Calls until ``deadline`` (time.monotonic()) and at least ``min_calls`` calls (a loaded machine still makes
+    every kind of call), a new session every ``per_session`` calls; returns the sessions opened. A session that
+    fails to open or close is a failed call of its own ("session")."""
     seq = sessions = 0
-    while time.monotonic() < deadline:
+
+    def more() -> bool:
+        return time.monotonic() < deadline or seq < min_calls
+
+    while more():
         started = time.monotonic()
         try:
             async with http_client(None) as http, session(url, http) as client:
                 sessions += 1
                 for _ in range(per_session):
-                    if time.monotonic() >= deadline:
+                    if not more():
                         break
                     out.append(await one_call(client, state, seq, corpus, origin))
                     seq += 1
@@ -311,7 +316,7 @@ class LoadResult:
 
 
 async def drive(url: str, states: list[ClientState], corpus: Corpus, *, pid: int, seconds: float, warm_up: float,
-                per_session: int, pause: float) -> LoadResult:
+                per_session: int, pause: float, min_calls: int = 0) -> LoadResult:
     """Every client calls for ``seconds``; the server is looked at once the first ``warm_up`` seconds are over (its
     "start") and when the last client stops (its "end"). The CPU figures cover the time after the warm-up."""
     origin = time.monotonic()
@@ -322,7 +327,7 @@ async def drive(url: str, states: list[ClientState], corpus: Corpus, *, pid: int
 
     async def client(state: ClientState) -> None:
         sessions.append(await run_client(url, state, corpus, origin=origin, deadline=deadline,
-                                         per_session=per_session, pause=pause, out=calls))
+                                         per_session=per_session, pause=pause, out=calls, min_calls=min_calls))
 
     async def look_after_warm_up() -> None:
         await anyio.sleep(warm_up)
