@@ -2,20 +2,21 @@
 under a lease its worker renews, finished once, and handed out again when their worker vanished.
 
 Who may write what: the execution's flow cuts the batches (``create``) and hands out again the ones whose lease ran
-out (``expire``); a worker claims a pending batch (``claim``: pending → running, under a new attempt), renews its
-lease while it works (``heartbeat``) and finishes it (``finish``) or hands it back when told to stop (``release``).
-Each of these is one conditional UPDATE keyed by the attempt, so two processes never both own a batch: a worker
-whose batch was handed out again finds its ``finish`` refused, and what it did is done again by the new holder
-(outcomes are idempotent through their work keys)."""
+out (``expire``); a worker claims a pending batch (``claim``, or a run's first pending one: ``claim_next``; pending
+→ running, under a new attempt), renews its lease while it works (``heartbeat``) and finishes it (``finish``) or
+hands it back when told to stop (``release``). Each of these is one conditional UPDATE keyed by the attempt, so two
+processes never both own a batch: a worker whose batch was handed out again finds its ``finish`` refused, and what
+it did is done again by the new holder (outcomes are idempotent through their work keys)."""
 
 from __future__ import annotations
 
 import json
 import time
-from typing import Any, Iterable
+from dataclasses import dataclass
+from typing import Any, Iterable, Literal
 
-from sqlalchemy import and_, func, insert, select, update
-from sqlalchemy.engine import Engine
+from sqlalchemy import and_, func, insert, select, text, update
+from sqlalchemy.engine import Connection, Engine
 
 from store.models.batches import OutcomeBatch
 
@@ -57,6 +58,88 @@ def claim(engine: Engine, batch_id: int, *, worker: str, task_run_id: str | None
         return int(conn.execute(select(B.c.attempt).where(B.c.id == batch_id)).scalar_one())
 
 
+@dataclass
+class Held:
+    """A batch a worker claimed: its attempt, and on PostgreSQL the connection holding the batch's lock (``hold``)."""
+
+    batch_id: int
+    attempt: int
+    lock: Connection | None = None
+
+
+def claim_next(engine: Engine, *, job_id: int, worker: str, task_run_id: str | None) -> Held | None:
+    """Take the first pending batch of run ``job_id`` (lowest outcome position, then k) for ``worker``, or None when
+    none is pending. On PostgreSQL the attempt's lock is taken before the claim, so a running batch whose lock is
+    missing has lost its holder, with no moment in between. Two workers asking at once each get another batch: the
+    conditional UPDATE decides, and the one that lost tries the next."""
+    while True:
+        with engine.connect() as conn:
+            pending = list(conn.execute(select(B.c.id, B.c.attempt).where(B.c.job_id == job_id, B.c.status == PENDING)
+                                        .order_by(B.c.position, B.c.k).limit(8)))
+        if not pending:
+            return None
+        for batch_id, attempt in pending:
+            lock = hold(engine, batch_id, attempt + 1)
+            if lock is False:  # another worker is claiming this one right now
+                continue
+            now = time.time()
+            with engine.begin() as conn:
+                done = conn.execute(update(B).where(B.c.id == batch_id, B.c.status == PENDING,
+                                                    B.c.attempt == attempt).values(
+                    status=RUNNING, attempt=attempt + 1, worker=worker, task_run_id=task_run_id, started_at=now,
+                    heartbeat_at=now, finished_at=None)).rowcount
+            if done:
+                return Held(batch_id, attempt + 1, lock or None)
+            if lock:
+                let_go(lock, batch_id, attempt + 1)
+
+
+def hold(engine: Engine, batch_id: int, attempt: int) -> Connection | None | Literal[False]:
+    """On PostgreSQL, a connection of its own holding the session advisory lock (batch id, attempt) while a worker
+    does the batch (False: another connection holds it): the store itself then knows the holder lives. A killed
+    process's connection closes and its lock goes with it, so the batch is handed out again at once (``expire``)
+    instead of when its lease runs out; the lease still covers a machine that vanished (a connection nobody
+    closed). None on SQLite (one machine: leases only)."""
+    if engine.dialect.name != "postgresql":
+        return None
+    conn = engine.connect()
+    try:
+        got = conn.execute(text("SELECT pg_try_advisory_lock(CAST(:b AS integer), CAST(:a AS integer))"),
+                           {"b": batch_id, "a": attempt}).scalar()
+        conn.commit()
+    except Exception:
+        conn.close()
+        raise
+    if not got:
+        conn.close()
+        return False
+    return conn
+
+
+def let_go(conn: Connection, batch_id: int, attempt: int) -> None:
+    """End a ``hold``: its lock released, its connection back in the pool (no lock left on it)."""
+    try:
+        conn.execute(text("SELECT pg_advisory_unlock(CAST(:b AS integer), CAST(:a AS integer))"),
+                     {"b": batch_id, "a": attempt})
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def _holders_gone(engine: Engine, job_id: int) -> list[int]:
+    """PostgreSQL: the running batches of run ``job_id`` whose holder's lock is gone (``claim_next`` takes it before
+    the claim)."""
+    if engine.dialect.name != "postgresql":
+        return []
+    with engine.connect() as conn:
+        return list(conn.execute(text(
+            "SELECT b.id FROM outcome_batches b WHERE b.job_id = :j AND b.status = :running "
+            "AND NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.objsubid = 2 "
+            "AND l.granted AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+            "AND l.classid::bigint = b.id AND l.objid::bigint = b.attempt)"),
+            {"j": job_id, "running": RUNNING}).scalars())
+
+
 def heartbeat(engine: Engine, held: Iterable[tuple[int, int]]) -> list[int]:
     """Renew the leases of the (batch id, attempt) pairs a worker holds; returns the ids it no longer holds."""
     lost = []
@@ -86,7 +169,7 @@ def release(engine: Engine, batch_id: int, attempt: int, *, why: str = "handed b
         if row is None:
             return False
         history = json.loads(row.history_json or "[]") + [
-            {"worker": row.worker, "task_run_id": row.task_run_id, "outcome": why}]
+            {"worker": row.worker, "task_run_id": row.task_run_id, "outcome": why, "at": time.time()}]
         done = conn.execute(update(B).where(B.c.id == batch_id, B.c.attempt == attempt, B.c.status == RUNNING)
                             .values(status=PENDING, worker=None, task_run_id=None, heartbeat_at=None,
                                     history_json=json.dumps(history)))
@@ -94,12 +177,17 @@ def release(engine: Engine, batch_id: int, attempt: int, *, why: str = "handed b
 
 
 def expire(engine: Engine, *, job_id: int, lease_seconds: float, now: float | None = None) -> list[dict[str, Any]]:
-    """Hand back every running batch of run ``job_id`` whose lease ran out (its worker died or hangs); returns them
-    as they were (with the worker and task run that held them)."""
-    cutoff = (now or time.time()) - lease_seconds
+    """Hand back every running batch of run ``job_id`` whose holder is gone: its lease ran out (its worker died or
+    hangs), or, on PostgreSQL, its holder's lock went with its connection (its process died). Returns them as they
+    were (with the worker and task run that held them)."""
+    now = now or time.time()
+    gone = set(_holders_gone(engine, job_id))
     with engine.connect() as conn:
         stale = [dict(r) for r in conn.execute(select(B).where(
-            B.c.job_id == job_id, B.c.status == RUNNING, B.c.heartbeat_at < cutoff)).mappings()]
+            B.c.job_id == job_id, B.c.status == RUNNING, B.c.heartbeat_at < now - lease_seconds)).mappings()]
+        if gone - {row["id"] for row in stale}:
+            stale += [dict(r) for r in conn.execute(select(B).where(
+                B.c.id.in_(gone - {row["id"] for row in stale}), B.c.status == RUNNING)).mappings()]
     return [row for row in stale if release(engine, row["id"], row["attempt"], why="lost")]
 
 

@@ -2,18 +2,22 @@
 
 When a serving process runs plans on a work pool (``cluster.work_pool``), an execution is a flow run of the plan's
 deployment that one worker picks up: it scans and matches there, then cuts each heavy outcome's matches into
-batches — ranges of the path index, (after, until] — written as rows of ``outcome_batches`` (:mod:`store.batches`),
-and submits each as a background task run of the task ``assay-batch`` (``Task.delay``). Every ``assay worker``
-serves that task (Prefect's task worker beside its process worker), so the batches go to whichever worker is free,
-each a task run in Prefect's UI under the plan's flow run. Set-based outcomes (set membership: a few statements) are
-not spread.
+batches — ranges of the path index, (after, until] — written as rows of ``outcome_batches`` (:mod:`store.batches`).
+Set-based outcomes (set membership: a few statements) are not spread.
 
-A worker claims its batch in the store (one conditional UPDATE: a batch is held by one attempt), renews the claim's
-lease while it works, and records what it did; the flow that cut the batches follows their rows. A batch whose lease
-ran out (its worker was killed, or its machine lost) is handed back: its old task run is marked Crashed and a new
-one submitted, which another worker takes. Whatever the lost attempt had written is kept, and its files are skipped
-by their work keys when the batch is done again, so every file is done once. A worker told to stop (SIGTERM) ends
-its batch between pieces and hands it back the same way (``STOPPING``).
+The batches go to the workers as *shares*: background task runs of the task ``assay-batches`` (``Task.delay``),
+which every ``assay worker`` serves (Prefect's task worker beside its process worker), each a task run in Prefect's
+UI under the plan's flow run. A share claims the run's first pending batch in the store (one conditional UPDATE: a
+batch is held by one attempt), does it under a lease it renews, records what it did, and claims the next, until none
+is pending. So Prefect's cost (a task run's hand-out and its states, ~150 ms) is paid per worker and outcome, not per
+batch, and batches can be small: a worker that is free takes the next one at once, and the last ones leave no worker
+idle for long. Prefect deals the shares; the store deals the batches (a worker holds up to three task runs at once,
+the one it runs and two it has been sent, so binding a batch to a task run would let one worker hoard them).
+
+A batch whose lease ran out (its worker was killed, or its machine lost) is pending again: its share's task run is
+marked Crashed and a new share handed out, and the first free worker takes the batch. Whatever the lost attempt had
+written is kept, and its files are skipped by their work keys when the batch is done again, so every file is done
+once. A worker told to stop (SIGTERM) ends its batch between pieces and hands it back the same way (``STOPPING``).
 """
 
 from __future__ import annotations
@@ -45,8 +49,8 @@ from store.entries import T
 
 log = logging.getLogger(__name__)
 
-BATCHES_PER_WORKER = 4  # enough batches that the last one leaves no worker idle for long, few enough that
-# Prefect's cost per batch (~150 ms: the hand-out, the task run's states) stays a few per cent of it
+BATCHES_PER_WORKER = 8  # enough batches that the last ones leave no worker idle for long; a batch costs a claim
+# and a finish in the store (a few ms), not a task run
 POLL_SECONDS = 0.25
 STOPPING = threading.Event()  # set by `assay worker` on SIGTERM: batches in hand end between pieces, handed back
 
@@ -65,14 +69,16 @@ def pool_name() -> str | None:
 
 
 class Lease:
-    """Renews a held batch's lease every ``every`` seconds in a thread, until stopped; ``lost`` once the batch was
-    handed to another."""
+    """Holds a batch while its worker does it: the store's lock on it (PostgreSQL: gone with this process, so a
+    killed worker's batch is handed out again at once), and the lease renewed every ``every`` seconds in a thread,
+    until stopped; ``lost`` once the batch was handed to another."""
 
-    def __init__(self, engine: Any, batch_id: int, attempt: int, every: float) -> None:
-        self.engine, self.held, self.every = engine, [(batch_id, attempt)], every
+    def __init__(self, engine: Any, held: store_batches.Held, every: float) -> None:
+        self.engine, self.held, self.every = engine, [(held.batch_id, held.attempt)], every
         self.lost = False
+        self._lock = held.lock
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._renew, name=f"assay-lease-{batch_id}", daemon=True)
+        self._thread = threading.Thread(target=self._renew, name=f"assay-lease-{held.batch_id}", daemon=True)
 
     def __enter__(self) -> "Lease":
         self._thread.start()
@@ -81,6 +87,8 @@ class Lease:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+        if self._lock is not None:
+            store_batches.let_go(self._lock, *self.held[0])
 
     def _renew(self) -> None:
         while not self._stop.wait(self.every):
@@ -92,20 +100,16 @@ class Lease:
                 log.warning("renewing the lease of batch %s failed", self.held[0][0], exc_info=True)
 
 
-def run_batch(batch_id: int) -> dict[str, Any]:
-    """Claim batch ``batch_id``, do it, record what it did; returns that (``claimed`` false when another holds it or
-    it is no longer pending)."""
+def run_batch(engine: Any, held: store_batches.Held, worker: str) -> dict[str, Any]:
+    """Do the batch ``held``, and record what it did; returns that (``handed_back`` when its worker is stopping,
+    ``superseded`` when it was handed to another meanwhile)."""
     settings = current()
     url = settings.db_url
-    engine = get_engine(url)
-    worker = worker_name()
-    attempt = store_batches.claim(engine, batch_id, worker=worker, task_run_id=str(current_task_run.id or "") or None)
-    if attempt is None:
-        return {"claimed": False, "worker": worker}
-    row = store_batches.get(engine, batch_id)
-    assert row is not None
+    batch_id, attempt = held.batch_id, held.attempt
     out: dict[str, Any]
-    with Lease(engine, batch_id, attempt, every=settings.cluster.lease_seconds / 4) as lease:
+    with Lease(engine, held, every=settings.cluster.lease_seconds / 4) as lease:  # held until it is recorded
+        row = store_batches.get(engine, batch_id)
+        assert row is not None
         try:
             ctx = stages.context(url, row["job_id"])
             out = stages.outcome_range(ctx, row["position"], row["after"], row["until"], row["k"],
@@ -115,24 +119,44 @@ def run_batch(batch_id: int) -> dict[str, Any]:
         except Exception as exc:  # noqa: BLE001 (recorded: the execution's flow ends with it)
             log.exception("batch %s failed on worker %s", batch_id, worker)
             out = {"failed": f"{type(exc).__name__}: {exc}"}
-        finally:
-            stages.forget(url, row["job_id"])
-    if out.get("stopped"):
-        store_batches.release(engine, batch_id, attempt, why="handed back")
-        return {"claimed": True, "handed_back": True, "worker": worker}
-    out["worker"] = worker
-    out["errors"] = [[entry_id, f"{reason} (on worker {worker})"] for entry_id, reason in out.get("errors", [])]
-    if not store_batches.finish(engine, batch_id, attempt, out):
-        return {"claimed": True, "superseded": True, "worker": worker}
-    return out
+        if out.get("stopped"):
+            store_batches.release(engine, batch_id, attempt, why="handed back")
+            return {"k": row["k"], "handed_back": True}
+        out["worker"] = worker
+        out["errors"] = [[entry_id, f"{reason} (on worker {worker})"] for entry_id, reason in out.get("errors", [])]
+        if not store_batches.finish(engine, batch_id, attempt, out):
+            return {"k": row["k"], "superseded": True}
+    return {"k": row["k"], **{key: out[key] for key in ("cancelled", "failed") if key in out}}
 
 
-@task(name="assay-batch", task_run_name="{outcome} {rule} [batch {k}]", cache_policy=NO_CACHE, log_prints=False)
-def batch_task(batch_id: int, outcome: str, rule: str, k: int, hand_out: int) -> dict[str, Any]:  # noqa: ARG001
-    """One outcome batch of a plan execution, run by whichever worker of the pool takes it. ``outcome``, ``rule``
-    and ``k`` name the run in the UI; ``hand_out`` counts the batch's task runs (a task worker caches results by
-    their inputs: a batch handed out again must not find the first hand-out's)."""
-    return run_batch(batch_id)
+def run_share(job_id: int) -> dict[str, Any]:
+    """A worker's share of run ``job_id``'s batches: claim its first pending batch, do it, and the next, until none
+    is pending (or this worker is stopping, or a batch failed or was cancelled); returns the batches it did."""
+    url = current().db_url
+    engine = get_engine(url)
+    worker = worker_name()
+    task_run_id = str(current_task_run.id or "") or None
+    did: list[dict[str, Any]] = []
+    try:
+        while not STOPPING.is_set():
+            held = store_batches.claim_next(engine, job_id=job_id, worker=worker, task_run_id=task_run_id)
+            if held is None:
+                break
+            out = run_batch(engine, held, worker)
+            did.append(out)
+            if out.get("handed_back") or out.get("cancelled") or out.get("failed"):
+                break
+    finally:
+        stages.forget(url, job_id)
+    return {"worker": worker, "batches": did}
+
+
+@task(name="assay-batches", task_run_name="{plan} [share {n}]", cache_policy=NO_CACHE, log_prints=False)
+def share_task(job_id: int, plan: str, n: str) -> dict[str, Any]:  # noqa: ARG001
+    """One worker's share of a plan execution's outcome batches, run by whichever worker of the pool takes it: it
+    does the execution's pending batches one after another until none is left. ``plan`` and ``n`` name the run in
+    the UI (``n`` also keeps two shares' inputs apart: a task worker caches results by their inputs)."""
+    return run_share(job_id)
 
 
 # --- the execution's side -------------------------------------------------------------------------------------------
@@ -208,7 +232,6 @@ class SpreadStages:
         return self._spread(ctx, position)
 
     def _spread(self, ctx: PlanContext, position: int) -> Iterator[tuple[int, dict[str, Any]]]:
-        spec = ctx.outcomes[position]
         cut_before = store_batches.of_position(ctx.engine, job_id=ctx.job_id, position=position)
         if cut_before:  # the run is retried (its flow run's machine stopped): its batches go on where they were
             store_batches.reopen(ctx.engine, job_id=ctx.job_id)
@@ -222,55 +245,55 @@ class SpreadStages:
                 return
             ids = store_batches.create(ctx.engine, job_id=ctx.job_id, execution_id=ctx.execution_id,
                                        position=position, ranges=ranges)
-        follow = _Following(ctx, position, ids, spec.outcome.type, spec.rule, online_workers(self.pool))
+        follow = _Following(ctx, position, ids, online_workers(self.pool))
         yield from follow.until_done()
 
 
 class _Following:
-    """The batches of one outcome, submitted and followed to their end."""
+    """The batches of one outcome, handed to the pool as workers' shares and followed to their end."""
 
-    def __init__(self, ctx: PlanContext, position: int, ids: list[int], outcome: str, rule: str,
-                 workers: int) -> None:
-        self.ctx, self.position, self.ids, self.outcome, self.rule = ctx, position, ids, outcome, rule
-        self.submitted: dict[int, int] = {}  # batch id -> task runs submitted for it
-        self.waiting: list[tuple[int, int]] = []  # (batch id, k) not submitted yet, in order
-        self.window = 2 * workers  # task runs submitted and not yet finished, at most
-        self.task_runs: dict[int, str] = {}  # batch id -> its last task run
-        self.last_activity = time.monotonic()  # when a batch of this outcome last started or ended
+    def __init__(self, ctx: PlanContext, position: int, ids: list[int], workers: int) -> None:
+        self.ctx, self.position, self.ids = ctx, position, ids
+        # shares handed out at first: a task worker holds up to three runs (the one it runs, the next it has taken,
+        # one more Prefect has sent it), so 3 x workers - 2 shares reach every free worker however they are dealt
+        self.first = max(2, 3 * workers - 2)
+        self.shares = 0  # share task runs handed out for this outcome
+        self.history: dict[int, int] = {}  # batch id -> times it was handed back or lost, as last seen
+        self.last_activity = time.monotonic()  # when a batch of this outcome last ran or ended
         self.until = {row["id"]: row["until"] for row in store_batches.of_position(ctx.engine, job_id=ctx.job_id,
                                                                                   position=position)}
         self.lease = current().cluster.lease_seconds
 
-    def submit(self, batch_id: int, k: int) -> None:
-        self.submitted[batch_id] = self.submitted.get(batch_id, 0) + 1
-        future = batch_task.delay(batch_id, self.outcome, self.rule, k, self.submitted[batch_id])
-        self.task_runs[batch_id] = str(future.task_run_id)
+    def hand_out(self, count: int) -> None:
+        """``count`` more shares of this run's batches, to whichever workers take them."""
+        for _ in range(count):
+            self.shares += 1
+            share_task.delay(self.ctx.job_id, self.ctx.plan.name, f"{self.position + 1}.{self.shares}")
 
     def resubmit_untaken(self, rows: list[dict[str, Any]]) -> None:
-        """Pending batches while none of this outcome runs or finished for two leases: their task runs went to a
-        worker that stopped before it claimed them (a task worker takes its next run while it works on one). They
-        are handed out again; a run that does reach a worker later finds its batch taken and does nothing."""
+        """Pending batches while none of this outcome runs or ended for two leases: the shares went to workers that
+        stopped before they took a batch. Shares are handed out again (one that still reaches a worker later finds
+        nothing pending, or helps)."""
         now = time.monotonic()
-        if any(row["status"] == store_batches.RUNNING for row in rows) or now - self.last_activity < 2 * self.lease:
+        if now - self.last_activity < 2 * self.lease:
             return
-        waiting = {batch_id for batch_id, _ in self.waiting}
-        for row in rows:
-            if row["status"] == store_batches.PENDING and row["id"] not in waiting:
-                _crashed({**row, "task_run_id": self.task_runs.get(row["id"]), "worker": "a stopped worker"})
-                self.submit(row["id"], row["k"])
+        pending = sum(1 for row in rows if row["status"] == store_batches.PENDING)
+        if pending:
+            log.warning("%d batch(es) of run %s pending with no worker on them; handing out shares again", pending,
+                        self.ctx.job_id)
+            self.hand_out(min(pending, self.first))
         self.last_activity = now
 
     def until_done(self) -> Iterator[tuple[int, dict[str, Any]]]:
-        """Submit the batches a few at a time (``window``: two per online worker, so a batch handed out again is
-        next in Prefect's queue, not behind all the others) and follow them to their end."""
+        """Hand out the first shares, then follow the batches to their end: a batch lost (its worker stopped
+        renewing its lease) or handed back (its worker is stopping) is pending again, and gets a share of its
+        own (a busy worker's share may take it first)."""
         ctx = self.ctx
-        for row in store_batches.of_position(ctx.engine, job_id=ctx.job_id, position=self.position):
-            history = len(json.loads(row["history_json"] or "[]"))
-            if row["status"] == store_batches.PENDING:
-                self.submitted[row["id"]] = history
-                self.waiting.append((row["id"], row["k"]))
-            else:  # a retried run: held batches go on (or are handed out when their lease runs out), done ones count
-                self.submitted[row["id"]] = history + 1
+        rows = store_batches.of_position(ctx.engine, job_id=ctx.job_id, position=self.position)
+        self.history = {row["id"]: len(json.loads(row["history_json"] or "[]")) for row in rows}
+        pending = sum(1 for row in rows if row["status"] == store_batches.PENDING)
+        if pending:
+            self.hand_out(min(pending, self.first))
         done: set[int] = set()
         while len(done) < len(self.ids):
             if ctx.should_cancel():
@@ -279,35 +302,30 @@ class _Following:
             for lost in store_batches.expire(ctx.engine, job_id=ctx.job_id, lease_seconds=self.lease):
                 _crashed(lost)
             rows = store_batches.of_position(ctx.engine, job_id=ctx.job_id, position=self.position)
-            if any(row["status"] == store_batches.RUNNING for row in rows):
-                self.last_activity = time.monotonic()
-            self.resubmit_untaken(rows)
-            waiting = {batch_id for batch_id, _ in self.waiting}
-            in_flight = 0
+            back = 0
             for row in rows:
-                history = len(json.loads(row["history_json"] or "[]"))
-                if row["status"] == store_batches.PENDING and row["id"] not in waiting \
-                        and history >= self.submitted.get(row["id"], 0):
-                    self.submit(row["id"], row["k"])  # handed back or lost: a new task run, first in the queue
-                if row["status"] == store_batches.RUNNING or (row["status"] == store_batches.PENDING
-                                                              and row["id"] not in waiting):
-                    in_flight += 1
+                seen = len(json.loads(row["history_json"] or "[]"))
+                if seen > self.history.get(row["id"], 0):
+                    back += 1
+                    self.history[row["id"]] = seen
+                if row["status"] == store_batches.RUNNING:
+                    self.last_activity = time.monotonic()
                 elif row["status"] == store_batches.DONE and row["id"] not in done:
                     done.add(row["id"])
                     self.last_activity = time.monotonic()
                     out = json.loads(row["result_json"] or "{}")
                     if out.get("failed"):
                         self.stop_all()
-                        raise RuntimeError(f"batch {row['k']} of {self.outcome} {self.rule} failed on worker "
-                                           f"{row['worker']}: {out['failed']}")
+                        raise RuntimeError(f"batch {row['k']} of {ctx.outcomes[self.position].outcome.type} "
+                                           f"{ctx.outcomes[self.position].rule} failed on worker {row['worker']}: "
+                                           f"{out['failed']}")
                     if out.get("cancelled"):
                         self.stop_all()
                         raise Cancelled("cancelled on request")
                     yield row["k"], {**out, "last": self.frontier(done), "done": len(done) == len(self.ids)}
-            while self.waiting and in_flight < self.window:
-                batch_id, k = self.waiting.pop(0)
-                self.submit(batch_id, k)
-                in_flight += 1
+            if back:
+                self.hand_out(back)
+            self.resubmit_untaken(rows)
             if len(done) < len(self.ids):
                 time.sleep(POLL_SECONDS)
 

@@ -7,8 +7,9 @@ One process runs two of Prefect's own workers side by side, in one event loop:
   `assay status` list it), picks up the flow runs of the plans' deployments — an agent's plan-execute, a schedule's
   run, a Run pressed in the UI — and runs each in a subprocess that inherits this process's environment (the store's
   URL, the cache folder, the pool's name: the flow run's parameters carry none of them);
-- a task worker (``prefect.task_worker.TaskWorker``) serving the task ``assay-batch``: the outcome batches an
-  execution on any worker submits as background task runs (:mod:`flows.plans.spread`), one at a time here.
+- a task worker (``prefect.task_worker.TaskWorker``) serving the task ``assay-batches``: the shares of outcome
+  batches an execution on any worker hands out as background task runs (:mod:`flows.plans.spread`), one at a time
+  here; a share does the execution's pending batches one after another.
 
 `prefect worker start --pool NAME --type process` alone would run the executions but never their batches: they need
 the task worker, which only assay can serve. On SIGTERM (or Ctrl-C) the worker stops taking batches, ends the one in
@@ -32,7 +33,7 @@ from prefect.workers.process import ProcessWorker
 
 from flows.core.pool import ensure_pool
 from flows.core.settings import export_for_runs
-from flows.plans.spread import STOPPING, batch_task
+from flows.plans.spread import STOPPING, share_task
 from flows.workers import spawn_only
 from mcp_server.cli.common import ERROR, OK
 from mcp_server.cli.settings import settings_from
@@ -71,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from(args, work_pool=args.pool, cache_dir=args.cache_dir)
     prepare_environment(settings)
     export_for_runs(data_dir=settings.data_dir, store_url=settings.db_url, roots=settings.effective_roots)
-    os.environ.setdefault("PREFECT_WORKER_QUERY_SECONDS", "2")  # a plan's run starts within 2 s, not Prefect's 10
+    os.environ.setdefault("PREFECT_WORKER_QUERY_SECONDS", "1")  # a plan's run starts within 1 s, not Prefect's 10
     refresh_global_settings_context()  # Prefect read its settings when this module imported it: read them again
     get_engine(settings.db_url).dispose()  # the store answers (and has its tables) before anything is taken
     if settings.cluster.cache_dir is None:
@@ -107,7 +108,7 @@ async def _serve(pool: str, name: str, batches: int) -> None:
         STOPPING.set()
         loop.call_soon_threadsafe(stopping.set)
 
-    tasks = BatchWorker(batch_task, limit=batches)
+    tasks = BatchWorker(share_task, limit=batches)
     process = ProcessWorker(work_pool_name=pool, name=name)
     running = [asyncio.create_task(tasks.astart(), name="task worker"),
                asyncio.create_task(process.start(), name="process worker")]

@@ -235,8 +235,8 @@ def test_a_healthy_start_and_stop_print_no_errors(tmp_path, env):
         wait_until(lambda: "Finished in state Completed" in log.read_text(), 60, "the index flow run", log)
     finally:
         _stop(proc)  # SIGTERM: a clean stop
-    assert proc.returncode == 0
     output = log.read_text()
+    assert proc.returncode == 0, output
     assert not [line for line in output.splitlines() if any(bad in line for bad in BAD_LINES)], output
     assert api_record(tmp_path) is None  # the record goes with the server
 

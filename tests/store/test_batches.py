@@ -3,8 +3,12 @@ holder may finish it; cancelled batches reopen for a retried run."""
 
 from __future__ import annotations
 
+import pytest
+
 from store import batches
 from store import jobs as store_jobs
+from store.engine import make_engine
+from tests.conftest import fresh_pg_database
 
 
 def _batches(engine) -> list[int]:
@@ -46,3 +50,38 @@ def test_a_handed_back_batch_is_pending_again_and_cancelled_ones_reopen(engine) 
     assert batches.cancel_pending(engine, job_id=job_id) == 2
     assert batches.reopen(engine, job_id=job_id) == 2
     assert {r["status"] for r in batches.of_position(engine, job_id=job_id, position=0)} == {batches.PENDING}
+
+
+def test_claim_next_takes_the_first_pending_batch_and_each_only_once(engine) -> None:
+    first, second = _batches(engine)
+    job_id = batches.get(engine, first)["job_id"]
+    assert batches.claim_next(engine, job_id=job_id, worker="w1", task_run_id=None) == batches.Held(first, 1)
+    assert batches.claim_next(engine, job_id=job_id, worker="w2", task_run_id=None) == batches.Held(second, 1)
+    assert batches.claim_next(engine, job_id=job_id, worker="w1", task_run_id=None) is None
+    assert batches.release(engine, first, 1)  # handed back: the next to ask takes it, under a new attempt
+    assert batches.claim_next(engine, job_id=job_id, worker="w2", task_run_id=None) == batches.Held(first, 2)
+
+
+@pytest.mark.postgres
+def test_a_batch_whose_holder_died_is_handed_back_at_once_on_postgresql(pg_url) -> None:
+    """The holder's lock goes with its connection: a killed worker's batch is lost long before its lease runs out;
+    a living holder's batch is not."""
+    with fresh_pg_database(pg_url, "assay_hold") as url:
+        engine = make_engine(url)
+        try:
+            first, second = _batches(engine)
+            job_id = batches.get(engine, first)["job_id"]
+            alive = batches.claim_next(engine, job_id=job_id, worker="w1", task_run_id=None)
+            dead = batches.claim_next(engine, job_id=job_id, worker="w1", task_run_id=None)
+            assert alive is not None and dead is not None and alive.lock is not None and dead.lock is not None
+            assert batches.hold(engine, first, 1) is False  # held: nobody else can take the lock of that attempt
+            assert batches.expire(engine, job_id=job_id, lease_seconds=3600) == []
+            dead.lock.invalidate()  # its connection closed as a killed process's is
+            lost = batches.expire(engine, job_id=job_id, lease_seconds=3600)
+            assert [row["id"] for row in lost] == [second]
+            assert batches.get(engine, first)["status"] == batches.RUNNING
+            batches.let_go(alive.lock, first, 1)
+            assert [row["id"] for row in batches.expire(engine, job_id=job_id, lease_seconds=3600)] \
+                == [first]  # let go without finishing: gone too
+        finally:
+            engine.dispose()
