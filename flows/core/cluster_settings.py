@@ -28,8 +28,9 @@ class ClusterSection(BaseModel):
         None, ge=1, description="entries per outcome batch spread over the pool; none: enough batches to keep every "
                                 "worker busy (8 per worker), each at least min_batch_entries")
     min_batch_entries: Annotated[int, Env("ASSAY_MIN_BATCH_ENTRIES")] = Field(
-        20, ge=1, description="the fewest entries in an outcome batch spread over the pool (Prefect's cost per batch "
-                              "stays small against its work)")
+        20, ge=1, description="the fewest entries in an outcome batch spread over the pool (a batch's claim and "
+                              "record in the store stay small against its work)")
     lease_seconds: Annotated[float, Env("ASSAY_BATCH_LEASE")] = Field(
         4.0, ge=1.0, description="a batch whose worker has not renewed its lease for this long is handed to another "
-                                 "(workers renew every lease_seconds / 4)")
+                                 "(workers renew every lease_seconds / 4; on PostgreSQL a killed worker's batch "
+                                 "goes at once)")

@@ -34,8 +34,8 @@ from store import jobs as store_jobs
 
 log = logging.getLogger(__name__)
 
-WAIT_SECONDS = 0.5  # how often a waiting caller reads the run's row
-STATE_EVERY = 10  # ... and every this many reads, the flow run's state in Prefect
+WAIT_SECONDS = 0.2  # how often a waiting caller reads the run's row (one indexed SELECT)
+STATE_EVERY = 25  # ... and every this many reads (5 s), the flow run's state in Prefect
 RESUBMISSIONS = 2  # a run whose flow run crashed (its worker stopped, its machine lost) is handed out this often again
 PROGRESS = Callable[[dict[str, Any]], None]
 # a worker pipes its flow runs' output through itself by default: a flow run then dies of a broken pipe when its
