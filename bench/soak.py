@@ -2,7 +2,8 @@
 folder changing all along; what the calls got back, and whether the server stayed the same size and sound.
 
     .venv/bin/python bench/soak.py [--seconds 600] [--clients 20] [--warm-up 60] [--database-url URL]
-                                   [--prefect | --no-prefect] [--quick] [--work DIR] [--out bench/out/soak.md]
+                                   [--prefect | --no-prefect] [--only SLOTS] [--quick] [--work DIR]
+                                   [--out bench/out/soak.md]
                                    [--json FILE]
 
 1. A small tree is generated fresh under the work dir (bench/soak_corpus.py: topic documents as Markdown, text and
@@ -42,7 +43,7 @@ import anyio  # noqa: E402
 from bench.common import bench_logging, publish, render  # noqa: E402
 from bench.soak_checks import final_checks  # noqa: E402
 from bench.soak_corpus import make_corpus  # noqa: E402
-from bench.soak_load import ClientState, Dropper, drive  # noqa: E402
+from bench.soak_load import MIX, ClientState, Dropper, drive  # noqa: E402
 from bench.soak_report import log_errors, machine_facts, table_rows, tool_table  # noqa: E402
 from bench.soak_server import ProcTrace, serving, wait_until_up  # noqa: E402
 from bench.soak_setup import prepare  # noqa: E402
@@ -70,6 +71,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--pause", type=float, default=0.05, help="seconds a client waits between its calls (0.05)")
     p.add_argument("--drop-every", type=float, default=0.5,
                    help="seconds between the dropper's changes to the watched folder (0.5)")
+    p.add_argument("--only", help="a part of the clients' cycle, to tell which calls make the server grow "
+                                  "(comma-separated, from: " + ", ".join(dict.fromkeys(MIX)) + ")")
     p.add_argument("--database-url", help="a PostgreSQL store (an empty database) instead of SQLite in the data dir")
     p.add_argument("--prefect", action=argparse.BooleanOptionalAction, default=None,
                    help="run jobs as Prefect flows, as a server does by default (default: on; quick: off)")
@@ -90,18 +93,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.prefect = (not quick) if args.prefect is None else args.prefect
     if not 0 <= args.warm_up < args.seconds:
         p.error("--warm-up must be shorter than --seconds")
+    only = args.only.split(",") if args.only else list(MIX)
+    if unknown := sorted(set(only) - set(MIX)):
+        p.error(f"--only: unknown calls {', '.join(unknown)}; known: {', '.join(dict.fromkeys(MIX))}")
+    args.mix = tuple(slot for slot in MIX if slot in only)
     return args
 
 
 def soak(args: argparse.Namespace, scratch: Path) -> dict[str, Any]:
     corpus = make_corpus(scratch / "root", clients=args.clients)
-    states = [ClientState(files) for files in corpus.clients]
+    states = [ClientState(files, args.mix) for files in corpus.clients]
     model_cache = args.model_cache or os.environ.get("ASSAY_MODEL_CACHE") or str(Path(args.work) / "models")
     env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "ASSAY_MODEL_CACHE": model_cache,
            "ASSAY_TOOL_GROUPS": ",".join(group_modules())}  # the admin group too: check_integrity at the end
     fig: dict[str, Any] = {"clients": args.clients, "seconds": args.seconds, "warm_up": args.warm_up,
                            "prefect": args.prefect, "backend": "postgresql" if args.database_url else "sqlite",
-                           "pause": args.pause, "calls_per_session": args.calls_per_session}
+                           "pause": args.pause, "calls_per_session": args.calls_per_session,
+                           "mix": list(args.mix)}
     with serving(scratch, roots=[corpus.root], database_url=args.database_url, prefect=args.prefect,
                  env=env) as server:
         fig["server_up"] = wait_until_up(server)

@@ -88,6 +88,7 @@ class ClientState:
     """What one client has changed, so its next calls follow from it."""
 
     files: ClientFiles
+    mix: tuple[str, ...] = MIX  # the client's cycle (bench/soak.py --only: a part of MIX, to tell what grows)
     where: dict[str, int] = field(default_factory=dict)  # mover name -> 0 (in a) or 1 (in b)
     set_adds: int = 0
     temp_set: str | None = None
@@ -137,7 +138,7 @@ def _rewrite(state: ClientState) -> None:
 def next_call(state: ClientState, seq: int, corpus: Corpus) -> tuple[str, str, dict[str, Any], Check | None]:
     """The ``seq``-th call of a client: (label, tool or resource URI, arguments, the answer's check)."""
     c = state.files.index
-    slot = MIX[(seq + 3 * c) % len(MIX)]
+    slot = state.mix[(seq + 3 * c) % len(state.mix)]
     n = seq + 7 * c
     own = [str(p) for p in state.files.files]
     if slot == "navigate":

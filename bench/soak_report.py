@@ -184,7 +184,8 @@ def table_rows(fig: dict[str, Any], args: argparse.Namespace) -> tuple[list[tupl
         "(PyMuPDF), 12 pictures (Pillow), and per client a folder its plan reads (a note, a text, a picture; a PDF "
         "for every fourth) and two folders it moves two files between.",
         f"Clients: asyncio tasks in this process, each with its own HTTP connection and MCP session (mode='legacy'), "
-        f"{fig['pause']:g} s between calls; the cycle of 20 calls (bench/soak_load.py: {', '.join(MIX)}) starts at "
+        f"{fig['pause']:g} s between calls; the cycle of {len(fig['mix'])} calls (bench/soak_load.py"
+        f"{'' if tuple(fig['mix']) == MIX else ', --only'}: {', '.join(fig['mix'])}) starts at "
         "an offset per client; everything a client changes is its own (its set, its plan and files, its moved "
         "files), so a failure is the server's.",
         "Plan runs: the client's plan (a classifier outcome on its picture, extract_text on its texts), with "
