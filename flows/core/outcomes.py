@@ -46,6 +46,7 @@ class OutcomeExecutor:
     records_work: ClassVar[bool] = False
     set_based: ClassVar[bool] = False  # applies to a list of entry ids in a few statements (``apply_ids``)
     batch_size: ClassVar[int | None] = None  # entries per batch (one Prefect task run); None: the engine's default
+    keyed_by_path: ClassVar[bool] = True  # work keys include the path; False for outcomes that change it (move)
 
     def apply_ids(self, conn: Connection, outcome: OutcomeBase, ids: Sequence[int]) -> BatchResult:
         """Apply to the entries ``ids`` set-based (only for ``set_based`` executors)."""

@@ -82,7 +82,11 @@ def is_watched(plan: Plan, source: Source) -> bool:
     return source.type == "filesystem.watch" or (plan.mode == "continuous" and source.type == "filesystem.index")
 
 
-def work_key(row, rule: str, outcome: OutcomeBase) -> str:
+def work_key(row, rule: str, outcome: OutcomeBase, *, by_path: bool = True) -> str:
+    """What identifies one entry's work for one rule's outcome: the entry, its state and the outcome's parameters.
+    ``by_path=False`` leaves the path out, for outcomes that change it (a file a rule moved is the same work done,
+    so a watched folder the file lands in does not move it again)."""
     params = json.dumps(outcome.params(), sort_keys=True)
-    text = f"{row['id']}|{row['path']}|{row['size']}|{row['mtime']}|{rule}|{params}"
+    where = row["path"] if by_path else ""
+    text = f"{row['id']}|{where}|{row['size']}|{row['mtime']}|{rule}|{params}"
     return hashlib.sha256(text.encode()).hexdigest()

@@ -282,7 +282,7 @@ def _apply_rows(ctx: PlanContext, spec: OutcomeSpec, executor: Any, rows: Sequen
     keys: dict[int, str] = {}
     skipped = 0
     if executor.records_work and rows:
-        keys = {r["id"]: work_key(r, spec.rule, spec.outcome) for r in rows}
+        keys = {r["id"]: work_key(r, spec.rule, spec.outcome, by_path=executor.keyed_by_path) for r in rows}
         with ctx.engine.connect() as conn:
             known = store_plans.known_work_keys(conn, list(keys.values()))
         before = len(rows)
