@@ -25,6 +25,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from dsl.outcomes import OutcomeBase, iter_outcomes
 from flows.core.capability import Registry
+from flows.core.roots import Roots
 from store.errors import Cancelled  # noqa: F401  (re-exported: executors raise it)
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,13 @@ class OutcomeExecutor:
 
     def apply_rows(self, conn: Connection, outcome: OutcomeBase, rows: Sequence[Any], ctx: "RunContext") -> BatchResult:
         raise NotImplementedError
+
+    def preview_rows(self, engine: Engine, outcome: OutcomeBase, rows: Sequence[Any], roots: Roots,
+                     claimed: set[str]) -> list[dict[str, Any]] | None:
+        """What the outcome would do to each of ``rows``, file by file, for outcomes whose effect differs per file
+        (a move's destination, its conflict); ``claimed``: the places earlier rows of the same run take. None: the
+        preview only counts the entries."""
+        return None
 
     def after_run(self, engine: Engine) -> None:
         """Called once after a plan execution that used this outcome type ended, however it ended (the classifier
@@ -95,6 +103,7 @@ class RunContext:
     rule: str | None = None
     should_cancel: Callable[[], bool] = lambda: False
     on_item: Callable[[str], None] | None = None  # called with an entry's path as each one is done
+    roots: Roots | None = None  # the run's roots: where outcomes that place files may put them
 
 
 _EXECUTORS: Registry[OutcomeExecutor] = Registry("outcome executor",

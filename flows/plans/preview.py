@@ -16,8 +16,10 @@ from dsl.fields import field_spec
 from dsl.model import Plan
 from dsl.outcomes import ChainedOutcome, OutcomeBase, SelectionSetOutcome, iter_outcomes
 from flows.core import conditions as cond_sql
-from flows.plans.selection import candidates_clause, is_watched, source_clause
+from flows.core.outcomes import OutcomeExecutor, executor_for
+from flows.plans.selection import candidates_clause, is_watched, source_clause, work_key
 from flows.core.roots import Roots
+from store import plans as store_plans
 from store import sets as store_sets
 from store.entries import T, entry_public, require_entry
 from store.sets import M
@@ -60,6 +62,40 @@ def _describe(conn: Connection, outcome: OutcomeBase, where, evaluate_rows) -> d
         n = _count(conn, where) if evaluate_rows is None else evaluate_rows(where)
         info["would_apply_to"] = n
         info["summary"] = f"{outcome.type} on {n} entries (entries already done with these parameters are skipped)"
+    return info
+
+
+FILES_SHOWN = 200  # files a preview lists per outcome; the counts cover every match
+
+
+def _per_file(conn: Connection, engine: Engine, executor: OutcomeExecutor, outcome: OutcomeBase, where, cond,
+              ev: cond_sql.EvalStore, *, roots: Roots, rule: str, claimed: set[str]) -> dict[str, Any]:
+    """What a file-by-file outcome (move, copy, rename, trash) would do: every match planned as the run plans it
+    (files this rule already did with the same parameters are skipped, as the run skips them), counts per action,
+    and the first FILES_SHOWN files with from, to, conflict and resolution."""
+    info: dict[str, Any] = {"type": outcome.type, "params": outcome.params(), "files": [], "counts": {}}
+    counts: dict[str, int] = info["counts"]
+    after = ""
+    while True:
+        rows = [r for r in conn.execute(select(T).where(and_(where, T.c.path > after)).order_by(T.c.path)
+                                        .limit(500)).mappings().all()]
+        if not rows:
+            break
+        after = rows[-1]["path"]
+        if cond is not None:
+            rows = [r for r in rows if ev.evaluate(cond, r)]
+        if executor.records_work and rows:
+            keys = {r["id"]: work_key(r, rule, outcome, by_path=executor.keyed_by_path) for r in rows}
+            done = store_plans.known_work_keys(conn, list(keys.values()))
+            counts["done_before"] = counts.get("done_before", 0) + sum(1 for k in keys.values() if k in done)
+            rows = [r for r in rows if keys[r["id"]] not in done]
+        for item in executor.preview_rows(engine, outcome, rows, roots, claimed) or []:
+            counts[item["action"]] = counts.get(item["action"], 0) + 1
+            if item.get("conflict"):
+                counts["conflicts"] = counts.get("conflicts", 0) + 1
+            if len(info["files"]) < FILES_SHOWN:
+                info["files"].append(item)
+    info["summary"] = f"{outcome.type}: " + (", ".join(f"{n} {what}" for what, n in counts.items()) or "no files")
     return info
 
 
@@ -144,6 +180,7 @@ def preview_plan(engine: Engine, plan: Plan, *, roots: Roots, samples: int = 5) 
             out["error"] = str(exc)
             return out
         out["candidates"] = _count(conn, cand)
+        claimed: set[str] = set()  # the places earlier file outcomes of this preview take
         for rule, (rule_notes, outcome_notes) in zip(plan.rules, dependency_notes(plan)):
             push, residual = cond_sql.split(rule.when)
             where = and_(cand, sql.clause(push))
@@ -170,8 +207,13 @@ def preview_plan(engine: Engine, plan: Plan, *, roots: Roots, samples: int = 5) 
                 o_push, o_res = cond_sql.split(outcome.when) if outcome.when is not None else (None, None)
                 o_where = and_(where, sql.clause(o_push))
                 needs_python = residual is not None or o_res is not None
-                info = _describe(conn, outcome, o_where,
-                                 (lambda w, o_res=o_res: python_count(w, extra=o_res)) if needs_python else None)
+                executor = executor_for(outcome)
+                if type(executor).preview_rows is not OutcomeExecutor.preview_rows:  # file by file (a move)
+                    info = _per_file(conn, engine, executor, outcome, o_where, cond_sql.both(residual, o_res),
+                                     ev, roots=roots, rule=rule.name, claimed=claimed)
+                else:
+                    info = _describe(conn, outcome, o_where,
+                                     (lambda w, o_res=o_res: python_count(w, extra=o_res)) if needs_python else None)
                 if j in outcome_notes:
                     info["note"] = outcome_notes[j]
                 outcomes.append(info)

@@ -290,7 +290,7 @@ def _apply_rows(ctx: PlanContext, spec: OutcomeSpec, executor: Any, rows: Sequen
         skipped = before - len(rows)
     stage = f"{spec.outcome.type} {spec.rule} [batch {k}]"
     run_ctx = RunContext(evaluate=ctx.evaluate, execution_id=ctx.execution_id, rule=spec.rule,
-                         should_cancel=ctx.should_cancel,
+                         should_cancel=ctx.should_cancel, roots=ctx.roots,
                          on_item=lambda path: hooks.report(ctx.job_id, {"stage": stage, "item": path}))
     result = executor.run_batch(ctx.engine, spec.outcome, rows, run_ctx)
     result.skipped += skipped
