@@ -12,6 +12,7 @@ import shutil
 import sys
 import uuid
 
+from flows.media.hashing import hash_file
 from store.errors import Conflict, FileOperationError
 
 
@@ -85,6 +86,11 @@ def copy_then_remove(src: str, dst: str) -> str | None:
             remove(tmp)
         raise FileOperationError(f"copying {src} to {dst} failed ({reason(exc)}); the source is untouched",
                                  field="to") from None
+    mismatch = _differs(src, tmp)
+    if mismatch:
+        remove(tmp)
+        raise FileOperationError(f"copying {src} to {dst} gave a copy that differs ({mismatch}); the copy was removed "
+                                 "and the source is untouched", field="to")
     try:
         rename_noreplace(tmp, dst)
     except OSError as exc:
@@ -97,6 +103,29 @@ def copy_then_remove(src: str, dst: str) -> str | None:
     except OSError as exc:
         return (f"copied to {dst}, but part of the source could not be removed ({reason(exc)}); "
                 f"the copy is complete, delete what is left of {src} with delete-files")
+    return None
+
+
+def _differs(src: str, copy: str) -> str | None:
+    """How a copy differs from its source, checked before the source is removed: a file's size and content hash,
+    a folder's files (relative names, then each file as a file); None when they are the same."""
+    if os.path.islink(src):
+        return None if os.readlink(src) == os.readlink(copy) else "the link's target"
+    if os.path.isdir(src):
+        for top, _dirs, files in os.walk(src):
+            for name in files:
+                one = posixpath.join(top, name)
+                found = _differs(one, posixpath.join(copy, posixpath.relpath(one, src)))
+                if found:
+                    return f"{posixpath.relpath(one, src)}: {found}"
+        return None
+    if not os.path.isfile(copy):
+        return "missing"
+    a, b = os.stat(src).st_size, os.stat(copy).st_size
+    if a != b:
+        return f"size {b} instead of {a}"
+    if hash_file(src) != hash_file(copy):
+        return "content hash"
     return None
 
 

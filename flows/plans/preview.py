@@ -225,6 +225,12 @@ def preview_plan(engine: Engine, plan: Plan, *, roots: Roots, samples: int = 5) 
     return out
 
 
+def _template_of(outcome: OutcomeBase) -> str | None:
+    """The template a file outcome places files by (move and copy: ``to``; rename: ``name``)."""
+    value = getattr(outcome, "to", None) or getattr(outcome, "name", None)
+    return value if isinstance(value, str) else None
+
+
 def explain_path(engine: Engine, plan: Plan, *, roots: Roots, path: str) -> dict[str, Any]:
     resolved = roots.resolve(os.path.expanduser(path), field="path", follow_last=False)
     row = require_entry(engine, path=resolved)
@@ -253,6 +259,10 @@ def explain_path(engine: Engine, plan: Plan, *, roots: Roots, path: str) -> dict
             else:
                 item["passed"] = True
             item["would_apply"] = bool(result["is_candidate"] and tree["passed"] and item["passed"])
+            executor = executor_for(outcome)
+            if item["would_apply"] and type(executor).preview_rows is not OutcomeExecutor.preview_rows:
+                [placed] = executor.preview_rows(engine, outcome, [row], roots, set()) or [{}]
+                item["file"] = {**placed, "rule": rule.name, "template": _template_of(outcome)}
             if len(outcomes) in outcome_notes:
                 item["note"] = outcome_notes[len(outcomes)]
             outcomes.append(item)
