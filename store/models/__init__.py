@@ -27,13 +27,15 @@ from store.models.semantic import Chunk, Collection, CollectionEntry, Embedding,
 from store.models.citations import MapNodeRow, ResourceMapRow
 from store.models.users import ApiToken, User
 from store.models.batches import OutcomeBatch
+from store.models.file_operations import FileOperation
 from store.models.columns import now
 from store.fold import fold  # registered as assay_fold on every SQLite connection (store.engine)
 # isort: on
 
 __all__ = [
     "ApiToken", "Artifact", "Chunk", "Collection",
-    "CollectionEntry", "Document", "DocumentChange", "DocumentSegment", "Embedding", "Entry", "EntryLabel", "Job",
+    "CollectionEntry", "Document", "DocumentChange", "DocumentSegment", "Embedding", "Entry", "EntryLabel",
+    "FileOperation", "Job",
     "JobIssue", "MapNodeRow", "MetadataValue", "OutcomeBatch", "OutcomeRecord", "Plan", "PlanExecution", "Preference",
     "ResourceMapRow",
     "ResourceSet", "SavedQuery", "SetEdge", "SetMember", "Source", "User", "fold", "now",

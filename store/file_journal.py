@@ -1,0 +1,207 @@
+"""The journal of file operations (table ``file_operations``): every move, copy, rename, trash, delete and restore a
+tool call or a plan execution makes, written down before the disk changes and crossed out in the transaction that
+brings the store in step, so nothing is lost on a crash and every operation can be listed and undone.
+
+An operation's life: :func:`begin` (state ``intent``, committed before the first change to the disk; a plan writes a
+batch of intents at once with :func:`begin_many`), :func:`copying` (a move across filesystems copies first and removes
+the source after), then :func:`done` inside the transaction that updates the store, or :func:`failed` when the disk
+is as it was. What a crash leaves in ``intent`` or ``copying`` is :func:`in_flight`: the next start settles it by
+what the disk shows (flows/fileops/recovery.py). An undo journals its own operations (``undo_of``) and marks the
+reversed one with :func:`mark_undone`.
+
+Who asked is the :class:`Origin`: one tool call (a fresh ``call_id``) or one plan execution
+(``call_id`` ``"execution-<id>"``), with the guarded server's user. :func:`history` lists the journal newest first;
+a user limited to some roots sees the operations with a path under them (store.visibility).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sqlalchemy import ColumnElement, Select, and_, insert, or_, select, update
+from sqlalchemy.engine import Connection, Engine
+
+from store.errors import Conflict, InvalidInput
+from store.models import FileOperation, now
+from store.models.columns import inserted_id
+from store.visibility import limited, path_subtree, visible_clause
+
+F = FileOperation.__table__
+
+OPS = ("move", "copy", "rename", "trash", "delete", "restore")
+KINDS = ("file", "directory")
+STATES = ("intent", "copying", "done", "failed", "undone")
+IN_FLIGHT = ("intent", "copying")
+MAX_LIMIT = 1000
+_ITEM_KEYS = frozenset({"op", "src", "dst", "kind", "entry_id", "size", "mtime", "content_hash", "made", "undo_of"})
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Who asked for the operations: a tool call or a plan execution (and, on a guarded server, which user)."""
+
+    kind: Literal["tool", "plan"]
+    call_id: str
+    tool: str | None = None
+    execution_id: int | None = None
+    caller: str | None = None
+
+    @classmethod
+    def for_tool(cls, tool: str, caller: str | None = None) -> Origin:
+        """One call of ``tool``, under a fresh call id (the handle an agent undoes the whole call by)."""
+        return cls(kind="tool", call_id=uuid.uuid4().hex, tool=tool, caller=caller)
+
+    @classmethod
+    def for_execution(cls, execution_id: int) -> Origin:
+        """Plan execution ``execution_id``: its call id is ``execution-<id>``, the same for every batch of it."""
+        return cls(kind="plan", call_id=f"execution-{execution_id}", execution_id=execution_id)
+
+
+# --- writing --------------------------------------------------------------------------------------------------------
+
+
+def _row(origin: Origin, *, op: str, src: str, dst: str | None, kind: str = "file", entry_id: int | None = None,
+         size: int | None = None, mtime: float | None = None, content_hash: str | None = None,
+         made: Sequence[str] = (), undo_of: int | None = None) -> dict[str, Any]:
+    if op not in OPS:
+        raise InvalidInput(f"unknown file operation {op!r}; known: {', '.join(OPS)}", field="op")
+    if kind not in KINDS:
+        raise InvalidInput(f"unknown kind {kind!r} of a journalled file; known: {', '.join(KINDS)}", field="kind")
+    if not src:
+        raise InvalidInput("a file operation needs the path it acts on (src)", field="src")
+    return {"call_id": origin.call_id, "origin": origin.kind, "tool": origin.tool,
+            "execution_id": origin.execution_id, "caller": origin.caller, "op": op, "src": src, "dst": dst,
+            "kind": kind, "entry_id": entry_id, "size": size, "mtime": mtime, "content_hash": content_hash,
+            "state": "intent", "made_json": json.dumps(list(made)), "error": None, "created_at": now(),
+            "finished_at": None, "undone_at": None, "undo_of": undo_of}
+
+
+def begin(engine: Engine, origin: Origin, *, op: str, src: str, dst: str | None, kind: str = "file",
+          entry_id: int | None = None, size: int | None = None, mtime: float | None = None,
+          content_hash: str | None = None, made: Sequence[str] = (), undo_of: int | None = None) -> int:
+    """Write one operation down (state ``intent``), committed before the disk changes; its id."""
+    row = _row(origin, op=op, src=src, dst=dst, kind=kind, entry_id=entry_id, size=size, mtime=mtime,
+               content_hash=content_hash, made=made, undo_of=undo_of)
+    with engine.begin() as conn:
+        return inserted_id(conn.execute(insert(F).values(**row)))
+
+
+def begin_many(engine: Engine, origin: Origin, items: Sequence[dict[str, Any]]) -> list[int]:
+    """Write a batch of operations down in one transaction (each item: the keyword arguments of :func:`begin`);
+    their ids, in the items' order."""
+    rows = []
+    for i, item in enumerate(items):
+        unknown = sorted(set(item) - _ITEM_KEYS)
+        if unknown:
+            raise InvalidInput(f"item {i} of the batch has unknown key(s) {', '.join(unknown)}; known: "
+                               f"{', '.join(sorted(_ITEM_KEYS))}", field="items")
+        rows.append(_row(origin, **item))
+    if not rows:
+        return []
+    with engine.begin() as conn:
+        result = conn.execute(insert(F).returning(F.c.id, sort_by_parameter_order=True), rows)
+        return [int(i) for i in result.scalars()]
+
+
+def copying(engine: Engine, op_id: int) -> None:
+    """Operation ``op_id`` crosses filesystems: its source is copied, then removed (committed before the copy)."""
+    with engine.begin() as conn:
+        conn.execute(update(F).where(F.c.id == op_id).values(state="copying"))
+
+
+def finish(conn: Connection, op_id: int, *, state: Literal["done", "failed"], error: str | None = None,
+           dst: str | None = None) -> None:
+    """Settle operation ``op_id`` in the caller's transaction: ``done`` (with the destination it ended at, when that
+    differs from the one written down) or ``failed``; ``error`` says why, or what a recovery found."""
+    values: dict[str, Any] = {"state": state, "error": error, "finished_at": now()}
+    if dst is not None:
+        values["dst"] = dst
+    conn.execute(update(F).where(F.c.id == op_id).values(**values))
+
+
+def done(conn: Connection, op_id: int, *, dst: str | None = None) -> None:
+    """Operation ``op_id`` happened: called inside the transaction that brings the store in step with the disk."""
+    finish(conn, op_id, state="done", dst=dst)
+
+
+def failed(engine: Engine, op_id: int, error: str) -> None:
+    """Operation ``op_id`` did not happen: the disk is as it was (nothing moved, or what moved was put back)."""
+    with engine.begin() as conn:
+        finish(conn, op_id, state="failed", error=error)
+
+
+def mark_undone(conn: Connection, op_id: int, *, by: int) -> None:
+    """Operation ``op_id`` was reversed by operation ``by`` (whose ``undo_of`` is set to it when not yet): in the
+    caller's transaction. Only a done operation can be undone; one undone, failed or in flight is refused (a second
+    undo racing the first loses here)."""
+    res = conn.execute(update(F).where(F.c.id == op_id, F.c.state == "done").values(state="undone", undone_at=now()))
+    if not res.rowcount:
+        state = conn.execute(select(F.c.state).where(F.c.id == op_id)).scalar()
+        if state is None:
+            raise Conflict(f"no file operation {op_id} in the journal", field="id")
+        raise Conflict(f"file operation {op_id} is {state}, not done: only a done operation can be undone",
+                       field="id")
+    conn.execute(update(F).where(F.c.id == by, F.c.undo_of.is_(None)).values(undo_of=op_id))
+
+
+# --- reading --------------------------------------------------------------------------------------------------------
+
+
+def _public(row: Any) -> dict[str, Any]:
+    out = dict(row)
+    out["made"] = json.loads(out.get("made_json") or "[]")
+    return out
+
+
+def _rows(engine: Engine, query: Select[Any]) -> list[dict[str, Any]]:
+    with engine.connect() as conn:
+        return [_public(r) for r in conn.execute(query).mappings()]
+
+
+def get(engine: Engine, op_id: int) -> dict[str, Any] | None:
+    """Operation ``op_id`` (its columns, and ``made``: the folders created for it), or None."""
+    found = _rows(engine, select(F).where(F.c.id == op_id))
+    return found[0] if found else None
+
+
+def in_flight(engine: Engine) -> list[dict[str, Any]]:
+    """The operations written down and not settled (``intent`` or ``copying``), oldest first: what a crash left."""
+    return _rows(engine, select(F).where(F.c.state.in_(IN_FLIGHT)).order_by(F.c.id))
+
+
+def of_call(engine: Engine, call_id: str) -> list[dict[str, Any]]:
+    """Every operation of one tool call or plan execution, in the order they were written down."""
+    return _rows(engine, select(F).where(F.c.call_id == call_id).order_by(F.c.id))
+
+
+def _visible() -> ColumnElement[bool]:
+    """An operation a limited caller may see: one of its paths under the caller's roots (a file trashed from them
+    has its ``dst`` in a trash outside; a restore its ``src``)."""
+    return or_(visible_clause(F.c.src), and_(F.c.dst.is_not(None), visible_clause(F.c.dst)))
+
+
+def history(engine: Engine, *, path: str | None = None, execution_id: int | None = None,
+            call_id: str | None = None, limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
+    """The journal, newest first, narrowed by each filter given: ``path`` matches an operation whose ``src`` or
+    ``dst`` is that path or under it (a folder's history holds its files'), ``execution_id`` and ``call_id`` their
+    columns. A caller limited to some roots sees only operations on paths under them."""
+    if not 1 <= limit <= MAX_LIMIT:
+        raise InvalidInput(f"limit must be 1 to {MAX_LIMIT}, got {limit}", field="limit")
+    if offset < 0:
+        raise InvalidInput(f"offset must be 0 or more, got {offset}", field="offset")
+    where: list[ColumnElement[bool]] = []
+    if path is not None:
+        top = path.rstrip("/") or "/"
+        where.append(or_(path_subtree(F.c.src, top), path_subtree(F.c.dst, top)))
+    if execution_id is not None:
+        where.append(F.c.execution_id == execution_id)
+    if call_id is not None:
+        where.append(F.c.call_id == call_id)
+    if limited():
+        where.append(_visible())
+    return _rows(engine, select(F).where(*where).order_by(F.c.id.desc()).limit(limit).offset(offset))
+
