@@ -5,6 +5,10 @@ item does not stop the others. Nothing is ever overwritten (the reference gives 
 configured root is never moved or deleted, and every path is confined to the roots. In the store a moved subtree keeps
 its entry ids, hence its resource-set memberships; the sizes of the old and new ancestors are recomputed.
 
+Every item that changes the disk is journalled (flows/fileops/journal.py): written down with the file's hash before
+the change, crossed out in the transaction that brings the store in step, under the call's
+:class:`~store.file_journal.Origin` (a tool call, or a plan execution), whose call id the answer carries.
+
 A dry run changes nothing; later items of the same call are previewed against what the earlier ones would have done
 (rename a -> b then b -> c previews as two successes), using :class:`_Overlay`.
 """
@@ -24,11 +28,12 @@ from sqlalchemy import delete, exists, func, select, update
 from sqlalchemy.engine import Connection, Engine
 
 from flows.fileops import disk as diskops
-from flows.fileops.journal import MoveJournal
+from flows.fileops.journal import CallJournal, before
 from flows.core.roots import Roots
 from store.entries import (T, delete_subtree, make_row, move_subtree, refresh_ancestor_sizes, subtree_clause,
                            upsert_entries)
 from store.errors import AssayError, Conflict, FileOperationError, InvalidInput, NotFound
+from store.file_journal import Origin
 from store.models import SetMember
 
 log = logging.getLogger(__name__)
@@ -101,7 +106,7 @@ class _Call:
     roots: Roots
     dry_run: bool
     view: _Overlay = field(default_factory=_Overlay)
-    journal: MoveJournal | None = None  # rename / move: each item written down before the disk changes
+    journal: CallJournal | None = None  # each item written down before the disk changes (None: a dry run)
 
 
 # --- store helpers --------------------------------------------------------------------------------------------------
@@ -158,14 +163,34 @@ def sync_move(engine: Engine, *, src: str, dst: str, created: list[str],
     return out
 
 
-def _sync_delete(engine: Engine, *, path: str) -> int:
+def sync_copy(engine: Engine, *, dst: str, created: list[str],
+              settle: Callable[[Connection], None] | None = None) -> dict[str, int | bool]:
+    """Store side of a completed copy: the copy's row and the folders made for it, where their parents are indexed
+    (what a copied folder holds is added by indexing it); ``settle`` runs in the same transaction."""
     with engine.begin() as conn:
+        if settle is not None:
+            settle(conn)
+        added = 0
+        for p in [*created, dst]:  # one by one: a folder made is indexed before its child is looked at
+            if _is_indexed_dir(conn, posixpath.dirname(p)):
+                upsert_entries(conn, [_row_for(p)])
+                added += p == dst
+        refresh_ancestor_sizes(conn, path=dst)
+    return {"indexedEntries": added, "indexed": bool(added)}
+
+
+def sync_delete(engine: Engine, *, path: str, settle: Callable[[Connection], None] | None = None) -> int:
+    """Store side of a completed delete (or a move out of the roots): the subtree's rows go; ``settle`` runs in the
+    same transaction."""
+    with engine.begin() as conn:
+        if settle is not None:
+            settle(conn)
         removed = delete_subtree(conn, path=path)
         refresh_ancestor_sizes(conn, path=path)
     return removed
 
 
-def _resync_subtree(engine: Engine, *, path: str) -> int:
+def resync_subtree(engine: Engine, *, path: str) -> int:
     """After a partly failed delete: drop the rows of whatever is gone from disk, then recompute directory sizes."""
     removed = 0
     last = ""
@@ -246,28 +271,30 @@ def _relocate(call: _Call, raw_src: Any, raw_dst: Any, mode: Mode) -> dict[str, 
         return item
     made: list[str] = []
     journal = call.journal
+    op_id = None
     if journal is not None:  # written down first: a crash from here on is finished or undone at the next start
-        journal.begin(src=src, dst=dst, made=missing, mode=mode)
+        op_id = journal.begin(op=mode, src=src, dst=dst, made=missing, before=before(call.engine, src))
     try:
         for d in missing:
             os.mkdir(d)
             made.append(d)
-        warning = _rename_or_copy(src, dst, mode, journal)
+        warning = _rename_or_copy(src, dst, mode, journal, op_id)
     except BaseException as exc:
         for d in reversed(made):  # leave no empty folders behind from a failed item
             try:
                 os.rmdir(d)
             except OSError:
                 pass
-        if journal is not None and isinstance(exc, Exception):
-            journal.abandon()  # the disk is as it was
+        if journal is not None and op_id is not None and isinstance(exc, Exception):
+            journal.failed(op_id, _reason(exc))  # the disk is as it was
         raise
     try:
         item.update(sync_move(call.engine, src=src, dst=dst, created=missing,
-                              settle=journal.done if journal is not None else None))
+                              settle=journal.settle(op_id, warning=warning)
+                              if journal is not None and op_id is not None else None))
     except Exception:
         if journal is not None:
-            journal.stuck = True  # the disk moved, the store did not: the item stays written down
+            journal.cannot_follow(src)  # the disk moved, the store did not: the item stays written down
         raise
     log.info("%s %s -> %s (%s index entries)", mode, src, dst, item["indexedEntries"])
     if warning:
@@ -277,7 +304,13 @@ def _relocate(call: _Call, raw_src: Any, raw_dst: Any, mode: Mode) -> dict[str, 
     return item
 
 
-def _rename_or_copy(src: str, dst: str, mode: Mode, journal: MoveJournal | None) -> str | None:
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, AssayError):
+        return exc.message
+    return diskops.reason(exc) if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}"
+
+
+def _rename_or_copy(src: str, dst: str, mode: Mode, journal: CallJournal | None, op_id: int | None) -> str | None:
     try:
         diskops.rename_noreplace(src, dst)
     except FileExistsError:
@@ -289,8 +322,8 @@ def _rename_or_copy(src: str, dst: str, mode: Mode, journal: MoveJournal | None)
         if mode == "rename":
             raise FileOperationError(f"{src} and {dst} are on different filesystems; use move-files, which copies "
                                      "and then removes the source", field="to") from None
-        if journal is not None:
-            journal.copying()
+        if journal is not None and op_id is not None:
+            journal.copying(op_id)
         return diskops.copy_then_remove(src, dst)
     return None
 
@@ -319,9 +352,16 @@ def _echo(raw: Any) -> dict[str, Any]:
     return {"path": raw}
 
 
-def _summary(results: list[dict[str, Any]], dry_run: bool) -> dict[str, Any]:
+def _summary(call: _Call, results: list[dict[str, Any]]) -> dict[str, Any]:
     ok = sum(1 for r in results if r["status"] in ("success", "preview"))
-    return {"results": results, "successCount": ok, "errorCount": len(results) - ok, "dryRun": dry_run}
+    return {"results": results, "successCount": ok, "errorCount": len(results) - ok, "dryRun": call.dry_run,
+            "callId": call.journal.origin.call_id if call.journal is not None else None}
+
+
+def _call(engine: Engine, roots: Roots, dry_run: bool, tool: str, origin: Origin | None) -> _Call:
+    """One call's state; its journal under ``origin`` (None: a fresh tool call of ``tool``), none in a dry run."""
+    journal = None if dry_run else CallJournal(engine, origin or Origin.for_tool(tool))
+    return _Call(engine, roots, dry_run, journal=journal)
 
 
 def _pairs(ops: Any, field_name: str) -> list[dict[str, Any]]:
@@ -340,23 +380,23 @@ def _pairs(ops: Any, field_name: str) -> list[dict[str, Any]]:
     return out
 
 
-def rename_files(engine: Engine, roots: Roots, *, renames: Any, dry_run: bool = False) -> dict[str, Any]:
-    """Rename each {from, to}; ``to`` is a full path or a bare new name in the same folder. Same filesystem only."""
-    call = _Call(engine, roots, dry_run, journal=None if dry_run else MoveJournal(engine, "rename-files"))
+def rename_files(engine: Engine, roots: Roots, *, renames: Any, dry_run: bool = False,
+                 origin: Origin | None = None) -> dict[str, Any]:
+    """Rename each {from, to}; ``to`` is a full path or a bare new name in the same folder. Same filesystem only.
+    Journalled under ``origin`` (None: a fresh call of rename-files)."""
+    call = _call(engine, roots, dry_run, "rename-files", origin)
     results = _run(_pairs(renames, "renames"), lambda op: _relocate(call, op["from"], op["to"], "rename"))
-    if call.journal is not None:
-        call.journal.close()
-    return _summary(results, dry_run)
+    return _summary(call, results)
 
 
-def move_files(engine: Engine, roots: Roots, *, moves: Any, dry_run: bool = False) -> dict[str, Any]:
+def move_files(engine: Engine, roots: Roots, *, moves: Any, dry_run: bool = False,
+               origin: Origin | None = None) -> dict[str, Any]:
     """Move each {from, to}: into ``to`` if it is an existing folder, else to that path (missing folders are made);
-    across filesystems the source is copied, and removed only once the copy is complete."""
-    call = _Call(engine, roots, dry_run, journal=None if dry_run else MoveJournal(engine, "move-files"))
+    across filesystems the source is copied, and removed only once the copy is complete. Journalled under
+    ``origin`` (None: a fresh call of move-files)."""
+    call = _call(engine, roots, dry_run, "move-files", origin)
     results = _run(_pairs(moves, "moves"), lambda op: _relocate(call, op["from"], op["to"], "move"))
-    if call.journal is not None:
-        call.journal.close()
-    return _summary(results, dry_run)
+    return _summary(call, results)
 
 
 # --- delete ---------------------------------------------------------------------------------------------------------
@@ -373,29 +413,38 @@ def _delete_one(call: _Call, raw: Any, force: bool) -> dict[str, Any]:
     if kind is None:
         message = f"{path} does not exist"
         if indexed and not call.dry_run and call.view.origin(path) == path:
-            removed = _sync_delete(call.engine, path=path)
+            removed = sync_delete(call.engine, path=path)
             message += f"; its {removed} stale index entries were removed"
         raise NotFound(message, field="paths")
     item.update(kind=kind, indexedEntries=indexed)
     if kind == "directory" and not force and not call.view.is_empty_dir(path):
         raise Conflict(f"{path} is a directory that is not empty; pass force: true to delete it with everything "
                        "in it", field="force")
-    if call.dry_run:
+    if call.dry_run or call.journal is None:
         call.view.record("delete", path)
         item["status"] = "preview"
         return item
-    if kind == "directory" and not force:
-        os.rmdir(path)
-    elif kind == "directory":
+    journal = call.journal  # written down with the file's hash before anything is removed
+    op_id = journal.begin(op="delete", src=path, dst=None, before=before(call.engine, path))
+    try:
+        if kind == "directory" and not force:
+            os.rmdir(path)
+        elif kind != "directory":
+            os.unlink(path)
+    except Exception as exc:
+        journal.failed(op_id, _reason(exc))
+        raise
+    if kind == "directory" and force:
         failures = diskops.rmtree(path)
         if failures:
-            removed = _resync_subtree(call.engine, path=path)
+            removed = resync_subtree(call.engine, path=path)
             item.update(indexedEntries=removed)
             shown = "; ".join(failures[:5]) + (f"; and {len(failures) - 5} more" if len(failures) > 5 else "")
-            raise _Partial(item, f"{path} was only partly deleted: {shown}")
-    else:
-        os.unlink(path)
-    item["indexedEntries"] = _sync_delete(call.engine, path=path)
+            message = f"{path} was only partly deleted: {shown}"
+            with call.engine.begin() as conn:  # what went is gone for good: done, with what is left
+                journal.settle(op_id, warning=message)(conn)
+            raise _Partial(item, message)
+    item["indexedEntries"] = sync_delete(call.engine, path=path, settle=journal.settle(op_id))
     item["status"] = "success"
     log.info("deleted %s %s (%s index entries)", kind, path, item["indexedEntries"])
     return item
@@ -407,14 +456,15 @@ class _Partial(FileOperationError):
         self.item = item
 
 
-def delete_files(engine: Engine, roots: Roots, *, paths: Any, dry_run: bool = False,
-                 force: bool = False) -> dict[str, Any]:
-    """Delete each path (files, symlinks themselves, empty folders; non-empty folders only with ``force``)."""
+def delete_files(engine: Engine, roots: Roots, *, paths: Any, dry_run: bool = False, force: bool = False,
+                 origin: Origin | None = None) -> dict[str, Any]:
+    """Delete each path (files, symlinks themselves, empty folders; non-empty folders only with ``force``), each
+    journalled (op ``delete``) before it is removed, under ``origin`` (None: a fresh call of delete-files)."""
     if isinstance(paths, str):
         paths = [paths]
     if not isinstance(paths, list) or not paths:
         raise InvalidInput('paths must be a non-empty array of paths, e.g. ["/home/user/temp.txt"]', field="paths")
-    call = _Call(engine, roots, dry_run)
+    call = _call(engine, roots, dry_run, "delete-files", origin)
 
     def one(raw: Any) -> dict[str, Any]:
         try:
@@ -422,4 +472,4 @@ def delete_files(engine: Engine, roots: Roots, *, paths: Any, dry_run: bool = Fa
         except _Partial as exc:
             return {**exc.item, "status": "error", "error": exc.message, "errorCode": exc.code}
 
-    return _summary(_run(paths, one), dry_run)
+    return _summary(call, _run(paths, one))

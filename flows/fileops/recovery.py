@@ -1,16 +1,22 @@
-"""At server start: the renames and moves a dead process left in flight (flows/fileops/journal.py) are finished or
-undone, by what the disk shows.
+"""At server start: the file operations a dead process left in flight (store.file_journal, state intent or copying)
+are finished or rolled back, by what the disk shows.
 
-- The source is gone and the target is there: the disk moved, so the store follows (the subtree's entries keep
-  their ids, hence their set memberships), as the call would have done next.
-- Both are there and the item was a copy across filesystems: the copy was renamed into place whole, and the removal
-  of the source was cut short; the rest of the source is removed, then the store follows.
-- The source is there and the target is not: the disk did not change; a partial copy beside the target and the
-  folders made for it (when empty) are removed, and the store is left as it is.
-- Anything else (neither is there; both without a copy): something else changed the disk since; nothing is touched,
-  and the next index of the folders brings the store in step.
+A move, rename, restore or trash (``src`` -> ``dst``):
 
-What was done is written on the move's run (its ``error_message``) and logged.
+- the source is gone and the target is there: the disk moved, so the store follows (a moved subtree's entries keep
+  their ids, hence their set memberships; a trashed one's leave the store), as the call would have done next;
+- both are there and the item was a copy across filesystems: the copy was renamed into place whole, and the removal
+  of the source was cut short; the rest of the source is removed, then the store follows;
+- the source is there and the target is not: the disk did not change; a partial copy beside the target and the
+  folders made for it (when empty) are removed, and the store is left as it is;
+- anything else (neither is there; both without a copy): something else changed the disk since; nothing is
+  touched, and the next index of the folders brings the store in step.
+
+A copy: its target there with the size and content hash written down is done (the store gets its row); not there,
+its partial copy and folders are removed. A delete: the path gone is done (its rows go); still there, it was not
+deleted, or in part (a folder's rows of what is gone go). What was done is the operation's ``error`` (a note on a
+done one) and logged. An operation of a plan execution whose run is still alive (a work pool's worker runs it) is
+not touched, nor one written after the recovery began.
 """
 
 from __future__ import annotations
@@ -19,23 +25,38 @@ import glob
 import logging
 import os
 import posixpath
-from typing import Any
+import time
+from typing import Any, Literal
 
-from sqlalchemy.engine import Engine
+from sqlalchemy import select
+from sqlalchemy.engine import Connection, Engine
 
 from flows.fileops import disk as diskops
-from flows.fileops.journal import interrupted, record_outcome
-from flows.fileops.operations import sync_move
+from flows.fileops.operations import resync_subtree, sync_copy, sync_delete, sync_move
+from flows.media.hashing import hash_file
+from store import file_journal
+from store import jobs as store_jobs
+from store.models import PlanExecution
 
 log = logging.getLogger(__name__)
 
+PE = PlanExecution.__table__
+J = store_jobs.J
+
 
 def recover_moves(engine: Engine) -> list[str]:
-    """Settle every item a dead process left in flight; returns what was done with each."""
+    """Settle every operation a dead process left in flight; returns what was done with each."""
+    began = time.time()
+    live: dict[int, bool] = {}
     done = []
-    for job_id, intent in interrupted(engine):
-        message = _settle(engine, job_id, intent)
-        log.warning("move run %d: %s", job_id, message)
+    for row in file_journal.in_flight(engine):
+        execution = row["execution_id"]
+        if row["created_at"] > began:
+            continue  # a call of this process, made after the recovery started
+        if execution is not None and live.setdefault(execution, _run_alive(engine, execution)):
+            continue
+        message = settle(engine, row)
+        log.warning("file operation %d: %s", row["id"], message)
         done.append(message)
     return done
 
@@ -45,41 +66,114 @@ def recover_at_start(engine: Engine) -> None:
     try:
         recover_moves(engine)
     except Exception:
-        log.exception("settling interrupted moves failed; re-index the folders they touched")
+        log.exception("settling interrupted file operations failed; re-index the folders they touched")
 
 
-def _settle(engine: Engine, job_id: int, intent: dict[str, Any]) -> str:
-    src, dst, made = intent["from"], intent["to"], list(intent.get("made") or [])
+def _run_alive(engine: Engine, execution_id: int) -> bool:
+    """Whether plan execution ``execution_id``'s run is pending or running (a work pool's worker holds it)."""
+    with engine.connect() as conn:
+        status = conn.execute(select(J.c.status).join(PE, PE.c.run_id == J.c.id)
+                              .where(PE.c.id == execution_id)).scalar()
+    return status in store_jobs.ACTIVE
+
+
+def _finish(op_id: int, state: Literal["done", "failed"], message: str):
+    def settle(conn: Connection) -> None:
+        file_journal.finish(conn, op_id, state=state, error=message)
+
+    return settle
+
+
+def settle(engine: Engine, row: dict[str, Any]) -> str:
+    """Finish or roll back one operation in flight (a row of store.file_journal) by what the disk shows; what was
+    done. Also for a plan's executor that takes over the batch of a worker that died."""
+    op, src, dst, made = row["op"], row["src"], row["dst"], list(row["made"])
+    if op == "delete" or dst is None:
+        return _settle_delete(engine, row)
     at_src, at_dst = os.path.lexists(src), os.path.lexists(dst)
-    what = f"{intent.get('mode', 'move')} {src} -> {dst}"
-    if at_dst and at_src and intent.get("copying"):
+    what = f"interrupted {op} {src} -> {dst}"
+    if op == "copy":
+        if at_dst and _is_the_copy(row):
+            message = f"{what}: the copy was in place; the store follows"
+            sync_copy(engine, dst=dst, created=made, settle=_finish(row["id"], "done", message))
+            return message
+        if not at_dst:
+            return _roll_back(engine, row, f"{what}: the copy was not made; nothing was copied")
+        return _left_as_found(engine, row, f"{what}: {dst} is not the copy written down (size or content differ)")
+    if at_dst and at_src and row["state"] == "copying":
         failures = diskops.rmtree(src) if os.path.isdir(src) and not os.path.islink(src) else _unlink(src)
         if failures:
-            message = (f"interrupted {what}: the copy is in place but the source could not be removed "
+            message = (f"{what}: the copy is in place but the source could not be removed "
                        f"({'; '.join(failures[:3])}); delete what is left of it with delete-files")
         else:
-            message = f"interrupted {what}: the copy was in place; the source is removed and the store follows"
-        sync_move(engine, src=src, dst=dst, created=made, settle=lambda conn: record_outcome(conn, job_id, message))
+            message = f"{what}: the copy was in place; the source is removed and the store follows"
+        _follow(engine, row, message)
         return message
     if at_dst and not at_src:
-        message = f"interrupted {what}: the disk had moved; the store follows"
-        sync_move(engine, src=src, dst=dst, created=made, settle=lambda conn: record_outcome(conn, job_id, message))
+        message = f"{what}: the disk had moved; the store follows"
+        _follow(engine, row, message)
         return message
     if at_src and not at_dst:
-        for partial in glob.glob(posixpath.join(glob.escape(posixpath.dirname(dst)),
-                                                f".{glob.escape(posixpath.basename(dst))}.assay-partial-*")):
-            diskops.remove(partial)
-        for folder in reversed(made):
-            try:
-                os.rmdir(folder)
-            except OSError:
-                break  # not empty (or gone): what is in it is not ours
-        message = f"interrupted {what}: the disk had not changed; nothing was moved"
+        return _roll_back(engine, row, f"{what}: the disk had not changed; nothing was moved")
+    return _left_as_found(engine, row, (
+        f"{what}: the disk changed since (source {'there' if at_src else 'gone'}, target "
+        f"{'there' if at_dst else 'gone'}); left as found: index the folders to bring the store in step"))
+
+
+def _follow(engine: Engine, row: dict[str, Any], message: str) -> None:
+    """The store follows a move the disk made: paths rewritten, or (a trash) the rows gone from the roots."""
+    settle_it = _finish(row["id"], "done", message)
+    if row["op"] == "trash":
+        sync_delete(engine, path=row["src"], settle=settle_it)
     else:
-        message = (f"interrupted {what}: the disk changed since (source {'there' if at_src else 'gone'}, target "
-                   f"{'there' if at_dst else 'gone'}); left as found: index the folders to bring the store in step")
-    with engine.begin() as conn:
-        record_outcome(conn, job_id, message)
+        sync_move(engine, src=row["src"], dst=row["dst"], created=list(row["made"]), settle=settle_it)
+
+
+def _roll_back(engine: Engine, row: dict[str, Any], message: str) -> str:
+    """The disk did not change: a partial copy beside the target and the (empty) folders made for it go."""
+    dst = row["dst"]
+    for partial in glob.glob(posixpath.join(glob.escape(posixpath.dirname(dst)),
+                                            f".{glob.escape(posixpath.basename(dst))}.assay-partial-*")):
+        diskops.remove(partial)
+    for folder in reversed(list(row["made"])):
+        try:
+            os.rmdir(folder)
+        except OSError:
+            break  # not empty (or gone): what is in it is not ours
+    file_journal.failed(engine, row["id"], message)
+    return message
+
+
+def _left_as_found(engine: Engine, row: dict[str, Any], message: str) -> str:
+    file_journal.failed(engine, row["id"], message)
+    return message
+
+
+def _is_the_copy(row: dict[str, Any]) -> bool:
+    """Whether the file at the copy's target is the source written down (a folder copied is taken as whole: it is
+    renamed into place only once complete)."""
+    dst = row["dst"]
+    if row["kind"] == "directory" or row["content_hash"] is None:
+        return True
+    try:
+        return os.path.getsize(dst) == row["size"] and hash_file(dst) == row["content_hash"]
+    except OSError:
+        return False
+
+
+def _settle_delete(engine: Engine, row: dict[str, Any]) -> str:
+    src = row["src"]
+    if not os.path.lexists(src):
+        message = f"interrupted delete of {src}: it was deleted; the store follows"
+        sync_delete(engine, path=src, settle=_finish(row["id"], "done", message))
+        return message
+    if os.path.isdir(src) and not os.path.islink(src):
+        removed = resync_subtree(engine, path=src)
+        message = (f"interrupted delete of {src}: the folder is still there, with what was not yet deleted "
+                   f"({removed} index entries of what was are removed); delete it again to finish")
+    else:
+        message = f"interrupted delete of {src}: it was not deleted"
+    file_journal.failed(engine, row["id"], message)
     return message
 
 

@@ -1,0 +1,200 @@
+"""Recovery at start: a file operation cut short between the journal and the disk (a process killed) is finished or
+rolled back at the next start, by what the disk shows, on the journal's table; one of a live plan run is left alone."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from sqlalchemy import insert
+
+import flows.fileops.operations as operations
+from flows.fileops.journal import before
+from flows.fileops.recovery import recover_moves
+from flows.index.indexer import index_tree
+from flows.media.hashing import hash_file
+from store import file_journal
+from store import jobs
+from store.file_journal import Origin
+from store.models import Plan, PlanExecution
+from tests.flows.fileops.test_operations import add_to_set, members, row
+from tests.flows.index.checks import assert_store_consistent
+
+TOOL = Origin.for_tool("move-files")
+
+
+class Killed(BaseException):
+    """The process dies here: nothing after it runs (not even the call's end)."""
+
+
+@pytest.fixture
+def indexed(engine, tree):
+    index_tree(engine, str(tree), scan_id=1)
+    return tree
+
+
+def written(engine, op: str, src: Path, dst: Path | None, *, made: list[Path] = (), copying: bool = False,
+            origin: Origin = TOOL) -> int:
+    """An operation written down as the call does before the disk changes (then the process died)."""
+    op_id = file_journal.begin(engine, origin, op=op, src=str(src), dst=str(dst) if dst else None,
+                               made=[str(m) for m in made], **before(engine, str(src)).columns())
+    if copying:
+        file_journal.copying(engine, op_id)
+    return op_id
+
+
+def state(engine, op_id: int) -> tuple[str, str | None]:
+    found = file_journal.get(engine, op_id)
+    assert found is not None
+    return found["state"], found["error"]
+
+
+def test_a_move_killed_after_the_disk_changed_is_finished_in_the_store_at_the_next_start(engine, roots, indexed,
+                                                                                       monkeypatch):
+    old, new = indexed / "Photos" / "vacation", indexed / "Trips" / "2024" / "vacation"
+    add_to_set(engine, "trip", old / "beach.jpg")
+    beach = row(engine, old / "beach.jpg")["id"]
+
+    def killed(*args, **kwargs):
+        raise Killed()
+
+    monkeypatch.setattr(operations, "sync_move", killed)
+    with pytest.raises(Killed):
+        operations.move_files(engine, roots, moves=[{"from": str(old), "to": str(new)}])
+    monkeypatch.undo()
+    assert new.is_dir() and not old.exists() and row(engine, old / "beach.jpg") is not None  # disk and store apart
+    [flying] = file_journal.in_flight(engine)
+    assert (flying["src"], flying["kind"], flying["made"]) == (str(old), "directory",
+                                                              [str(indexed / "Trips"), str(indexed / "Trips/2024")])
+
+    [message] = recover_moves(engine)
+    assert "the store follows" in message
+    assert row(engine, old / "beach.jpg") is None and row(engine, new / "beach.jpg")["id"] == beach
+    assert members(engine, "trip") == {str(new / "beach.jpg")}
+    assert row(engine, indexed / "Trips")["kind"] == "directory"  # the folders made for it are stored too
+    assert_store_consistent(engine, str(indexed))
+    assert file_journal.in_flight(engine) == [] and recover_moves(engine) == []
+    assert state(engine, flying["id"]) == ("done", message)
+
+
+def test_a_move_killed_before_the_disk_changed_is_rolled_back(engine, roots, indexed):
+    src, dst = indexed / "docs" / "readme.md", indexed / "a" / "b" / "readme.md"
+    op_id = written(engine, "move", src, dst, made=[indexed / "a", indexed / "a" / "b"])
+    (indexed / "a" / "b").mkdir(parents=True)  # the folders were made, then the process died
+    [message] = recover_moves(engine)
+    assert "nothing was moved" in message and state(engine, op_id) == ("failed", message)
+    assert src.exists() and not (indexed / "a").exists() and row(engine, src) is not None
+    assert_store_consistent(engine, str(indexed))
+
+
+def test_a_copy_across_filesystems_cut_short_in_removing_its_source_is_completed(engine, roots, indexed):
+    src, dst = indexed / "Videos", indexed / "Archive" / "Videos"
+    op_id = written(engine, "move", src, dst, made=[indexed / "Archive"], copying=True)
+    (indexed / "Archive").mkdir()
+    (indexed / "Archive" / ".Videos.assay-partial-1234").mkdir()
+    for name in os.listdir(src):  # the copy, renamed into place; then one source file of two was removed
+        (indexed / "Archive" / ".Videos.assay-partial-1234" / name).write_bytes((src / name).read_bytes())
+    (indexed / "Archive" / ".Videos.assay-partial-1234").rename(dst)
+    (src / "movie.mp4").unlink()
+    [message] = recover_moves(engine)
+    assert "the source is removed" in message and state(engine, op_id)[0] == "done"
+    assert not src.exists() and sorted(p.name for p in dst.iterdir()) == ["clip.mov", "movie.mp4"]
+    assert row(engine, dst / "movie.mp4")["size"] == 40000 and row(engine, src) is None
+    assert_store_consistent(engine, str(indexed))
+
+
+def test_a_partial_copy_left_beside_the_target_is_removed_and_the_source_stays(engine, roots, indexed):
+    src, dst = indexed / "Videos" / "clip.mov", indexed / "Other" / "clip.mov"
+    (indexed / "Other").mkdir()
+    partial = indexed / "Other" / ".clip.mov.assay-partial-abcd"
+    partial.write_bytes(b"half")
+    op_id = written(engine, "move", src, dst, copying=True)
+    recover_moves(engine)
+    assert not partial.exists() and src.exists() and (indexed / "Other").is_dir()
+    assert state(engine, op_id)[0] == "failed"
+
+
+def test_a_disk_changed_since_is_left_as_found(engine, roots, indexed):
+    src, dst = indexed / "docs" / "readme.md", indexed / "docs" / "moved.md"
+    op_id = written(engine, "rename", src, dst)
+    Path(dst).write_text("someone else's")
+    [message] = recover_moves(engine)
+    assert "left as found" in message and src.exists() and dst.exists() and row(engine, src) is not None
+    assert state(engine, op_id) == ("failed", message)
+
+
+def test_a_store_that_cannot_follow_stops_the_call_and_keeps_the_item_for_the_next_start(engine, roots, indexed,
+                                                                                         monkeypatch):
+    real = operations.sync_move
+    calls = []
+
+    def failing(*args, **kwargs):
+        calls.append(kwargs["src"])
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(operations, "sync_move", failing)
+    a, b = indexed / "docs" / "readme.md", indexed / "Photos" / "notes.txt"
+    res = operations.move_files(engine, roots, moves=[{"from": str(a), "to": str(indexed / "a.md")},
+                                                      {"from": str(b), "to": str(indexed / "b.txt")}])
+    assert [r["status"] for r in res["results"]] == ["error", "error"] and calls == [str(a)]
+    assert "the store could not follow" in res["results"][1]["error"] and b.exists()
+    assert [r["src"] for r in file_journal.of_call(engine, res["callId"])] == [str(a)]  # b was never begun
+    monkeypatch.setattr(operations, "sync_move", real)
+    assert "the store follows" in recover_moves(engine)[0]
+    assert row(engine, indexed / "a.md") is not None and row(engine, a) is None
+
+
+def test_deletes_trashes_and_copies_in_flight_are_settled_by_what_the_disk_shows(engine, roots, indexed, tmp_path):
+    gone, kept = indexed / "docs" / "readme.md", indexed / "Photos" / "notes.txt"
+    folder = indexed / "docs" / "deep"
+    trashed, trash = indexed / "Videos" / "clip.mov", tmp_path / "Trash" / "files" / "clip.mov"
+    copied, copy = indexed / "Photos" / "photo.jpg", indexed / "Backup" / "photo.jpg"
+    uncopied = indexed / "Photos" / "vacation" / "beach.jpg"
+    ids = {"gone": written(engine, "delete", gone, None), "kept": written(engine, "delete", kept, None),
+           "folder": written(engine, "delete", folder, None),
+           "trashed": written(engine, "trash", trashed, trash),
+           "copied": written(engine, "copy", copied, copy, made=[indexed / "Backup"]),
+           "uncopied": written(engine, "copy", uncopied, indexed / "Backup2" / "beach.jpg",
+                               made=[indexed / "Backup2"])}
+    gone.unlink()  # the delete happened, the store did not follow
+    (folder / "a" / "b" / "c.txt").unlink()  # a folder's delete cut short
+    trash.parent.mkdir(parents=True)
+    trashed.rename(trash)
+    copy.parent.mkdir()
+    copy.write_bytes(copied.read_bytes())
+    (indexed / "Backup2").mkdir()
+    recover_moves(engine)
+    states = {name: state(engine, op_id)[0] for name, op_id in ids.items()}
+    assert states == {"gone": "done", "kept": "failed", "folder": "failed", "trashed": "done", "copied": "done",
+                      "uncopied": "failed"}
+    assert row(engine, gone) is None and row(engine, kept) is not None and row(engine, trashed) is None
+    assert row(engine, folder / "a" / "b" / "c.txt") is None and row(engine, folder / "a") is not None
+    assert row(engine, copy)["size"] == 5000 and row(engine, copied) is not None
+    assert not (indexed / "Backup2").exists() and uncopied.exists()
+    assert "it was not deleted" in state(engine, ids["kept"])[1]
+    assert_store_consistent(engine, str(indexed))
+
+
+def test_a_copy_whose_target_is_not_the_bytes_written_down_is_left_as_found(engine, roots, indexed):
+    src, dst = indexed / "docs" / "readme.md", indexed / "docs" / "copy.md"
+    op_id = written(engine, "copy", src, dst)
+    dst.write_bytes(b"y" * 120)  # the same size, other bytes
+    [message] = recover_moves(engine)
+    assert "not the copy written down" in message and state(engine, op_id)[0] == "failed" and dst.exists()
+    assert file_journal.get(engine, op_id)["content_hash"] == hash_file(str(src))
+
+
+def test_an_operation_of_a_plan_run_still_alive_is_left_to_it(engine, roots, indexed):
+    with engine.begin() as conn:
+        plan = conn.execute(insert(Plan.__table__).values(name="p", definition_json="{}")).inserted_primary_key[0]
+    run = jobs.create_job(engine, root=str(indexed), kind="plan")
+    jobs.mark_running(engine, job_id=run)
+    with engine.begin() as conn:
+        execution = conn.execute(insert(PlanExecution.__table__).values(
+            plan_id=plan, plan_name="p", run_id=run)).inserted_primary_key[0]
+    src, dst = indexed / "docs" / "readme.md", indexed / "docs" / "moved.md"
+    op_id = written(engine, "rename", src, dst, origin=Origin.for_execution(execution))
+    assert recover_moves(engine) == [] and state(engine, op_id)[0] == "intent"  # a pool's worker holds the run
+    jobs.finish_job(engine, job_id=run, status="failed")  # the worker died and its run was given up
+    assert "nothing was moved" in recover_moves(engine)[0] and state(engine, op_id)[0] == "failed"
