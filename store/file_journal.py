@@ -25,6 +25,7 @@ from typing import Any, Literal
 from sqlalchemy import ColumnElement, Select, and_, insert, or_, select, update
 from sqlalchemy.engine import Connection, Engine
 
+from store.entries import iso
 from store.errors import Conflict, InvalidInput
 from store.models import FileOperation, now
 from store.models.columns import inserted_id
@@ -154,6 +155,15 @@ def _public(row: Any) -> dict[str, Any]:
     out = dict(row)
     out["made"] = json.loads(out.get("made_json") or "[]")
     return out
+
+
+def operation_public(row: dict[str, Any]) -> dict[str, Any]:
+    """The shape file-history returns for an operation (times ISO 8601 UTC)."""
+    return {"id": row["id"], "time": iso(row["created_at"]), "op": row["op"], "from": row["src"], "to": row["dst"],
+            "kind": row["kind"], "state": row["state"], "origin": row["origin"], "tool": row["tool"],
+            "executionId": row["execution_id"], "callId": row["call_id"], "caller": row["caller"],
+            "contentHash": row["content_hash"], "error": row["error"], "undoneAt": iso(row["undone_at"]),
+            "undoOf": row["undo_of"]}
 
 
 def _rows(engine: Engine, query: Select[Any]) -> list[dict[str, Any]]:
