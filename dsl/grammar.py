@@ -88,7 +88,9 @@ SOURCE_WORDS = {**SHORT_SOURCES, **{t: t for t in SOURCE_TYPES}}
 POSITIONALS: dict[str, tuple[str, ...]] = {"selection_set": ("selectionSetName", "operation"),
                                            "classifier": ("classifierOperation",), "extract_text": (),
                                            "embed": ("collection",),
-                                           "map": ("strategy",), "label": ("classes",), "chained": ()}
+                                           "map": ("strategy",), "label": ("classes",), "chained": (),
+                                           "move": ("to", "conflict"), "copy": ("to", "conflict"),
+                                           "rename": ("name", "conflict"), "trash": ()}
 # the key=value options of a label outcome; any other NAME="description" is a class with a description
 LABEL_OPTIONS = ("classes", "threshold", "into", "model", "collection")
 # the words of a schedule line -> the schedule's keys (tests check them against dsl.schedule.Schedule)

@@ -17,6 +17,8 @@ from pydantic import (BaseModel, ConfigDict, Discriminator, Field, Tag, Validati
                       ValidatorFunctionWrapHandler, field_validator, model_validator)
 
 from dsl.conditions import Condition
+from dsl.fields import UnknownField, field_spec
+from dsl.templates import parse_template
 
 _SET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
@@ -178,6 +180,93 @@ class MapOutcome(OutcomeBase):
     window: float | None = Field(default=None, gt=0)
 
 
+Conflict = Literal["skip", "rename_new", "overwrite", "fail"]
+CONFLICT_HELP = ("what to do when the destination exists: skip (leave the file where it is, the default), "
+                 "rename_new (name the new one 'name (2).ext'), overwrite (replace it; the old one goes to the trash), "
+                 "fail (that file's error)")
+# the fields a name or destination template may use besides the condition fields (dsl.fields): the file's name
+# parts, and its folder's name
+TEMPLATE_NAME_FIELDS = ("name", "stem", "extension", "parent", "path")
+
+
+def _template(text: str, *, what: str) -> str:
+    """Parse ``text`` as a template (syntax errors say where) and check its fields exist."""
+    template = parse_template(text)
+    for name in template.fields():
+        if name in TEMPLATE_NAME_FIELDS:
+            continue
+        try:
+            field_spec(name)
+        except UnknownField:
+            raise ValueError(f"{what} {text!r} uses field {name!r}, which assay does not know; use "
+                             f"{', '.join(TEMPLATE_NAME_FIELDS)}, a field of the conditions (mtime, size, "
+                             "media_type, width, title, ...) or exif.<tag> / metadata.<key>") from None
+    return text
+
+
+def _literal_text(text: str) -> str:
+    """A template's text outside its fields (``{{`` and ``}}`` are literal braces)."""
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        if text.startswith("{{", i) or text.startswith("}}", i):
+            out.append(text[i])
+            i += 2
+        elif text[i] == "{":
+            end = text.find("}", i)
+            i = len(text) if end < 0 else end + 1
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+class MoveOutcome(OutcomeBase):
+    """Move each matched file to ``to``, a destination template over the file's fields: a folder when it ends with
+    "/" (the file keeps its name: ``Documents/{mtime:%Y}/``), else the new path (``Photos/{exif.Model|unknown}/
+    {name}``). A relative destination is under the root the file is in; an absolute one must be under a root. A
+    file a template cannot name (a field it lacks, with no fallback) or that would leave the roots is that file's
+    error."""
+
+    type: Literal["move"] = "move"
+    to: str = Field(min_length=1, max_length=1000, description="the destination template")
+    conflict: Conflict = Field(default="skip", description=CONFLICT_HELP)
+
+    @field_validator("to")
+    @classmethod
+    def _to(cls, v: str) -> str:
+        return _template(v, what="destination")
+
+
+class CopyOutcome(MoveOutcome):
+    """Copy each matched file to ``to`` (as ``move`` reads it); the copy is indexed too."""
+
+    type: Literal["copy"] = "copy"  # type: ignore[assignment]
+
+
+class RenameOutcome(OutcomeBase):
+    """Rename each matched file in its folder by ``name``, a name template (``{mtime:%Y-%m-%d} {name}``)."""
+
+    type: Literal["rename"] = "rename"
+    name: str = Field(min_length=1, max_length=1000, description="the new name's template (no '/')")
+    conflict: Conflict = Field(default="skip", description=CONFLICT_HELP)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if "/" in _literal_text(v):
+            raise ValueError(f"name {v!r} has a '/'; a rename stays in the file's folder (use move to change "
+                             "folders)")
+        return _template(v, what="name")
+
+
+class TrashOutcome(OutcomeBase):
+    """Move each matched file to the trash of its volume (restorable with undo; the trash keeps it for the
+    retention setting's days)."""
+
+    type: Literal["trash"] = "trash"
+
+
 class ChainedOutcome(OutcomeBase):
     """Several outcomes in order on the same matches; with stopOnError an entry that fails one skips the rest."""
 
@@ -198,7 +287,7 @@ def register_outcome_model(cls: type[OutcomeBase]) -> type[OutcomeBase]:
 
 
 for _cls in (SelectionSetOutcome, ChainedOutcome, ClassifierOutcome, ExtractTextOutcome, EmbedOutcome, LabelOutcome,
-             MapOutcome):
+             MapOutcome, MoveOutcome, CopyOutcome, RenameOutcome, TrashOutcome):
     register_outcome_model(_cls)
 
 
