@@ -1,0 +1,264 @@
+"""The file outcomes of plans — ``move``, ``copy``, ``rename`` — done a batch at a time, journalled, with the store
+kept in step.
+
+A batch is planned first (:mod:`flows.fileops.destinations`: the same planner plan-preview shows), then:
+
+1. every file to place is written down in the journal in one transaction (``store.file_journal.begin_many``: its
+   source, destination, size, mtime and content hash), before the disk changes;
+2. the disk changes, file by file: a rename that never replaces (``renameat2(RENAME_NOREPLACE)``); across
+   filesystems a copy, checked (size, hash), then the source removed; a copy is written beside its destination and
+   renamed into place. A file a conflict mode lets replace (``overwrite``) has what was there moved to the trash first;
+3. the store follows in one transaction: a moved file's entry keeps its id (so its set memberships, metadata,
+   extracted text and maps follow it), a copy gets an entry of its own, the folders made are indexed where their
+   parent is, the sizes of the folders involved are recomputed, and each journal row is crossed out.
+
+A crash between 1 and 3 leaves journal rows in flight, which the next start settles by what the disk shows
+(flows/fileops/recovery.py). A file that vanished, is not a regular file, or whose destination appeared meanwhile is
+that file's error; the others go on.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import posixpath
+import shutil
+import stat
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from sqlalchemy.engine import Engine
+
+from dsl.outcomes import OutcomeBase
+from flows.core.outcomes import BatchResult, OutsideTransactionExecutor, RunContext
+from flows.core.roots import Roots
+from flows.core.settings import current
+from flows.fileops import destinations
+from flows.fileops import disk as diskops
+from flows.fileops import trash
+from flows.media.hashing import hash_file
+from store import file_journal as journal
+from store.entries import T, delete_subtree, make_row, move_subtree, refresh_ancestor_sizes, upsert_entries
+from store.errors import AssayError, FileOperationError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Item:
+    planned: destinations.Planned
+    op: str
+    op_id: int = 0
+    made: list[str] = field(default_factory=list)
+    error: str | None = None
+
+
+def content_hash(path: str, st: os.stat_result, known: tuple[str | None, int, float] | None) -> str:
+    """The file's content hash: the store's when its size and mtime still match the file's, else read now."""
+    if known is not None and known[0] and known[1] == st.st_size and known[2] == st.st_mtime:
+        return known[0]
+    return hash_file(path)
+
+
+def _make_parents(folder: str, made_now: set[str]) -> list[str]:
+    """Create ``folder`` and its missing parents; returns those this call created (outermost first)."""
+    missing: list[str] = []
+    current = folder
+    while current and current not in made_now and not os.path.isdir(current):
+        missing.append(current)
+        current = posixpath.dirname(current)
+    created: list[str] = []
+    for d in reversed(missing):
+        try:
+            os.mkdir(d)
+            created.append(d)
+        except FileExistsError:
+            if not os.path.isdir(d):
+                raise FileOperationError(f"{d} exists and is not a folder", field="to") from None
+    made_now.update(created)
+    return created
+
+
+def _copy_into_place(src: str, dst: str) -> None:
+    """A copy of ``src`` written beside ``dst`` and renamed into place (never replacing); checked before it counts."""
+    tmp = posixpath.join(posixpath.dirname(dst), f".{posixpath.basename(dst)}.assay-partial-{uuid.uuid4().hex[:8]}")
+    try:
+        shutil.copy2(src, tmp)
+        if os.stat(src).st_size != os.stat(tmp).st_size:
+            raise FileOperationError(f"the copy of {src} is incomplete", field="to")
+        diskops.rename_noreplace(tmp, dst)
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+
+
+def _change_disk(item: _Item, made_now: set[str], set_aside: Callable[[str], None]) -> None:
+    p = item.planned
+    assert p.dst is not None
+    item.made = _make_parents(posixpath.dirname(p.dst), made_now)
+    if p.resolution == "overwrite" and os.path.lexists(p.dst):
+        set_aside(p.dst)
+    if item.op == "copy":
+        _copy_into_place(p.src, p.dst)
+        return
+    try:
+        diskops.rename_noreplace(p.src, p.dst)
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+        diskops.copy_then_remove(p.src, p.dst)
+
+
+def place(engine: Engine, planned: Sequence[destinations.Planned], *, origin: journal.Origin,
+          known: dict[int, tuple[str | None, int, float]] | None = None) -> tuple[BatchResult, list[dict[str, Any]]]:
+    """Do what ``planned`` says (move / copy / rename; skip and unchanged count as unchanged, error as the file's
+    error); returns the batch's result and each placed file's (entry id, from, to). ``known``: entry id -> the
+    store's (hash, size, mtime), so unchanged files are not read again for the journal's hash. A file an
+    ``overwrite`` replaces goes to the trash first (``trash_aside``)."""
+    result = BatchResult()
+    items: list[_Item] = []
+    for p in planned:
+        if p.action in ("skip", "unchanged"):
+            result.unchanged += 1
+        elif p.action == "error":
+            result.errors.append((p.entry_id, p.error or "not placed"))
+        else:
+            items.append(_Item(p, op=p.action))
+    rows: list[dict[str, Any]] = []
+    ready: list[_Item] = []
+    for item in items:
+        p = item.planned
+        try:
+            st = os.lstat(p.src)
+        except OSError as exc:
+            result.errors.append((p.entry_id, f"{p.src}: {diskops.reason(exc)}"))
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            result.errors.append((p.entry_id, f"{p.src} is not a regular file; plans place files only"))
+            continue
+        ready.append(item)
+        rows.append({"op": item.op, "src": p.src, "dst": p.dst, "kind": "file", "entry_id": p.entry_id,
+                     "size": st.st_size, "mtime": st.st_mtime,
+                     "content_hash": content_hash(p.src, st, (known or {}).get(p.entry_id))})
+    if not ready:
+        return result, []
+    for item, op_id in zip(ready, journal.begin_many(engine, origin, rows)):
+        item.op_id = op_id
+    made_now: set[str] = set()
+    done: list[_Item] = []
+    for item in ready:
+        try:
+            _change_disk(item, made_now, lambda path: trash_aside(engine, origin, path))
+            done.append(item)
+        except (OSError, AssayError) as exc:
+            item.error = (f"{item.planned.dst} appeared meanwhile; nothing was changed" if isinstance(
+                exc, FileExistsError) else str(exc) if isinstance(exc, AssayError) else
+                f"{item.op} {item.planned.src} -> {item.planned.dst}: {diskops.reason(exc)}")
+            journal.failed(engine, item.op_id, item.error)
+            result.errors.append((item.planned.entry_id, item.error))
+    placed = _follow(engine, done)
+    result.applied = len(placed)
+    return result, placed
+
+
+def trash_aside(engine: Engine, origin: journal.Origin, path: str) -> None:
+    """Move what an ``overwrite`` replaces at ``path`` to the trash of its volume, journalled (undo brings it back);
+    its entry leaves the store with it."""
+    st = os.lstat(path)
+    kind = "directory" if stat.S_ISDIR(st.st_mode) else "file"
+    op_id = journal.begin(engine, origin, op="trash", src=path, dst=None, kind=kind, size=st.st_size,
+                          mtime=st.st_mtime, content_hash=hash_file(path) if kind == "file" else None)
+    try:
+        gone = trash.move_to_trash(path, home=os.path.expanduser("~"), data_dir=str(current().data_dir))
+    except (OSError, AssayError) as exc:
+        journal.failed(engine, op_id, str(exc))
+        raise
+    with engine.begin() as conn:
+        delete_subtree(conn, path=path)
+        journal.done(conn, op_id, dst=gone.path)
+
+
+def _row_for(path: str) -> dict[str, Any]:
+    st = os.lstat(path)
+    kind = "directory" if stat.S_ISDIR(st.st_mode) else "file"
+    return make_row(path, kind=kind, size=st.st_size if kind == "file" else 0, mtime=st.st_mtime,
+                    ctime=st.st_ctime, inode=st.st_ino, scan_id=None, indexed_at=time.time())
+
+
+def _follow(engine: Engine, done: list[_Item]) -> list[dict[str, Any]]:
+    """The store after the disk, in one transaction: entries moved (ids kept) or added (copies), folders made
+    indexed where their parent is, sizes recomputed, the journal's rows crossed out."""
+    if not done:
+        return []
+    touched: set[str] = set()
+    with engine.begin() as conn:
+        indexed_dirs: dict[str, bool] = {}
+
+        def indexed(folder: str) -> bool:
+            if folder not in indexed_dirs:
+                indexed_dirs[folder] = conn.execute(T.select().with_only_columns(T.c.id).where(
+                    T.c.path == folder, T.c.kind == "directory")).first() is not None
+            return indexed_dirs[folder]
+
+        for item in done:
+            for d in item.made:
+                if indexed(posixpath.dirname(d)):
+                    upsert_entries(conn, [_row_for(d)])
+                    indexed_dirs[d] = True
+        for item in done:
+            p = item.planned
+            assert p.dst is not None
+            if item.op == "copy":
+                if indexed(posixpath.dirname(p.dst)):
+                    upsert_entries(conn, [_row_for(p.dst)])
+            else:
+                delete_subtree(conn, path=p.dst)  # a row left where the file goes (a file gone before, unseen)
+                move_subtree(conn, old=p.src, new=p.dst)
+                touched.add(p.src)
+            touched.add(p.dst)
+            journal.done(conn, item.op_id)
+        for path in sorted({posixpath.dirname(t) for t in touched}, key=len, reverse=True):
+            refresh_ancestor_sizes(conn, path=path + "/x")  # the folder itself and its ancestors
+    return [{"entry_id": i.planned.entry_id, "from": i.planned.src, "to": i.planned.dst, "op": i.op} for i in done]
+
+
+class FileOutcomeExecutor(OutsideTransactionExecutor):
+    """The executors of ``move``, ``copy`` and ``rename``: planned and placed a batch at a time. Work keys leave the
+    path out: a file the rule placed is done, wherever it is now (a watched folder it lands in does not place it
+    again)."""
+
+    records_work = True
+    keyed_by_path = False
+    batch_size = 500
+
+    def preview_rows(self, engine: Engine, outcome: OutcomeBase, rows: Sequence[Any], roots: Roots,
+                     claimed: set[str]) -> list[dict[str, Any]]:
+        return [p.public() for p in destinations.plan(engine, roots, outcome, rows, claimed=claimed)]
+
+    def work(self, engine: Engine, outcome: OutcomeBase, rows: Sequence[Any], ctx: RunContext) -> BatchResult:
+        if ctx.roots is None:
+            raise AssayError(f"a {outcome.type} outcome needs the run's roots (where files may go); this run has none")
+        planned = destinations.plan(engine, ctx.roots, outcome, rows)
+        origin = journal.Origin.for_execution(ctx.execution_id) if ctx.execution_id is not None \
+            else journal.Origin.for_tool(f"{outcome.type} outcome")
+        known = {int(r["id"]): (r["hash"], int(r["size"]), float(r["mtime"])) for r in rows}
+        result, placed = place(engine, planned, origin=origin, known=known)
+        for item in placed:
+            if ctx.on_item is not None:
+                ctx.on_item(item["to"])
+        return result
+
+
+class MoveExecutor(FileOutcomeExecutor):
+    type = "move"
+
+
+class CopyExecutor(FileOutcomeExecutor):
+    type = "copy"
+
+
+class RenameExecutor(FileOutcomeExecutor):
+    type = "rename"
