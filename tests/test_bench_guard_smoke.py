@@ -38,7 +38,10 @@ def test_guard_benchmark_prints_every_row_and_its_sanity_figures_hold(bench_runs
     assert set(outcomes) <= {"ok", "rate_limited", "hidden"} and not load["failures"] and not load["warm_failures"]
     assert outcomes.get("hidden", 0) == load["forbidden"] > 0  # every viewer's query-create refused as unknown
     assert load["audit"]["complete"] and load["audit"]["records"] == load["audit"]["calls"] == 200 + 10
-    assert load["client_check"]["exact"] and load["audit_check"]["exact"]
+    assert load["client_check"]["exact"]
+    # from the audit, never more calls admitted in a window than the limit; its "early refusals" are not asserted:
+    # they compare a refusal's time with admissions estimated as record time less duration, which a loaded machine
+    # skews by more than the check's 10 ms of slack (the benchmark's table reports them)
     most = load["audit_check"]["max_in_window"]
     assert most and all(v <= load["limits"][key.split("/")[1]] for key, v in most.items())
     assert not list(proc.work.glob("guard-*")), "the scratch data dirs were left behind"
