@@ -181,7 +181,7 @@ def trash_aside(engine: Engine, origin: journal.Origin, path: str) -> None:
         journal.done(conn, op_id, dst=gone.path)
 
 
-def _row_for(path: str) -> dict[str, Any]:
+def row_for(path: str) -> dict[str, Any]:
     st = os.lstat(path)
     kind = "directory" if stat.S_ISDIR(st.st_mode) else "file"
     return make_row(path, kind=kind, size=st.st_size if kind == "file" else 0, mtime=st.st_mtime,
@@ -206,14 +206,14 @@ def _follow(engine: Engine, done: list[_Item]) -> list[dict[str, Any]]:
         for item in done:
             for d in item.made:
                 if indexed(posixpath.dirname(d)):
-                    upsert_entries(conn, [_row_for(d)])
+                    upsert_entries(conn, [row_for(d)])
                     indexed_dirs[d] = True
         for item in done:
             p = item.planned
             assert p.dst is not None
             if item.op == "copy":
                 if indexed(posixpath.dirname(p.dst)):
-                    upsert_entries(conn, [_row_for(p.dst)])
+                    upsert_entries(conn, [row_for(p.dst)])
             else:
                 delete_subtree(conn, path=p.dst)  # a row left where the file goes (a file gone before, unseen)
                 move_subtree(conn, old=p.src, new=p.dst)

@@ -34,7 +34,7 @@ from store import jobs as store_jobs
 from store import plans as store_plans
 from store import sets as store_sets
 from store.engine import get_engine
-from store.entries import T
+from store.entries import T, existing_ids
 from store.errors import NotFound
 
 DEFAULT_BATCH = 2000
@@ -297,6 +297,8 @@ def _apply_rows(ctx: PlanContext, spec: OutcomeSpec, executor: Any, rows: Sequen
     if executor.records_work and rows:
         failed = dict(result.errors)
         with ctx.engine.begin() as conn:
+            alive = existing_ids(conn, [r["id"] for r in rows])  # an outcome may remove entries (a trashed file)
+            rows = [r for r in rows if r["id"] in alive]
             store_plans.record_outcomes(conn, (
                 {"execution_id": ctx.execution_id, "entry_id": r["id"], "rule": spec.rule,
                  "outcome_type": spec.outcome.type, "work_key": keys[r["id"]],

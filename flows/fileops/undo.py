@@ -1,0 +1,186 @@
+"""Undo: file operations reversed from the journal — one operation, a whole tool call, or a whole plan execution.
+
+Each operation that was done (and not undone since) is reversed newest first, as its own journalled operation
+(``undo_of`` names the one it reverses; that one is marked undone in the same transaction that brings the store in
+step):
+
+- a move or rename goes back: the file at its destination returns to its source. The store follows the file: its
+  entry keeps its id, so set memberships, metadata, extracted text and maps come back with it;
+- a copy is removed (its entry too); the original was never touched;
+- a trashed file (what an ``overwrite`` replaced) comes back from the trash to its place, and into the index;
+- a delete for good cannot be undone (nothing is left to bring back): refused, saying so.
+
+Nothing is forced: an operation whose file changed since (its content hash differs from the journal's), is gone, or
+whose old place is taken now is refused, naming the file and why; the others go on. A dry run says what would be
+reversed or refused and changes nothing.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import posixpath
+import stat
+from typing import Any, Iterable
+
+from sqlalchemy import select
+from sqlalchemy.engine import Engine
+
+from flows.core.roots import Roots
+from flows.fileops import disk as diskops
+from flows.fileops import trash
+from flows.fileops.placing import row_for as _row_for
+from flows.media.hashing import hash_file
+from store import file_journal as journal
+from store.entries import T, delete_subtree, move_subtree, refresh_ancestor_sizes, upsert_entries
+from store.errors import FileOperationError, InvalidInput, NotFound
+
+log = logging.getLogger(__name__)
+
+REVERSIBLE = ("move", "rename", "copy", "trash")
+ALL_OPS = 100_000  # the most operations one undo reverses (a plan execution's)
+
+
+def operations_to_undo(engine: Engine, *, operation_id: int | None = None, call_id: str | None = None,
+                       execution_id: int | None = None) -> list[dict[str, Any]]:
+    """The journal's operations one undo covers, the last done first (exactly one of the three selectors)."""
+    given = [x for x in (operation_id, call_id, execution_id) if x is not None]
+    if len(given) != 1:
+        raise InvalidInput("give exactly one of operationId (one operation), callId (a whole tool call) or "
+                           "executionId (a whole plan execution), as file-history lists them", field="operationId")
+    if operation_id is not None:
+        found = journal.get(engine, operation_id)
+        if found is None:
+            raise NotFound(f"no file operation {operation_id} in the journal; file-history lists them",
+                           field="operationId")
+        ops = [found]
+    elif call_id is not None:
+        ops = list(reversed(journal.of_call(engine, call_id)))
+    else:
+        ops = journal.history(engine, execution_id=execution_id, limit=ALL_OPS)
+    if not ops:
+        what = f"call {call_id}" if call_id is not None else f"plan execution {execution_id}"
+        raise NotFound(f"the journal has no file operation of {what}", field="callId" if call_id else "executionId")
+    # newest first by when each was done (a move's intent is written before the trashing its overwrite does, but
+    # finishes after it: the move goes back first, then what it replaced returns to the place it freed)
+    return sorted(ops, key=lambda o: (o.get("finished_at") or 0.0, o["id"]), reverse=True)
+
+
+def _why_not(op: dict[str, Any], roots: Roots) -> str | None:
+    """Why ``op`` cannot be reversed now, or None."""
+    if op["state"] == "undone":
+        return "undone already"
+    if op["state"] != "done":
+        return f"it did not complete ({op['state']}{': ' + op['error'] if op.get('error') else ''}); nothing to undo"
+    if op["op"] == "delete":
+        return f"{op['src']} was deleted for good; nothing is left to bring back"
+    if op["op"] not in REVERSIBLE:
+        return f"a {op['op']} cannot be undone by this version of assay"
+    here, back = op["dst"], op["src"]
+    if not roots.allows(back) or (op["op"] != "trash" and not roots.allows(here)):
+        return f"{here} or {back} is outside the allowed roots"
+    try:
+        st = os.lstat(here)
+    except OSError as exc:
+        return f"{here} is gone ({diskops.reason(exc)})"
+    if op["kind"] == "file" and not stat.S_ISREG(st.st_mode):
+        return f"{here} is no longer a file"
+    if op["kind"] == "file" and op.get("content_hash") and hash_file(here) != op["content_hash"]:
+        return f"{here} changed since it was placed there (its content hash differs); undo would lose the change"
+    if op["op"] != "copy" and os.path.lexists(back):
+        return f"its old place {back} is taken now"
+    return None
+
+
+def undo(engine: Engine, roots: Roots, *, origin: journal.Origin, operation_id: int | None = None,
+         call_id: str | None = None, execution_id: int | None = None, dry_run: bool = False) -> dict[str, Any]:
+    """Reverse what the selector names; per operation ``undone`` (or ``would_undo``) or ``refused`` with why."""
+    ops = operations_to_undo(engine, operation_id=operation_id, call_id=call_id, execution_id=execution_id)
+    results: list[dict[str, Any]] = []
+    for op in ops:
+        item: dict[str, Any] = {"operationId": op["id"], "op": op["op"], "from": op["dst"], "to": op["src"]}
+        why = _why_not(op, roots)
+        if why is not None:
+            results.append({**item, "status": "refused", "reason": why})
+        elif dry_run:
+            results.append({**item, "status": "would_undo"})
+        else:
+            try:
+                _reverse(engine, op, origin)
+                results.append({**item, "status": "undone"})
+            except (OSError, FileOperationError) as exc:
+                reason = diskops.reason(exc) if isinstance(exc, OSError) else str(exc)
+                results.append({**item, "status": "refused", "reason": reason})
+    return {"callId": origin.call_id, "dryRun": dry_run, "results": results, **_counts(results)}
+
+
+def _counts(results: Iterable[dict[str, Any]]) -> dict[str, int]:
+    counts = {"undone": 0, "refused": 0, "wouldUndo": 0}
+    for r in results:
+        counts["wouldUndo" if r["status"] == "would_undo" else r["status"]] += 1
+    return counts
+
+
+def _reverse(engine: Engine, op: dict[str, Any], origin: journal.Origin) -> None:
+    here, back = op["dst"], op["src"]
+    st = os.lstat(here)
+    if op["op"] == "trash":  # back from the trash, and into the index where its folder is
+        new = journal.begin(engine, origin, op="restore", src=here, dst=back, kind=op["kind"], size=st.st_size,
+                            mtime=st.st_mtime, content_hash=op.get("content_hash"), undo_of=op["id"])
+        try:
+            trash.restore(here, to=back)
+        except (OSError, FileOperationError) as exc:
+            journal.failed(engine, new, str(exc))
+            raise
+        with engine.begin() as conn:
+            if conn.execute(select(T.c.id).where(T.c.path == posixpath.dirname(back),
+                                                 T.c.kind == "directory")).first() is not None:
+                upsert_entries(conn, [_row_for(back)])
+                refresh_ancestor_sizes(conn, path=back)
+            journal.done(conn, new)
+            journal.mark_undone(conn, op["id"], by=new)
+        return
+    if op["op"] == "copy":
+        new = journal.begin(engine, origin, op="delete", src=here, dst=None, entry_id=None, size=st.st_size,
+                            mtime=st.st_mtime, content_hash=op.get("content_hash"), undo_of=op["id"])
+        os.unlink(here)
+        with engine.begin() as conn:
+            delete_subtree(conn, path=here)
+            refresh_ancestor_sizes(conn, path=here)
+            journal.done(conn, new)
+            journal.mark_undone(conn, op["id"], by=new)
+        return
+    made = _parents(posixpath.dirname(back))
+    new = journal.begin(engine, origin, op=op["op"], src=here, dst=back, entry_id=op.get("entry_id"),
+                        size=st.st_size, mtime=st.st_mtime, content_hash=op.get("content_hash"), made=made,
+                        undo_of=op["id"])
+    try:
+        diskops.rename_noreplace(here, back)
+    except FileExistsError:
+        journal.failed(engine, new, f"{back} appeared meanwhile")
+        raise FileOperationError(f"its old place {back} is taken now", field="to") from None
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            journal.failed(engine, new, diskops.reason(exc))
+            raise
+        journal.copying(engine, new)
+        diskops.copy_then_remove(here, back)
+    with engine.begin() as conn:
+        move_subtree(conn, old=here, new=back)
+        refresh_ancestor_sizes(conn, path=here)
+        refresh_ancestor_sizes(conn, path=back)
+        journal.done(conn, new)
+        journal.mark_undone(conn, op["id"], by=new)
+
+
+def _parents(folder: str) -> list[str]:
+    """Create ``folder`` and its missing parents (a folder the move emptied may be gone); returns those created."""
+    missing: list[str] = []
+    current = folder
+    while current and not os.path.isdir(current):
+        missing.append(current)
+        current = posixpath.dirname(current)
+    for d in reversed(missing):
+        os.mkdir(d)
+    return list(reversed(missing))
