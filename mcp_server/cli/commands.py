@@ -46,6 +46,8 @@ COMMANDS: dict[str, Command] = {  # in the order `assay --help` lists them
     "users": Command("mcp_server.cli.users",
                      "the local users of a guarded server: add, list, roles, permissions, roots"),
     "tokens": Command("mcp_server.cli.tokens", "the users' API tokens: create (printed once), list, revoke"),
+    "undo": Command("mcp_server.cli.undo", "reverse file operations from the journal: one, a tool call or a plan "
+                                           "execution; or list a path's history"),
     "db": Command("mcp_server.cli.db", "the store: its schema revision (upgrade, current, history), backup, restore"),
 }
 
