@@ -222,11 +222,11 @@ def _literal_text(text: str) -> str:
 
 
 class MoveOutcome(OutcomeBase):
-    """Move each matched file to ``to``, a destination template over the file's fields: a folder when it ends with
-    "/" (the file keeps its name: ``Documents/{mtime:%Y}/``), else the new path (``Photos/{exif.Model|unknown}/
-    {name}``). A relative destination is under the root the file is in; an absolute one must be under a root. A
-    file a template cannot name (a field it lacks, with no fallback) or that would leave the roots is that file's
-    error."""
+    """Move each matched file to `to`, a destination template over the file's fields: a folder when it ends with "/"
+    (the file keeps its name: `Documents/{mtime:%Y}/`), else the new path (`Photos/{exif.Model}/{stem}.{extension}`).
+    A relative destination is under the root the file is in; an absolute one must be under a root. A file the
+    template cannot name (a field it lacks, with no fallback) or that it would place outside the roots is that
+    file's error. `conflict`: skip (default), rename_new, overwrite (the old file goes to the trash) or fail."""
 
     type: Literal["move"] = "move"
     to: str = Field(min_length=1, max_length=1000, description="the destination template")
@@ -239,13 +239,14 @@ class MoveOutcome(OutcomeBase):
 
 
 class CopyOutcome(MoveOutcome):
-    """Copy each matched file to ``to`` (as ``move`` reads it); the copy is indexed too."""
+    """Copy each matched file to `to` (read as move reads it); the copy is indexed too."""
 
     type: Literal["copy"] = "copy"  # type: ignore[assignment]
 
 
 class RenameOutcome(OutcomeBase):
-    """Rename each matched file in its folder by ``name``, a name template (``{mtime:%Y-%m-%d} {name}``)."""
+    """Rename each matched file in its folder by `name`, a name template (`{mtime:%Y-%m-%d} {name}`); `conflict`
+    as for move."""
 
     type: Literal["rename"] = "rename"
     name: str = Field(min_length=1, max_length=1000, description="the new name's template (no '/')")

@@ -262,3 +262,32 @@ class CopyExecutor(FileOutcomeExecutor):
 
 class RenameExecutor(FileOutcomeExecutor):
     type = "rename"
+
+
+class TrashExecutor(OutsideTransactionExecutor):
+    """``trash``: each matched file to the trash of its volume (``trash_aside``: journalled, restorable by undo); its
+    entry leaves the store. Work keys leave the path out, as for moves."""
+
+    type = "trash"
+    records_work = True
+    keyed_by_path = False
+    batch_size = 500
+
+    def preview_rows(self, engine: Engine, outcome: OutcomeBase, rows: Sequence[Any], roots: Roots,
+                     claimed: set[str]) -> list[dict[str, Any]]:
+        return [{"from": r["path"], "to": None, "action": "trash"} for r in rows]  # the trash of its volume
+
+    def work(self, engine: Engine, outcome: OutcomeBase, rows: Sequence[Any], ctx: RunContext) -> BatchResult:
+        origin = journal.Origin.for_execution(ctx.execution_id) if ctx.execution_id is not None \
+            else journal.Origin.for_tool("trash outcome")
+        result = BatchResult()
+        for row in rows:
+            if ctx.should_cancel():
+                break
+            try:
+                trash_aside(engine, origin, row["path"])
+                result.applied += 1
+            except (OSError, AssayError) as exc:
+                result.errors.append((int(row["id"]), str(exc) if isinstance(exc, AssayError)
+                                      else f"{row['path']}: {diskops.reason(exc)}"))
+        return result

@@ -102,3 +102,15 @@ def test_undo_needs_exactly_one_selector_and_a_known_one(engine, roots):
         undo(engine, roots, origin=origin)
     with pytest.raises(NotFound):
         undo(engine, roots, origin=origin, operation_id=12345)
+
+
+def test_a_trash_plan_trashes_the_files_and_undo_brings_them_back_into_the_index(service, engine, tree, tmp_path):
+    row = execute(service, tree, {"type": "trash"}, "extension = .txt")
+    assert not (tree / "Photos" / "notes.txt").exists()
+    trashed = tmp_path / "home-dir" / ".local" / "share" / "Trash" / "files"
+    assert sorted(p.name for p in trashed.iterdir()) == ["c.txt", "notes.txt"]
+    assert str(tree / "Photos" / "notes.txt") not in ids(engine)
+    done = undo(engine, service.roots, origin=file_journal.Origin.for_tool("undo"), execution_id=row["execution_id"])
+    assert done["undone"] == 2, done
+    assert (tree / "Photos" / "notes.txt").exists() and not list(trashed.iterdir())
+    assert str(tree / "Photos" / "notes.txt") in ids(engine)
