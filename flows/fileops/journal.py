@@ -100,7 +100,6 @@ class CallJournal:
         self.engine = engine
         self.origin = origin
         self.stuck: str | None = None  # the path of an item the store could not follow
-        self.ids: list[int] = []
 
     def begin(self, *, op: str, src: str, dst: str | None, before: Before | None, made: Sequence[str] = ()) -> int:
         """Write the item down (committed) before the first change to the disk; its operation id."""
@@ -108,9 +107,7 @@ class CallJournal:
             raise FileOperationError(f"not done: the store could not follow an earlier item of this call "
                                      f"({self.stuck}); the next server start finishes that one", field="from")
         columns = before.columns() if before is not None else {}
-        op_id = file_journal.begin(self.engine, self.origin, op=op, src=src, dst=dst, made=made, **columns)
-        self.ids.append(op_id)
-        return op_id
+        return file_journal.begin(self.engine, self.origin, op=op, src=src, dst=dst, made=made, **columns)
 
     def copying(self, op_id: int) -> None:
         """The item crosses filesystems: its source is copied, then removed (committed before the copy starts)."""
