@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from flows.fileops.operations import delete_files, move_files, rename_files
+from flows.fileops.undo import undo
 from mcp_server.guard import caller as callers
 from mcp_server.tools.common import DESTRUCTIVE, READ_ONLY, WRITES, Offset, StrList, ToolSet, as_object_list, tool
 from store import file_journal
@@ -106,6 +107,27 @@ class FileHistoryResponse(BaseModel):
     offset: int
 
 
+class UndoItem(BaseModel):
+    """One operation undo looked at."""
+
+    model_config = ConfigDict(populate_by_name=True)
+    operationId: int = Field(description="the journal's operation (file-history's id)")
+    op: str = Field(description="what it was: move, rename, copy, trash, delete")
+    from_: str | None = Field(alias="from", description="where the file is now")
+    to: str = Field(description="where undo puts it back (a copy: the copy is removed)")
+    status: Literal["undone", "would_undo", "refused"]
+    reason: str | None = Field(default=None, description="why it was refused (the file changed, its place is taken)")
+
+
+class UndoResponse(BaseModel):
+    callId: str = Field(description="this undo's own call in the journal (undo it to redo)")
+    dryRun: bool
+    undone: int
+    refused: int
+    wouldUndo: int
+    results: list[UndoItem] = Field(description="the last operation done first")
+
+
 def _dicts(ops: list[PathOp]) -> list[dict[str, str]]:
     return [op.model_dump(by_alias=True) for op in ops]
 
@@ -170,3 +192,22 @@ def register(tools: ToolSet, app: AssayApp) -> None:
         page = [FileOperationItem.model_validate(file_journal.operation_public(r)) for r in rows[:limit]]
         return FileHistoryResponse(operations=page, count=len(page), hasMore=len(rows) > limit, limit=limit,
                                    offset=offset)
+
+    @tool(tools, "undo", WRITES)
+    def undo_tool(
+        operationId: Annotated[int | None, Field(ge=1, description="One operation (file-history's id)")] = None,
+        callId: Annotated[str | None, Field(min_length=1, max_length=100,
+                                            description="Every operation of one tool call (its answer's callId)")]
+        = None,
+        executionId: Annotated[int | None, Field(ge=1, description="Every file operation of one plan execution")]
+        = None,
+        dryRun: DryRun = False,
+    ) -> UndoResponse:
+        """Reverse file operations from the journal: one operation, a whole tool call (move-files, rename-files,
+        delete-files) or a whole plan execution. Moves and renames go back (index entries follow, keeping their
+        sets, metadata and text), copies are removed, trashed files return; the last done is undone first. An
+        operation whose file changed since, is gone, or whose old place is taken is refused, naming the file; the
+        rest go on. Give exactly one of operationId, callId, executionId."""
+        return UndoResponse.model_validate(undo(app.engine, app.roots, origin=_origin("undo"),
+                                                operation_id=operationId, call_id=callId, execution_id=executionId,
+                                                dry_run=dryRun))

@@ -11,20 +11,10 @@ import pytest
 from mcp import Client
 
 from flows.media.hashing import hash_file
-from mcp_server.guard import placement
 from store import file_journal
 from store.file_journal import Origin
 from tests.conftest import ToolFailed, call
 from tests.mcp_server.guard.guarded import Guarded, guarded_server
-
-
-@pytest.fixture(scope="module", autouse=True)
-def placed() -> Iterator[None]:
-    """file-history readable with the read permission (the guard hides a tool without a place)."""
-    with pytest.MonkeyPatch.context() as mp:
-        if "file-history" not in placement.TOOL_PERMISSIONS:  # until mcp_server/guard/placement.py places it
-            mp.setattr(placement, "TOOL_PERMISSIONS", {**placement.TOOL_PERMISSIONS, "file-history": "read"})
-        yield
 
 
 async def test_file_history_lists_a_call_a_path_and_an_execution_newest_first(client, app, tree):
@@ -101,3 +91,21 @@ async def test_a_guarded_caller_is_named_and_a_limited_user_sees_only_its_roots(
         refused = await c.call_tool("file-history", {"path": str(tree / "docs")})
     assert [o["to"] for o in seen] == [str(tree / "Photos" / "2024" / "photo.jpg")]
     assert refused.is_error and "outside the allowed roots" in refused.content[0].text
+
+
+async def test_undo_puts_a_move_files_call_back_and_refuses_what_changed(client, app, tree):
+    readme, notes = tree / "docs" / "readme.md", tree / "Photos" / "notes.txt"
+    moved = await call(client, "move-files", {"moves": [{"from": str(readme), "to": str(tree / "u" / "r.md")},
+                                                        {"from": str(notes), "to": str(tree / "u" / "n.txt")}]})
+    (tree / "u" / "n.txt").write_text("changed after the move")
+    dry = await call(client, "undo", {"callId": moved["callId"], "dryRun": True})
+    assert (dry["wouldUndo"], dry["refused"]) == (1, 1) and (tree / "u" / "r.md").exists()
+    done = await call(client, "undo", {"callId": moved["callId"]})
+    assert (done["undone"], done["refused"]) == (1, 1), done
+    [refused] = [r for r in done["results"] if r["status"] == "refused"]
+    assert refused["from"] == str(tree / "u" / "n.txt") and "changed since" in refused["reason"]
+    assert readme.exists() and not (tree / "u" / "r.md").exists()
+    history = await call(client, "file-history", {"callId": done["callId"]})
+    assert [(o["op"], o["tool"], o["state"]) for o in history["operations"]] == [("move", "undo", "done")]
+    with pytest.raises(ToolFailed, match="exactly one of operationId"):
+        await call(client, "undo", {})
