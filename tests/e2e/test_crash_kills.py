@@ -313,7 +313,7 @@ class MoveFiles(ServerOp):
         in_set = {r.path for r in h.rows("SELECT e.path FROM set_members m JOIN resource_sets s ON s.id = m.set_id "
                                          "JOIN entries e ON e.id = m.entry_id WHERE s.name = :n", n=ctx["set"])}
         assert {Path(p).name for p in in_set} == ctx["members"], "set memberships were lost in the move"
-        in_flight = h.rows("SELECT id FROM jobs WHERE kind = 'move' AND params_json LIKE '%\"in_flight\": {%'")
+        in_flight = h.rows("SELECT id FROM file_operations WHERE state IN ('intent', 'copying')")
         assert not in_flight, "a move is still in flight after the restart"
         return out
 
