@@ -86,6 +86,7 @@ EXPECTED = {
         "review": ["report draft (copy).txt"],
     },
     "inbox-watch.yaml": {},
+    "inbox-sort.yaml": {},  # the inbox is empty: nothing moves (tests/flows/plans/test_inbox_sort.py moves files)
     "semantic-shelf.plan": {  # labelled and picked on the vectors the embed rule before them stored, in one run
         "reports": ["annual_report_2023.pdf", "annual_report_2024.pdf"],
         "birds": ["alpine_birds_field_guide.pdf"],
