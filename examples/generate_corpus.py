@@ -225,7 +225,7 @@ BLOBS = {
     "archive/photos-2019-backup.zip.part": (300_000, "2019-12-31 23:00"),
 }
 
-EMPTY_DIRS = ["inbox", "photos/2025"]
+EMPTY_DIRS = ["inbox", "inbox-sort", "photos/2025"]
 
 
 def expected_files() -> list[str]:

@@ -21,6 +21,9 @@ if _XDIST_WORKER := os.environ.get("PYTEST_XDIST_WORKER"):
             os.environ[_key] = os.path.join(os.environ[_key], _XDIST_WORKER)
             os.makedirs(os.environ[_key], exist_ok=True)
 os.environ.setdefault("PREFECT_HOME", os.path.join(_SESSION_HOME, "prefect"))
+# the trash of files deleted on the home's volume: a home of the session's, never the real one's Trash
+os.environ.setdefault("ASSAY_TRASH_HOME", os.path.join(_SESSION_HOME, "home"))
+os.makedirs(os.environ["ASSAY_TRASH_HOME"], exist_ok=True)
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # a server started with roots extracts their documents through the built-in plan; the tests about it turn it on

@@ -29,6 +29,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from flows.fileops import disk as diskops
 from flows.fileops.journal import CallJournal, before
+from flows.fileops.trashing import trash_one
 from flows.core.roots import Roots
 from store.entries import (T, delete_subtree, make_row, move_subtree, refresh_ancestor_sizes, subtree_clause,
                            upsert_entries)
@@ -402,7 +403,7 @@ def move_files(engine: Engine, roots: Roots, *, moves: Any, dry_run: bool = Fals
 # --- delete ---------------------------------------------------------------------------------------------------------
 
 
-def _delete_one(call: _Call, raw: Any, force: bool) -> dict[str, Any]:
+def _delete_one(call: _Call, raw: Any, force: bool, permanent: bool) -> dict[str, Any]:
     path = call.roots.resolve(raw, field="paths", follow_last=False)
     item: dict[str, Any] = {"path": path}
     if call.roots.is_root(path):
@@ -423,6 +424,10 @@ def _delete_one(call: _Call, raw: Any, force: bool) -> dict[str, Any]:
     if call.dry_run or call.journal is None:
         call.view.record("delete", path)
         item["status"] = "preview"
+        return item
+    if not permanent:  # to the trash of its volume, journalled: undo brings it back
+        gone, item["indexedEntries"] = trash_one(call.engine, call.journal.origin, path)
+        item.update(status="success", trashedTo=gone.path)
         return item
     journal = call.journal  # written down with the file's hash before anything is removed
     op_id = journal.begin(op="delete", src=path, dst=None, before=before(call.engine, path))
@@ -457,9 +462,10 @@ class _Partial(FileOperationError):
 
 
 def delete_files(engine: Engine, roots: Roots, *, paths: Any, dry_run: bool = False, force: bool = False,
-                 origin: Origin | None = None) -> dict[str, Any]:
-    """Delete each path (files, symlinks themselves, empty folders; non-empty folders only with ``force``), each
-    journalled (op ``delete``) before it is removed, under ``origin`` (None: a fresh call of delete-files)."""
+                 permanent: bool = False, origin: Origin | None = None) -> dict[str, Any]:
+    """Delete each path (files, symlinks themselves, empty folders; non-empty folders only with ``force``): to the
+    trash of its volume (``permanent``: for good), each journalled (op ``trash`` / ``delete``) before the disk
+    changes, under ``origin`` (None: a fresh call of delete-files)."""
     if isinstance(paths, str):
         paths = [paths]
     if not isinstance(paths, list) or not paths:
@@ -468,7 +474,7 @@ def delete_files(engine: Engine, roots: Roots, *, paths: Any, dry_run: bool = Fa
 
     def one(raw: Any) -> dict[str, Any]:
         try:
-            return _delete_one(call, raw, force)
+            return _delete_one(call, raw, force, permanent)
         except _Partial as exc:
             return {**exc.item, "status": "error", "error": exc.message, "errorCode": exc.code}
 

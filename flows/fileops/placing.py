@@ -35,10 +35,9 @@ from sqlalchemy.engine import Engine
 from dsl.outcomes import OutcomeBase
 from flows.core.outcomes import BatchResult, OutsideTransactionExecutor, RunContext
 from flows.core.roots import Roots
-from flows.core.settings import current
 from flows.fileops import destinations
 from flows.fileops import disk as diskops
-from flows.fileops import trash
+from flows.fileops.trashing import trash_one
 from flows.media.hashing import hash_file
 from store import file_journal as journal
 from store.entries import T, delete_subtree, make_row, move_subtree, refresh_ancestor_sizes, upsert_entries
@@ -95,7 +94,7 @@ def _copy_into_place(src: str, dst: str) -> None:
             os.unlink(tmp)
 
 
-def _change_disk(item: _Item, made_now: set[str], set_aside: Callable[[str], None]) -> None:
+def _change_disk(item: _Item, made_now: set[str], set_aside: Callable[[str], object]) -> None:
     p = item.planned
     assert p.dst is not None
     item.made = _make_parents(posixpath.dirname(p.dst), made_now)
@@ -117,7 +116,7 @@ def place(engine: Engine, planned: Sequence[destinations.Planned], *, origin: jo
     """Do what ``planned`` says (move / copy / rename; skip and unchanged count as unchanged, error as the file's
     error); returns the batch's result and each placed file's (entry id, from, to). ``known``: entry id -> the
     store's (hash, size, mtime), so unchanged files are not read again for the journal's hash. A file an
-    ``overwrite`` replaces goes to the trash first (``trash_aside``)."""
+    ``overwrite`` replaces goes to the trash first (``flows.fileops.trashing``)."""
     result = BatchResult()
     items: list[_Item] = []
     for p in planned:
@@ -151,7 +150,7 @@ def place(engine: Engine, planned: Sequence[destinations.Planned], *, origin: jo
     done: list[_Item] = []
     for item in ready:
         try:
-            _change_disk(item, made_now, lambda path: trash_aside(engine, origin, path))
+            _change_disk(item, made_now, lambda path: trash_one(engine, origin, path))
             done.append(item)
         except (OSError, AssayError) as exc:
             item.error = (f"{item.planned.dst} appeared meanwhile; nothing was changed" if isinstance(
@@ -162,23 +161,6 @@ def place(engine: Engine, planned: Sequence[destinations.Planned], *, origin: jo
     placed = _follow(engine, done)
     result.applied = len(placed)
     return result, placed
-
-
-def trash_aside(engine: Engine, origin: journal.Origin, path: str) -> None:
-    """Move what an ``overwrite`` replaces at ``path`` to the trash of its volume, journalled (undo brings it back);
-    its entry leaves the store with it."""
-    st = os.lstat(path)
-    kind = "directory" if stat.S_ISDIR(st.st_mode) else "file"
-    op_id = journal.begin(engine, origin, op="trash", src=path, dst=None, kind=kind, size=st.st_size,
-                          mtime=st.st_mtime, content_hash=hash_file(path) if kind == "file" else None)
-    try:
-        gone = trash.move_to_trash(path, home=os.path.expanduser("~"), data_dir=str(current().data_dir))
-    except (OSError, AssayError) as exc:
-        journal.failed(engine, op_id, str(exc))
-        raise
-    with engine.begin() as conn:
-        delete_subtree(conn, path=path)
-        journal.done(conn, op_id, dst=gone.path)
 
 
 def row_for(path: str) -> dict[str, Any]:
@@ -265,8 +247,8 @@ class RenameExecutor(FileOutcomeExecutor):
 
 
 class TrashExecutor(OutsideTransactionExecutor):
-    """``trash``: each matched file to the trash of its volume (``trash_aside``: journalled, restorable by undo); its
-    entry leaves the store. Work keys leave the path out, as for moves."""
+    """``trash``: each matched file to the trash of its volume (:mod:`flows.fileops.trashing`: journalled, restorable
+    by undo); its entry leaves the store. Work keys leave the path out, as for moves."""
 
     type = "trash"
     records_work = True
@@ -285,7 +267,7 @@ class TrashExecutor(OutsideTransactionExecutor):
             if ctx.should_cancel():
                 break
             try:
-                trash_aside(engine, origin, row["path"])
+                trash_one(engine, origin, row["path"])
                 result.applied += 1
             except (OSError, AssayError) as exc:
                 result.errors.append((int(row["id"]), str(exc) if isinstance(exc, AssayError)

@@ -58,6 +58,8 @@ class MoveResult(_ItemResult):
 
 class DeleteResult(_ItemResult):
     path: str | None = None
+    trashedTo: str | None = Field(None, description="where it is in the trash of its volume (undo brings it back); "
+                                                    "null when deleted for good")
 
 
 class _Response(BaseModel):
@@ -154,11 +156,15 @@ def register(tools: ToolSet, app: AssayApp) -> None:
         paths: Annotated[StrList, Field(description="Paths to delete (one path or an array)")],
         dryRun: DryRun = False,
         force: Annotated[bool, Field(description="Force deletion of non-empty directories")] = False,
+        permanent: Annotated[bool, Field(description="Delete for good instead of moving to the trash (undo cannot "
+                                                     "bring it back)")] = False,
     ) -> DeleteResponse:
-        """Delete one or more files or directories from disk and from the index. Symlinks are removed themselves,
-        never their targets; a non-empty directory needs force: true."""
+        """Delete one or more files or directories from the index and the disk: to the trash of their volume, so
+        undo (with the answer's callId) brings them back, or for good with permanent: true. Symlinks are removed
+        themselves, never their targets; a non-empty directory needs force: true."""
         return DeleteResponse.model_validate(delete_files(app.engine, app.roots, paths=paths, dry_run=dryRun,
-                                                          force=force, origin=_origin("delete-files")))
+                                                          force=force, permanent=permanent,
+                                                          origin=_origin("delete-files")))
 
     @tool(tools, "move-files", WRITES)
     def move_files_tool(

@@ -113,7 +113,9 @@ def good_calls(t: Path) -> list[dict]:
         ("index", {"root": p("Videos"), "async": True, "force": True}, {"save": "second"}),
         ("cancel-job", {"jobId": "{{second.jobId}}"}),
         ("rename-files", {"renames": [{"from": p("docs", "readme.md"), "to": p("docs", "README.md")}]}),
-        ("move-files", {"moves": [{"from": p("Videos", "clip.mov"), "to": p("docs", "clip.mov")}]}),
+        ("move-files", {"moves": [{"from": p("Videos", "clip.mov"), "to": p("docs", "clip.mov")}]},
+         {"save": "moved"}),
+        ("file-history", {"callId": "{{moved.callId}}"}), ("undo", {"callId": "{{moved.callId}}", "dryRun": True}),
         ("delete-files", {"paths": [p("docs", "deep", "a", "b", "c.txt")]}),
     ]
     return [{"kind": "call", "id": f"good {i} {c[0]}", "tool": c[0], "args": c[1], **(c[2] if len(c) > 2 else {})}
@@ -150,6 +152,7 @@ def bad_calls(t: Path, good: list[dict]) -> list[dict]:
         ("rename-files", {"renames": ["x"]}, "renames"),
         ("move-files", {"moves": [{"from": p("docs")}]}, "parameter 'moves[0].to' is required"),
         ("delete-files", {"paths": 5}, "paths"),  # (a path outside the roots is an error in its item's result)
+        ("file-history", {"limit": 5}, "at least one of path"), ("undo", {}, "exactly one of operationId"),
         ("query-create", {"name": "q", "query": "not an object"}, "query"),
         ("query-execute", {"name": "ghost"}, "NOT_FOUND"), ("query-get", {"name": "ghost"}, "NOT_FOUND"),
         ("query-update", {"name": "ghost", "description": "x"}, "NOT_FOUND"),

@@ -21,7 +21,7 @@ async def test_file_history_lists_a_call_a_path_and_an_execution_newest_first(cl
     readme, notes = tree / "docs" / "readme.md", tree / "Photos" / "notes.txt"
     readme_hash, notes_hash = hash_file(str(readme)), hash_file(str(notes))
     moved = await call(client, "move-files", {"moves": [{"from": str(readme), "to": str(tree / "new" / "r.md")}]})
-    deleted = await call(client, "delete-files", {"paths": [str(notes), str(tree / "empty")]})
+    deleted = await call(client, "delete-files", {"paths": [str(notes), str(tree / "empty")], "permanent": True})
     preview = await call(client, "rename-files", {"renames": {"from": str(tree / "new" / "r.md"), "to": "x.md"},
                                                   "dryRun": True})
     assert moved["callId"] != deleted["callId"] and preview["callId"] is None

@@ -111,5 +111,5 @@ async def test_schemas_and_annotations(client):
     assert rename.input_schema["required"] == ["renames"] and "dryRun" in rename.input_schema["properties"]
     assert "from" in str(rename.input_schema) and tools["move-files"].input_schema["required"] == ["moves"]
     delete = tools["delete-files"]
-    assert set(delete.input_schema["properties"]) == {"paths", "dryRun", "force"}
+    assert set(delete.input_schema["properties"]) == {"paths", "dryRun", "force", "permanent"}
     assert delete.annotations.destructive_hint is True and rename.annotations.read_only_hint is False

@@ -5,6 +5,7 @@ failed when the disk is as it was; under the call's origin, whose call id the an
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 from sqlalchemy import update
@@ -81,7 +82,7 @@ def test_deleted_items_are_journalled_before_they_go_with_their_hash(engine, roo
     temp, deep = indexed / "docs" / "readme.md", indexed / "docs" / "deep"
     temp_hash = hash_file(str(temp))
     res = operations.delete_files(engine, roots, paths=[str(temp), str(deep), str(indexed / "nope")], force=True,
-                                  origin=Origin.for_tool("delete-files", "ed"))
+                                  permanent=True, origin=Origin.for_tool("delete-files", "ed"))
     assert res["successCount"] == 2
     file_row, folder_row = ops(engine, res["callId"])
     assert (file_row["op"], file_row["src"], file_row["dst"], file_row["kind"], file_row["content_hash"],
@@ -94,7 +95,7 @@ def test_deleted_items_are_journalled_before_they_go_with_their_hash(engine, roo
 
     monkeypatch.setattr(os, "unlink", refuse)
     notes = indexed / "Photos" / "notes.txt"
-    res = operations.delete_files(engine, roots, paths=[str(notes)])
+    res = operations.delete_files(engine, roots, paths=[str(notes)], permanent=True)
     [failed] = ops(engine, res["callId"])
     assert failed["state"] == "failed" and "Operation not permitted" in failed["error"] and notes.exists()
 
@@ -113,3 +114,12 @@ def test_the_hash_written_down_is_the_stored_one_while_the_file_is_unchanged(eng
     link.symlink_to(photo)
     assert before(engine, str(link)).columns() == {**before(engine, str(link)).columns(), "kind": "file",
                                                    "content_hash": None, "entry_id": None}
+
+
+def test_a_delete_goes_to_the_trash_journalled_with_where_it_went(engine, roots, indexed):
+    notes = indexed / "Photos" / "notes.txt"
+    res = operations.delete_files(engine, roots, paths=[str(notes)])
+    [item] = res["results"]
+    assert item["status"] == "success" and not notes.exists() and Path(item["trashedTo"]).exists()
+    [row] = ops(engine, res["callId"])
+    assert (row["op"], row["src"], row["dst"], row["state"]) == ("trash", str(notes), item["trashedTo"], "done")

@@ -296,7 +296,7 @@ def test_non_empty_directory_needs_force(engine, roots, indexed):
     res = delete_files(engine, roots, paths=[str(indexed / "docs")])
     item = res["results"][0]
     assert item["status"] == "error" and "force" in item["error"] and (indexed / "docs").exists()
-    res = delete_files(engine, roots, paths=[str(indexed / "docs")], force=True)
+    res = delete_files(engine, roots, paths=[str(indexed / "docs")], force=True, permanent=True)
     assert res["results"][0]["status"] == "success" and res["results"][0]["indexedEntries"] == 7
     assert not (indexed / "docs").exists() and entries.count_subtree(engine, root=str(indexed / "docs")) == 0
 
@@ -333,7 +333,7 @@ def test_partly_failed_delete_keeps_the_store_in_step_with_what_is_left(engine, 
     index_tree(engine, str(indexed), scan_id=2)
     assert row(engine, indexed / "docs" / "deep" / "a" / "b")["size"] == 12
     monkeypatch.setattr(os, "unlink", refuse_c_txt)
-    res = delete_files(engine, roots, paths=[str(indexed / "docs")], force=True)
+    res = delete_files(engine, roots, paths=[str(indexed / "docs")], force=True, permanent=True)
     item = res["results"][0]
     assert item["status"] == "error" and "partly deleted" in item["error"] and "Permission denied" in item["error"]
     kept = indexed / "docs" / "deep" / "a" / "b" / "c.txt"

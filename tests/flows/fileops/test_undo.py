@@ -22,7 +22,7 @@ from tests.flows.index.checks import assert_store_consistent
 
 @pytest.fixture
 def service(engine, tree, monkeypatch, tmp_path):
-    monkeypatch.setenv("HOME", str(tmp_path / "home-dir"))  # the trash of an overwrite: a temp home's
+    monkeypatch.setenv("ASSAY_TRASH_HOME", str(tmp_path / "home-dir"))  # the trash of an overwrite: a temp home's
     (tmp_path / "home-dir").mkdir()
     svc = PlanService(engine, Roots.of([str(tree)]), use_prefect=False)
     yield svc
