@@ -80,6 +80,7 @@ BENCHES: dict[str, Bench] = {b.name: b for b in [
     Bench("plans", _script("plans", "--files", "2000", "--repeat", "1", "--watch-files", "3", "--out", "{out}"),
           lambda key: not key.startswith("PREFECT_"), timeout=600),
     Bench("citations", _quick("citations", module=True), _outside_prefect_and_assay, timeout=600),
+    Bench("fileops", _quick("fileops"), _outside_prefect_and_assay, timeout=300),
 ]}
 
 
