@@ -13,7 +13,7 @@ import posixpath
 from datetime import datetime, timezone
 from typing import Any, Iterable, Literal, Sequence
 
-from sqlalchemy import ColumnElement, and_, case, delete, func, or_, select, update
+from sqlalchemy import ColumnElement, and_, bindparam, case, delete, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine, RowMapping
 
@@ -220,6 +220,23 @@ def refresh_ancestor_sizes(conn: Connection, *, path: str) -> None:
         current = posixpath.dirname(current) if current != "/" else None
 
 
+def refresh_folder_sizes(conn: Connection, paths: Iterable[str]) -> None:
+    """Recompute the aggregated size of the folders holding ``paths`` and of their stored ancestors, each once,
+    deepest first (a batch of moves touches many files in few folders)."""
+    folders: set[str] = set()
+    for path in paths:
+        current = posixpath.dirname(path) if path != "/" else None
+        while current and current not in folders:
+            folders.add(current)
+            current = posixpath.dirname(current) if current != "/" else None
+    child = T.alias("child")
+    total = select(func.coalesce(func.sum(child.c.size), 0)).where(child.c.parent == bindparam("b_folder")) \
+        .scalar_subquery()
+    stmt = update(T).where(T.c.path == bindparam("b_folder"), T.c.kind == "directory").values(size=total)
+    for depth in sorted({path_depth(f) for f in folders}, reverse=True):
+        conn.execute(stmt, [{"b_folder": f} for f in folders if path_depth(f) == depth])
+
+
 def move_subtree(conn: Connection, *, old: str, new: str) -> int:
     """Rewrite the paths of ``old`` and everything under it to live under ``new``, keeping ids (and set memberships)."""
     n = len(old)
@@ -240,6 +257,21 @@ def move_subtree(conn: Connection, *, old: str, new: str) -> int:
         )
     )
     return (res.rowcount or 0) + 1
+
+
+def move_files(conn: Connection, moves: Sequence[tuple[str, str]]) -> None:
+    """Rewrite the paths of plain files (no subtree below them), ``(old, new)`` each, in two statements executed for
+    the whole batch: a row left at a ``new`` path (a file gone from disk unseen) is dropped first. Ids, hence set
+    memberships, are kept. The folders' sizes are the caller's to refresh (once per folder)."""
+    if not moves:
+        return
+    conn.execute(delete(T).where(T.c.path == bindparam("b_new"), T.c.kind != "directory"),
+                 [{"b_new": new} for _, new in moves])
+    conn.execute(update(T).where(T.c.path == bindparam("b_old")).values(
+        path=bindparam("b_new"), parent=bindparam("b_parent"), name=bindparam("b_name"),
+        extension=bindparam("b_ext"), depth=bindparam("b_depth")),
+        [{"b_old": old, "b_new": new, "b_parent": posixpath.dirname(new), "b_name": posixpath.basename(new),
+          "b_ext": split_extension(posixpath.basename(new)), "b_depth": path_depth(new)} for old, new in moves])
 
 
 def existing_ids(conn: Connection, entry_ids: Sequence[int], *, chunk: int = 500) -> set[int]:

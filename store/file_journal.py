@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sqlalchemy import ColumnElement, Select, and_, insert, or_, select, update
+from sqlalchemy import ColumnElement, Select, and_, bindparam, insert, or_, select, update
 from sqlalchemy.engine import Connection, Engine
 
 from store.entries import iso
@@ -126,6 +126,27 @@ def finish(conn: Connection, op_id: int, *, state: Literal["done", "failed"], er
 def done(conn: Connection, op_id: int, *, dst: str | None = None) -> None:
     """Operation ``op_id`` happened: called inside the transaction that brings the store in step with the disk."""
     finish(conn, op_id, state="done", dst=dst)
+
+
+def done_many(conn: Connection, op_ids: Sequence[int]) -> None:
+    """Operations ``op_ids`` happened (a batch: one statement, executed for each): in the store's transaction."""
+    if op_ids:
+        conn.execute(update(F).where(F.c.id == bindparam("op_id")).values(state="done", finished_at=now()),
+                     [{"op_id": op_id} for op_id in op_ids])
+
+
+def mark_undone_many(conn: Connection, pairs: Sequence[tuple[int, int]]) -> None:
+    """``mark_undone`` for a batch of (operation, the one that reversed it): one statement each, executed for the
+    batch; a pair whose operation is no longer done is refused as in ``mark_undone``."""
+    if not pairs:
+        return
+    res = conn.execute(update(F).where(F.c.id == bindparam("op_id"), F.c.state == "done")
+                       .values(state="undone", undone_at=now()), [{"op_id": op} for op, _ in pairs])
+    if res.rowcount is not None and 0 <= res.rowcount < len(pairs):
+        raise Conflict("some of these file operations were undone meanwhile: only a done operation can be undone",
+                       field="id")
+    conn.execute(update(F).where(F.c.id == bindparam("by_id"), F.c.undo_of.is_(None))
+                 .values(undo_of=bindparam("op_id")), [{"by_id": by, "op_id": op} for op, by in pairs])
 
 
 def failed(engine: Engine, op_id: int, error: str) -> None:

@@ -40,7 +40,7 @@ from flows.fileops import disk as diskops
 from flows.fileops.trashing import trash_one
 from flows.media.hashing import hash_file
 from store import file_journal as journal
-from store.entries import T, delete_subtree, make_row, move_subtree, refresh_ancestor_sizes, upsert_entries
+from store.entries import T, make_row, move_files, refresh_folder_sizes, upsert_entries
 from store.errors import AssayError, FileOperationError
 
 log = logging.getLogger(__name__)
@@ -190,6 +190,7 @@ def _follow(engine: Engine, done: list[_Item]) -> list[dict[str, Any]]:
                 if indexed(posixpath.dirname(d)):
                     upsert_entries(conn, [row_for(d)])
                     indexed_dirs[d] = True
+        moves: list[tuple[str, str]] = []
         for item in done:
             p = item.planned
             assert p.dst is not None
@@ -197,13 +198,12 @@ def _follow(engine: Engine, done: list[_Item]) -> list[dict[str, Any]]:
                 if indexed(posixpath.dirname(p.dst)):
                     upsert_entries(conn, [row_for(p.dst)])
             else:
-                delete_subtree(conn, path=p.dst)  # a row left where the file goes (a file gone before, unseen)
-                move_subtree(conn, old=p.src, new=p.dst)
+                moves.append((p.src, p.dst))
                 touched.add(p.src)
             touched.add(p.dst)
-            journal.done(conn, item.op_id)
-        for path in sorted({posixpath.dirname(t) for t in touched}, key=len, reverse=True):
-            refresh_ancestor_sizes(conn, path=path + "/x")  # the folder itself and its ancestors
+        move_files(conn, moves)  # plain files: two statements for the batch
+        journal.done_many(conn, [item.op_id for item in done])
+        refresh_folder_sizes(conn, touched)
     return [{"entry_id": i.planned.entry_id, "from": i.planned.src, "to": i.planned.dst, "op": i.op} for i in done]
 
 

@@ -22,7 +22,7 @@ import logging
 import os
 import posixpath
 import stat
-from typing import Any, Iterable
+from typing import Any, Collection, Iterable
 
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
@@ -33,7 +33,8 @@ from flows.fileops import trash
 from flows.fileops.placing import row_for as _row_for
 from flows.media.hashing import hash_file
 from store import file_journal as journal
-from store.entries import T, delete_subtree, move_subtree, refresh_ancestor_sizes, upsert_entries
+from store.entries import (T, delete_subtree, move_files, move_subtree, refresh_ancestor_sizes, refresh_folder_sizes,
+                           upsert_entries)
 from store.errors import FileOperationError, InvalidInput, NotFound
 
 log = logging.getLogger(__name__)
@@ -67,8 +68,9 @@ def operations_to_undo(engine: Engine, *, operation_id: int | None = None, call_
     return sorted(ops, key=lambda o: (o.get("finished_at") or 0.0, o["id"]), reverse=True)
 
 
-def _why_not(op: dict[str, Any], roots: Roots) -> str | None:
-    """Why ``op`` cannot be reversed now, or None."""
+def _why_not(op: dict[str, Any], roots: Roots, freed: Collection[str] = (), taken: Collection[str] = ()) -> str | None:
+    """Why ``op`` cannot be reversed now, or None; ``freed`` / ``taken``: places earlier operations of the same batch
+    empty or fill before this one."""
     if op["state"] == "undone":
         return "undone already"
     if op["state"] != "done":
@@ -88,18 +90,34 @@ def _why_not(op: dict[str, Any], roots: Roots) -> str | None:
         return f"{here} is no longer a file"
     if op["kind"] == "file" and op.get("content_hash") and hash_file(here) != op["content_hash"]:
         return f"{here} changed since it was placed there (its content hash differs); undo would lose the change"
-    if op["op"] != "copy" and os.path.lexists(back):
+    if op["op"] != "copy" and (back in taken or (os.path.lexists(back) and back not in freed)):
         return f"its old place {back} is taken now"
     return None
 
 
+BATCH = 500  # moves and renames reversed together: their intents in one transaction, the store in one more
+
+
 def undo(engine: Engine, roots: Roots, *, origin: journal.Origin, operation_id: int | None = None,
          call_id: str | None = None, execution_id: int | None = None, dry_run: bool = False) -> dict[str, Any]:
-    """Reverse what the selector names; per operation ``undone`` (or ``would_undo``) or ``refused`` with why."""
+    """Reverse what the selector names; per operation ``undone`` (or ``would_undo``) or ``refused`` with why. Moves
+    and renames go back in batches (``_reverse_moves``); copies and trashes one at a time, in their turn."""
     ops = operations_to_undo(engine, operation_id=operation_id, call_id=call_id, execution_id=execution_id)
     results: list[dict[str, Any]] = []
+    batch: list[dict[str, Any]] = []
+
+    def flush() -> None:
+        results.extend(_reverse_moves(engine, batch, roots, origin))
+        batch.clear()
+
     for op in ops:
-        item: dict[str, Any] = {"operationId": op["id"], "op": op["op"], "from": op["dst"], "to": op["src"]}
+        if not dry_run and op["op"] in ("move", "rename") and op["kind"] == "file":
+            batch.append(op)
+            if len(batch) >= BATCH:
+                flush()
+            continue
+        flush()
+        item = _item(op)
         why = _why_not(op, roots)
         if why is not None:
             results.append({**item, "status": "refused", "reason": why})
@@ -112,7 +130,64 @@ def undo(engine: Engine, roots: Roots, *, origin: journal.Origin, operation_id: 
             except (OSError, FileOperationError) as exc:
                 reason = diskops.reason(exc) if isinstance(exc, OSError) else str(exc)
                 results.append({**item, "status": "refused", "reason": reason})
+    flush()
     return {"callId": origin.call_id, "dryRun": dry_run, "results": results, **_counts(results)}
+
+
+def _item(op: dict[str, Any]) -> dict[str, Any]:
+    return {"operationId": op["id"], "op": op["op"], "from": op["dst"], "to": op["src"]}
+
+
+def _reverse_moves(engine: Engine, ops: list[dict[str, Any]], roots: Roots,
+                   origin: journal.Origin) -> list[dict[str, Any]]:
+    """Moves and renames of files back, in order: each checked against the disk as the earlier ones leave it, the
+    passing ones written down in one transaction, renamed back, then the store in one transaction (entries moved
+    with their ids, folder sizes, the new rows done and the old ones undone)."""
+    if not ops:
+        return []
+    results: dict[int, dict[str, Any]] = {}
+    ready: list[dict[str, Any]] = []
+    freed: set[str] = set()
+    taken: set[str] = set()
+    for op in ops:
+        why = _why_not(op, roots, freed, taken)
+        if why is not None:
+            results[op["id"]] = {**_item(op), "status": "refused", "reason": why}
+            continue
+        ready.append(op)
+        freed.add(op["dst"])
+        taken.add(op["src"])
+        freed.discard(op["src"])
+    rows = [{"op": op["op"], "src": op["dst"], "dst": op["src"], "kind": "file", "entry_id": op.get("entry_id"),
+             "size": op.get("size"), "mtime": op.get("mtime"), "content_hash": op.get("content_hash"),
+             "undo_of": op["id"]} for op in ready]
+    new_ids = journal.begin_many(engine, origin, rows) if rows else []
+    moved: list[tuple[dict[str, Any], int]] = []
+    for op, new in zip(ready, new_ids):
+        here, back = op["dst"], op["src"]
+        try:
+            _parents(posixpath.dirname(back))
+            try:
+                diskops.rename_noreplace(here, back)
+            except OSError as exc:
+                if exc.errno != errno.EXDEV:
+                    raise
+                journal.copying(engine, new)
+                diskops.copy_then_remove(here, back)
+            moved.append((op, new))
+            results[op["id"]] = {**_item(op), "status": "undone"}
+        except (OSError, FileOperationError) as exc:
+            reason = (f"its old place {back} is taken now" if isinstance(exc, FileExistsError) else
+                      diskops.reason(exc) if isinstance(exc, OSError) else str(exc))
+            journal.failed(engine, new, reason)
+            results[op["id"]] = {**_item(op), "status": "refused", "reason": reason}
+    if moved:
+        with engine.begin() as conn:
+            move_files(conn, [(op["dst"], op["src"]) for op, _ in moved])
+            refresh_folder_sizes(conn, [p for op, _ in moved for p in (op["dst"], op["src"])])
+            journal.done_many(conn, [new for _, new in moved])
+            journal.mark_undone_many(conn, [(op["id"], new) for op, new in moved])
+    return [results[op["id"]] for op in ops]
 
 
 def _counts(results: Iterable[dict[str, Any]]) -> dict[str, int]:
