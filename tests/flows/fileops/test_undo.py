@@ -16,7 +16,9 @@ from flows.plans.service import PlanService
 from store import file_journal
 from store import sets as store_sets
 from store.entries import T
+from store.engine import make_engine
 from store.errors import InvalidInput, NotFound
+from tests.conftest import fresh_pg_database
 from tests.flows.index.checks import assert_store_consistent
 
 
@@ -114,3 +116,24 @@ def test_a_trash_plan_trashes_the_files_and_undo_brings_them_back_into_the_index
     assert done["undone"] == 2, done
     assert (tree / "Photos" / "notes.txt").exists() and not list(trashed.iterdir())
     assert str(tree / "Photos" / "notes.txt") in ids(engine)
+
+
+@pytest.mark.postgres
+def test_a_move_plan_and_its_undo_on_postgresql(pg_url, tree):
+    with fresh_pg_database(pg_url, "assay_undo") as url:
+        engine = make_engine(url)
+        svc = PlanService(engine, Roots.of([str(tree)]), use_prefect=False)
+        try:
+            row = execute(svc, tree, {"type": "move", "to": "Sorted/{mtime:%Y}/", "conflict": "rename_new"},
+                          "extension in [.txt, .md]")
+            assert row["outcomes_applied"] == 3 and not (tree / "docs" / "readme.md").exists()
+            assert_store_consistent(engine, str(tree))
+            done = undo(engine, svc.roots, origin=file_journal.Origin.for_tool("undo"),
+                        execution_id=row["execution_id"])
+            assert (done["undone"], done["refused"]) == (3, 0), done
+            assert (tree / "docs" / "readme.md").exists() and not [p for p in (tree / "Sorted").rglob("*")
+                                                                   if p.is_file()]
+            assert_store_consistent(engine, str(tree))
+        finally:
+            svc.shutdown()
+            engine.dispose()
