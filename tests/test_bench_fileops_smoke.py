@@ -14,8 +14,8 @@ EXPECTED_ROWS = [
     "store: entries moved, sizes, journal rows done, one transaction",
     "the execution's fixed cost (the same plan over an empty folder)",
     "journal read: the execution's operations", "checks per file: still there, unchanged (hash), old place free",
-    "of which content hashes", "journal: one intent per file, one transaction each",
-    "store + journal done/undone: one transaction per file",
+    "of which content hashes", "journal: a batch's intents, one transaction",
+    "store: entries moved back, sizes, journal rows done and undone, one transaction",
     "| correct after the move: files in place, store = disk (ids kept), journal done | ok |",
     "| correct after the undo: files in place, store = disk (ids kept), journal undone | ok |",
 ]

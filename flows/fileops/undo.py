@@ -181,13 +181,20 @@ def _reverse_moves(engine: Engine, ops: list[dict[str, Any]], roots: Roots,
                       diskops.reason(exc) if isinstance(exc, OSError) else str(exc))
             journal.failed(engine, new, reason)
             results[op["id"]] = {**_item(op), "status": "refused", "reason": reason}
-    if moved:
-        with engine.begin() as conn:
-            move_files(conn, [(op["dst"], op["src"]) for op, _ in moved])
-            refresh_folder_sizes(conn, [p for op, _ in moved for p in (op["dst"], op["src"])])
-            journal.done_many(conn, [new for _, new in moved])
-            journal.mark_undone_many(conn, [(op["id"], new) for op, new in moved])
+    _follow_back(engine, moved)
     return [results[op["id"]] for op in ops]
+
+
+def _follow_back(engine: Engine, moved: list[tuple[dict[str, Any], int]]) -> None:
+    """The store after a batch of files went back, in one transaction: entries moved with their ids, folder sizes,
+    the new journal rows done and the ones they reverse undone."""
+    if not moved:
+        return
+    with engine.begin() as conn:
+        move_files(conn, [(op["dst"], op["src"]) for op, _ in moved])
+        refresh_folder_sizes(conn, [p for op, _ in moved for p in (op["dst"], op["src"])])
+        journal.done_many(conn, [new for _, new in moved])
+        journal.mark_undone_many(conn, [(op["id"], new) for op, new in moved])
 
 
 def _counts(results: Iterable[dict[str, Any]]) -> dict[str, int]:
