@@ -81,10 +81,10 @@ UNDO_PHASES = [
     ("checks per file: still there, unchanged (hash), old place free", undo_module, "_why_not"),
     ("  of which content hashes (files read)", undo_module, "hash_file"),
     ("journal: a batch's intents, one transaction", file_journal, "begin_many"),
-    ("disk: folders made + renames", None, ""),  # _parents + rename_noreplace, summed below
+    ("disk: folders made + renames", None, ""),  # make_parents + rename_noreplace, summed below
     ("store: entries moved back, sizes, journal rows done and undone, one transaction", undo_module, "_follow_back"),
 ]
-UNDO_PARTS = [("parents", undo_module, "_parents"), ("rename", diskops, "rename_noreplace")]
+UNDO_PARTS = [("parents", diskops, "make_parents"), ("rename", diskops, "rename_noreplace")]
 
 
 @dataclass

@@ -9,10 +9,15 @@ import errno
 import os
 import posixpath
 import shutil
+import stat
 import sys
+import time
 import uuid
+from contextlib import suppress
+from typing import Any
 
 from flows.media.hashing import hash_file
+from store.entries import make_row
 from store.errors import Conflict, FileOperationError
 
 
@@ -127,6 +132,33 @@ def _differs(src: str, copy: str) -> str | None:
     if hash_file(src) != hash_file(copy):
         return "content hash"
     return None
+
+
+def make_parents(folder: str, *, field: str = "to") -> list[str]:
+    """Make ``folder`` and its missing ancestors; returns those made, outermost first (what the journal records and a
+    rollback removes). When one cannot be made, those made are removed again and FileOperationError says why."""
+    missing: list[str] = []
+    here = folder
+    while not os.path.lexists(here):
+        missing.append(here)
+        here = os.path.dirname(here)
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as exc:
+        for made in missing:
+            with suppress(OSError):
+                os.rmdir(made)
+        raise FileOperationError(f"the folder {folder} cannot be made ({reason(exc)})", field=field) from None
+    return list(reversed(missing))
+
+
+def entry_row(path: str) -> dict[str, Any]:
+    """The store's row for what is at ``path`` now (its kind, size and times from lstat)."""
+    st = os.lstat(path)
+    kind = "symlink" if stat.S_ISLNK(st.st_mode) else "directory" if stat.S_ISDIR(st.st_mode) else (
+        "file" if stat.S_ISREG(st.st_mode) else "other")
+    return make_row(path, kind=kind, size=st.st_size if kind == "file" else 0, mtime=st.st_mtime,
+                    ctime=st.st_ctime, inode=st.st_ino, scan_id=None, indexed_at=time.time())
 
 
 def rmtree(path: str) -> list[str]:

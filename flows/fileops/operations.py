@@ -20,7 +20,6 @@ import logging
 import os
 import posixpath
 import stat
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Literal
 
@@ -31,7 +30,7 @@ from flows.fileops import disk as diskops
 from flows.fileops.journal import CallJournal, before
 from flows.fileops.trashing import trash_one
 from flows.core.roots import Roots
-from store.entries import (T, delete_subtree, make_row, move_subtree, refresh_ancestor_sizes, subtree_clause,
+from store.entries import (T, delete_subtree, move_subtree, refresh_ancestor_sizes, subtree_clause,
                            upsert_entries)
 from store.errors import AssayError, Conflict, FileOperationError, InvalidInput, NotFound
 from store.file_journal import Origin
@@ -126,14 +125,6 @@ def _is_indexed_dir(conn: Connection, path: str) -> bool:
     return conn.execute(select(exists().where(T.c.path == path, T.c.kind == "directory"))).scalar_one()
 
 
-def _row_for(path: str) -> dict[str, Any]:
-    st = os.lstat(path)
-    kind = "symlink" if stat.S_ISLNK(st.st_mode) else "directory" if stat.S_ISDIR(st.st_mode) else (
-        "file" if stat.S_ISREG(st.st_mode) else "other")
-    return make_row(path, kind=kind, size=st.st_size if kind == "file" else 0, mtime=st.st_mtime,
-                    ctime=st.st_ctime, inode=st.st_ino, scan_id=None, indexed_at=time.time())
-
-
 def sync_move(engine: Engine, *, src: str, dst: str, created: list[str],
               settle: Callable[[Connection], None] | None = None) -> dict[str, int | bool]:
     """Store side of a completed rename/move: rewrite the subtree's paths (ids and memberships kept). ``settle``
@@ -143,7 +134,7 @@ def sync_move(engine: Engine, *, src: str, dst: str, created: list[str],
             settle(conn)
         for d in created:  # directories made for the target, recorded where their parent is indexed
             if _is_indexed_dir(conn, posixpath.dirname(d)):
-                upsert_entries(conn, [_row_for(d)])
+                upsert_entries(conn, [diskops.entry_row(d)])
         moved = _subtree_count(conn, src)
         if moved:
             stale = delete_subtree(conn, path=dst)  # rows left from a file that was gone from disk before the move
@@ -151,7 +142,7 @@ def sync_move(engine: Engine, *, src: str, dst: str, created: list[str],
                 log.info("dropped %d stale index rows at %s before moving %s there", stale, dst, src)
             move_subtree(conn, old=src, new=dst)
         elif _is_indexed_dir(conn, posixpath.dirname(dst)):
-            row = _row_for(dst)
+            row = diskops.entry_row(dst)
             if row["kind"] != "directory":  # an unindexed file moved into an indexed folder
                 upsert_entries(conn, [row])
                 moved = 1
@@ -174,7 +165,7 @@ def sync_copy(engine: Engine, *, dst: str, created: list[str],
         added = 0
         for p in [*created, dst]:  # one by one: a folder made is indexed before its child is looked at
             if _is_indexed_dir(conn, posixpath.dirname(p)):
-                upsert_entries(conn, [_row_for(p)])
+                upsert_entries(conn, [diskops.entry_row(p)])
                 added += p == dst
         refresh_ancestor_sizes(conn, path=dst)
     return {"indexedEntries": added, "indexed": bool(added)}

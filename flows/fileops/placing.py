@@ -25,7 +25,6 @@ import os
 import posixpath
 import shutil
 import stat
-import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -40,7 +39,7 @@ from flows.fileops import disk as diskops
 from flows.fileops.trashing import trash_one
 from flows.media.hashing import hash_file
 from store import file_journal as journal
-from store.entries import T, make_row, move_files, refresh_folder_sizes, upsert_entries
+from store.entries import T, move_files, refresh_folder_sizes, upsert_entries
 from store.errors import AssayError, FileOperationError
 
 log = logging.getLogger(__name__)
@@ -62,25 +61,6 @@ def content_hash(path: str, st: os.stat_result, known: tuple[str | None, int, fl
     return hash_file(path)
 
 
-def _make_parents(folder: str, made_now: set[str]) -> list[str]:
-    """Create ``folder`` and its missing parents; returns those this call created (outermost first)."""
-    missing: list[str] = []
-    current = folder
-    while current and current not in made_now and not os.path.isdir(current):
-        missing.append(current)
-        current = posixpath.dirname(current)
-    created: list[str] = []
-    for d in reversed(missing):
-        try:
-            os.mkdir(d)
-            created.append(d)
-        except FileExistsError:
-            if not os.path.isdir(d):
-                raise FileOperationError(f"{d} exists and is not a folder", field="to") from None
-    made_now.update(created)
-    return created
-
-
 def _copy_into_place(src: str, dst: str) -> None:
     """A copy of ``src`` written beside ``dst`` and renamed into place (never replacing); checked before it counts."""
     tmp = posixpath.join(posixpath.dirname(dst), f".{posixpath.basename(dst)}.assay-partial-{uuid.uuid4().hex[:8]}")
@@ -94,10 +74,10 @@ def _copy_into_place(src: str, dst: str) -> None:
             os.unlink(tmp)
 
 
-def _change_disk(item: _Item, made_now: set[str], set_aside: Callable[[str], object]) -> None:
+def _change_disk(item: _Item, set_aside: Callable[[str], object]) -> None:
     p = item.planned
     assert p.dst is not None
-    item.made = _make_parents(posixpath.dirname(p.dst), made_now)
+    item.made = diskops.make_parents(posixpath.dirname(p.dst))
     if p.resolution == "overwrite" and os.path.lexists(p.dst):
         set_aside(p.dst)
     if item.op == "copy":
@@ -146,11 +126,10 @@ def place(engine: Engine, planned: Sequence[destinations.Planned], *, origin: jo
         return result, []
     for item, op_id in zip(ready, journal.begin_many(engine, origin, rows)):
         item.op_id = op_id
-    made_now: set[str] = set()
     done: list[_Item] = []
     for item in ready:
         try:
-            _change_disk(item, made_now, lambda path: trash_one(engine, origin, path))
+            _change_disk(item, lambda path: trash_one(engine, origin, path))
             done.append(item)
         except (OSError, AssayError) as exc:
             item.error = (f"{item.planned.dst} appeared meanwhile; nothing was changed" if isinstance(
@@ -161,13 +140,6 @@ def place(engine: Engine, planned: Sequence[destinations.Planned], *, origin: jo
     placed = _follow(engine, done)
     result.applied = len(placed)
     return result, placed
-
-
-def row_for(path: str) -> dict[str, Any]:
-    st = os.lstat(path)
-    kind = "directory" if stat.S_ISDIR(st.st_mode) else "file"
-    return make_row(path, kind=kind, size=st.st_size if kind == "file" else 0, mtime=st.st_mtime,
-                    ctime=st.st_ctime, inode=st.st_ino, scan_id=None, indexed_at=time.time())
 
 
 def _follow(engine: Engine, done: list[_Item]) -> list[dict[str, Any]]:
@@ -188,7 +160,7 @@ def _follow(engine: Engine, done: list[_Item]) -> list[dict[str, Any]]:
         for item in done:
             for d in item.made:
                 if indexed(posixpath.dirname(d)):
-                    upsert_entries(conn, [row_for(d)])
+                    upsert_entries(conn, [diskops.entry_row(d)])
                     indexed_dirs[d] = True
         moves: list[tuple[str, str]] = []
         for item in done:
@@ -196,7 +168,7 @@ def _follow(engine: Engine, done: list[_Item]) -> list[dict[str, Any]]:
             assert p.dst is not None
             if item.op == "copy":
                 if indexed(posixpath.dirname(p.dst)):
-                    upsert_entries(conn, [row_for(p.dst)])
+                    upsert_entries(conn, [diskops.entry_row(p.dst)])
             else:
                 moves.append((p.src, p.dst))
                 touched.add(p.src)

@@ -33,7 +33,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from urllib.parse import quote, unquote_to_bytes
 
-from flows.fileops.disk import reason, remove, rename_noreplace, rmtree
+from flows.fileops.disk import make_parents, reason, remove, rename_noreplace, rmtree
 from flows.media.hashing import hash_file
 from store.errors import FileOperationError, InvalidInput, NotFound
 
@@ -153,7 +153,7 @@ def restore(trashed: Trashed | str, *, to: str | None = None) -> str:
     if os.path.lexists(target):
         raise FileOperationError(f"{item.original} cannot be restored to {target}: that place is taken now "
                                  "(restore it elsewhere, or move what is there first)", field=field)
-    made = _make_parents(os.path.dirname(target), field=field)
+    made = make_parents(os.path.dirname(target), field=field)
     try:
         if os.lstat(item.path).st_dev == os.stat(os.path.dirname(target)).st_dev:
             rename_noreplace(item.path, target)
@@ -451,22 +451,6 @@ def _differs(src: str, dst: str) -> str | None:
     if stat.S_ISREG(s.st_mode) and (s.st_size != d.st_size or hash_file(src) != hash_file(dst)):
         return src
     return None
-
-
-def _make_parents(folder: str, *, field: str) -> list[str]:
-    """Make ``folder`` and its missing ancestors; returns those made, outermost first (to remove on failure)."""
-    missing: list[str] = []
-    here = folder
-    while not os.path.lexists(here):
-        missing.append(here)
-        here = os.path.dirname(here)
-    try:
-        os.makedirs(folder, exist_ok=True)
-    except OSError as exc:
-        for made in missing:
-            _quietly(os.rmdir, made)
-        raise FileOperationError(f"the folder {folder} cannot be made ({reason(exc)})", field=field) from None
-    return list(reversed(missing))
 
 
 def _measure_and_unlock(path: str) -> int:

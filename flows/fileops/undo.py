@@ -30,7 +30,6 @@ from sqlalchemy.engine import Engine
 from flows.core.roots import Roots
 from flows.fileops import disk as diskops
 from flows.fileops import trash
-from flows.fileops.placing import row_for as _row_for
 from flows.media.hashing import hash_file
 from store import file_journal as journal
 from store.entries import (T, delete_subtree, move_files, move_subtree, refresh_ancestor_sizes, refresh_folder_sizes,
@@ -166,7 +165,7 @@ def _reverse_moves(engine: Engine, ops: list[dict[str, Any]], roots: Roots,
     for op, new in zip(ready, new_ids):
         here, back = op["dst"], op["src"]
         try:
-            _parents(posixpath.dirname(back))
+            diskops.make_parents(posixpath.dirname(back))
             try:
                 diskops.rename_noreplace(here, back)
             except OSError as exc:
@@ -218,7 +217,7 @@ def _reverse(engine: Engine, op: dict[str, Any], origin: journal.Origin) -> None
         with engine.begin() as conn:
             if conn.execute(select(T.c.id).where(T.c.path == posixpath.dirname(back),
                                                  T.c.kind == "directory")).first() is not None:
-                upsert_entries(conn, [_row_for(back)])
+                upsert_entries(conn, [diskops.entry_row(back)])
                 refresh_ancestor_sizes(conn, path=back)
             journal.done(conn, new)
             journal.mark_undone(conn, op["id"], by=new)
@@ -233,7 +232,7 @@ def _reverse(engine: Engine, op: dict[str, Any], origin: journal.Origin) -> None
             journal.done(conn, new)
             journal.mark_undone(conn, op["id"], by=new)
         return
-    made = _parents(posixpath.dirname(back))
+    made = diskops.make_parents(posixpath.dirname(back))
     new = journal.begin(engine, origin, op=op["op"], src=here, dst=back, entry_id=op.get("entry_id"),
                         size=st.st_size, mtime=st.st_mtime, content_hash=op.get("content_hash"), made=made,
                         undo_of=op["id"])
@@ -254,15 +253,3 @@ def _reverse(engine: Engine, op: dict[str, Any], origin: journal.Origin) -> None
         refresh_ancestor_sizes(conn, path=back)
         journal.done(conn, new)
         journal.mark_undone(conn, op["id"], by=new)
-
-
-def _parents(folder: str) -> list[str]:
-    """Create ``folder`` and its missing parents (a folder the move emptied may be gone); returns those created."""
-    missing: list[str] = []
-    current = folder
-    while current and not os.path.isdir(current):
-        missing.append(current)
-        current = posixpath.dirname(current)
-    for d in reversed(missing):
-        os.mkdir(d)
-    return list(reversed(missing))
