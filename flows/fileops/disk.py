@@ -4,7 +4,6 @@ before the copy is complete, and removals that carry on past what cannot be remo
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 import os
 import posixpath
@@ -39,8 +38,10 @@ _AT_FDCWD = -100
 
 
 def _load_renameat2():
+    # the symbols the process already has (glibc's among them): ctypes.util.find_library would run ldconfig in a
+    # subprocess at import, a fork of a threaded server (while Prefect's API child starts) for nothing
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        libc = ctypes.CDLL(None, use_errno=True)
         fn = libc.renameat2
     except (OSError, AttributeError):
         return None

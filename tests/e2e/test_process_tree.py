@@ -143,8 +143,8 @@ class ProcessTree:
                                     "flows.prefect_server" in seen.cmdline:
                                 self.prefect_stdin = os.readlink(f"/proc/{seen.process.pid}/fd/0")
                         except (psutil.NoSuchProcess, FileNotFoundError):
-                            if seen.fork is None:  # it went before we could tell: not counted (see forks())
-                                seen.fork = False
+                            if seen.fork is None:  # it went before we could tell: not counted (see forks()),
+                                seen.fork, seen.writes = False, set()  # nor what it held before an exec
             except (psutil.Error, OSError):
                 pass  # a process that went while we looked: the next round sees the others
             except Exception as exc:  # a bug here: told by the test, not lost with the thread
