@@ -155,7 +155,7 @@ def plan_text(name: str, folder: Path, *, source: str | None = None) -> str:
 
 async def test_an_agents_run_spreads_its_batches_over_both_workers_and_does_each_file_once(cluster: Cluster) -> None:
     folder = cluster.files / "spread"
-    made = pictures(folder, 36, size=800)
+    made = pictures(folder, 36, size=4000)  # big enough that a batch outlasts a second worker's start (~0.3 s)
     await cluster.call("plan-create", {"text": plan_text("spread", folder)})
     row = await cluster.call("plan-execute", {"name": "spread", "wait": True})
     assert row["status"] == "success", (row, cluster.logs())
