@@ -35,7 +35,7 @@ F = FileOperation.__table__
 
 OPS = ("move", "copy", "rename", "trash", "delete", "restore")
 KINDS = ("file", "directory")
-STATES = ("intent", "copying", "done", "failed", "undone")
+STATES = ("intent", "copying", "done", "failed", "undone", "purged")  # purged: a trash emptied for good
 IN_FLIGHT = ("intent", "copying")
 _ITEM_KEYS = frozenset({"op", "src", "dst", "kind", "entry_id", "size", "mtime", "content_hash", "made", "undo_of"})
 
@@ -235,3 +235,34 @@ def history(engine: Engine, *, path: str | None = None, execution_id: int | None
         where.append(_visible())
     return _rows(engine, select(F).where(*where).order_by(F.c.id.desc()).limit(limit).offset(offset))
 
+
+
+# --- the trash ------------------------------------------------------------------------------------------------------
+
+
+def trashed(engine: Engine, *, path: str | None = None, before: float | None = None,
+            ids: Sequence[int] | None = None, limit: int | None = None, offset: int = 0) -> list[dict[str, Any]]:
+    """What assay put in a trash and is there still as far as the journal knows (``trash`` operations done, neither
+    undone nor purged), oldest first: narrowed to those from ``path`` or under it, trashed before ``before`` (epoch
+    seconds), or the operations ``ids``. A caller limited to some roots sees only what came from under them."""
+    where: list[ColumnElement[bool]] = [F.c.op == "trash", F.c.state == "done", F.c.dst.is_not(None)]
+    if path is not None:
+        where.append(path_subtree(F.c.src, path.rstrip("/") or "/"))
+    if before is not None:
+        where.append(F.c.finished_at < before)
+    if ids is not None:
+        where.append(F.c.id.in_(list(ids)))
+    if limited():
+        where.append(visible_clause(F.c.src))
+    query = select(F).where(*where).order_by(F.c.finished_at, F.c.id).offset(offset)
+    return _rows(engine, query if limit is None else query.limit(limit))
+
+
+def mark_purged(conn: Connection, op_ids: Sequence[int], *, note: str) -> int:
+    """Trash operations ``op_ids`` were emptied for good (``note`` says by what): state ``purged``, the time in
+    ``undone_at``; only rows still ``done`` change (an undo that restored one meanwhile keeps it). How many changed."""
+    if not op_ids:
+        return 0
+    res = conn.execute(update(F).where(F.c.id.in_(list(op_ids)), F.c.op == "trash", F.c.state == "done")
+                       .values(state="purged", undone_at=now(), error=note))
+    return int(res.rowcount or 0)

@@ -158,6 +158,12 @@ class IndexSection(Section):
         "process", description="who writes an index scan to a SQLite store: a writer process, or a thread")
 
 
+class TrashSection(Section):
+    retention_days: Annotated[float, Env("ASSAY_TRASH_RETENTION_DAYS")] = Field(
+        30, ge=0, description="days a file assay put in the trash stays there before it is deleted for good (checked "
+                              "at start and hourly); 0 keeps it until trash-empty")
+
+
 # The command line's names (mcp_server's options, ``load(values)``, ``AssaySettings(port=...)``): flat; each the
 # place of one setting. ``data_dir`` and ``roots`` are at the top already.
 FLAT: dict[str, Key] = {
@@ -192,6 +198,7 @@ class AssaySettings(BaseSettings):
     semantic: SemanticSection = Field(SemanticSection(), description="the semantic index")
     classify: ClassifySection = Field(ClassifySection(), description="the classifier")
     index: IndexSection = Field(IndexSection(), description="indexing")
+    trash: TrashSection = Field(TrashSection(), description="the trash delete-files and the trash outcome use")
     guard: GuardSection = Field(GuardSection(), description="callers, permissions, rate limits and the audit log")
     cluster: ClusterSection = Field(ClusterSection(), description="a Prefect work pool, its workers, the shared "
                                                                   "artifact cache")

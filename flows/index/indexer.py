@@ -34,6 +34,7 @@ from typing import Callable
 
 from sqlalchemy.engine import Connection, Engine
 
+from flows.core.trash_dirs import is_trash_dir
 from flows.index.progress import IndexProgress, ProgressEstimate, unfinished
 from flows.index.writers import Writer
 from store import entries as store_entries
@@ -298,6 +299,11 @@ class _Walk:
                         continue
                     mode = st.st_mode
                     if _S_ISDIR(mode):
+                        if is_trash_dir(path, name):  # what is in a trash is never indexed (flows/core/trash_dirs)
+                            if prev is not None:
+                                frame[6] -= prev[1]
+                                gone.append((path, True))
+                            continue
                         if follow:
                             key = (st.st_dev, st.st_ino)
                             if key in visited:

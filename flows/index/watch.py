@@ -38,6 +38,7 @@ import watchfiles
 from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 
+from flows.core.trash_dirs import under_trash
 from flows.index import watch_apply
 from flows.index.flow import run_index_job
 from store import jobs as store_jobs
@@ -232,6 +233,8 @@ class TreeWatcher:
         else:
             return False
         if not self.recursive and len(parts) > 1:
+            return False
+        if under_trash(root, parts):  # a file trashed from a watched volume lands in its .Trash-$uid: not new
             return False
         if not self.include_hidden and any(p.startswith(".") for p in parts):
             return False

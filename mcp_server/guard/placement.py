@@ -18,7 +18,7 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     READ: (
         # navigation and inspection, jobs followed
         "navigate", "inspect", "job-progress", "list-jobs", "classifier-job-progress", "list-classifier-jobs",
-        "db-diagnose", "session-info", "cluster-status", "file-history",
+        "db-diagnose", "session-info", "cluster-status", "file-history", "trash-list",
         # saved queries, sets and resource queries, read
         "query-execute", "query-list", "query-get", "resource-set-list", "resource-set-get", "resource-children",
         "resource-parent", "resource-sum", "resource-time-range", "resource-metric-range", "resource-is",
@@ -41,7 +41,7 @@ _GROUPS: dict[str, tuple[str, ...]] = {
         "index", "index-cancel", "cancel-job", "plan-execute", "rerun-classifier", "index_files", "update_index",
         "map-build", "source-start", "source-stop",
     ),
-    FILES: ("rename-files", "move-files", "delete-files", "undo"),
+    FILES: ("rename-files", "move-files", "delete-files", "undo", "trash-empty"),
     ADMIN: (
         # reference 004's operator tools
         "get_server_info", "get_memory_stats", "list_active_sessions", "get_recent_requests", "list_jobs",

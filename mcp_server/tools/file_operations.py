@@ -88,8 +88,9 @@ class FileOperationItem(BaseModel):
     from_: str = Field(alias="from", description="the path it acted on")
     to: str | None = Field(description="where it went (null for a delete)")
     kind: Literal["file", "directory"]
-    state: Literal["intent", "copying", "done", "failed", "undone"] = Field(
-        description="done, failed (the disk is as it was), undone, or intent / copying while in flight")
+    state: Literal["intent", "copying", "done", "failed", "undone", "purged"] = Field(
+        description="done, failed (the disk is as it was), undone, purged (a trashed file emptied from the trash for "
+                    "good: error says by what, undoneAt when), or intent / copying while in flight")
     origin: Literal["tool", "plan"] = Field(description="a tool call or a plan execution")
     tool: str | None = Field(description="the tool called (move-files, undo, ...); null for a plan")
     executionId: int | None = Field(description="the plan execution it belongs to")

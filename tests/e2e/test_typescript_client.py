@@ -117,6 +117,7 @@ def good_calls(t: Path) -> list[dict]:
          {"save": "moved"}),
         ("file-history", {"callId": "{{moved.callId}}"}), ("undo", {"callId": "{{moved.callId}}", "dryRun": True}),
         ("delete-files", {"paths": [p("docs", "deep", "a", "b", "c.txt")]}),
+        ("trash-list", {"path": p("docs")}), ("trash-empty", {"all": True, "dryRun": True}),
     ]
     return [{"kind": "call", "id": f"good {i} {c[0]}", "tool": c[0], "args": c[1], **(c[2] if len(c) > 2 else {})}
             for i, c in enumerate(calls)]
@@ -153,6 +154,7 @@ def bad_calls(t: Path, good: list[dict]) -> list[dict]:
         ("move-files", {"moves": [{"from": p("docs")}]}, "parameter 'moves[0].to' is required"),
         ("delete-files", {"paths": 5}, "paths"),  # (a path outside the roots is an error in its item's result)
         ("file-history", {"limit": 5}, "at least one of path"), ("undo", {}, "exactly one of operationId"),
+        ("trash-empty", {}, "needs what to empty"), ("trash-list", {"olderThanDays": -1}, "olderThanDays"),
         ("query-create", {"name": "q", "query": "not an object"}, "query"),
         ("query-execute", {"name": "ghost"}, "NOT_FOUND"), ("query-get", {"name": "ghost"}, "NOT_FOUND"),
         ("query-update", {"name": "ghost", "description": "x"}, "NOT_FOUND"),

@@ -267,3 +267,28 @@ def test_names_that_are_not_utf8_are_recorded_and_skipped(engine, tmp_path):
     assert result.files == 1
     assert [reason for _, reason in result.issues] == ["name is not valid UTF-8; skipped (rename it to index it)"]
     assert "bad\\xff.txt" in result.issues[0][0]
+
+
+def test_trash_folders_are_not_indexed_and_one_indexed_before_leaves_the_store(engine, tmp_path):
+    tmp_path = tmp_path / "root"  # the store's file lives in tmp_path
+    (tmp_path / "docs").mkdir(parents=True)
+    (tmp_path / "docs" / "a.txt").write_text("kept")
+    (tmp_path / "trash").mkdir()  # a folder a person named trash: indexed
+    (tmp_path / "trash" / "b.txt").write_text("kept too")
+    volume = tmp_path / ".Trash-1000"
+    for folder in (volume / "files", volume / "info", tmp_path / "Trash" / "files", tmp_path / "Trash" / "info"):
+        folder.mkdir(parents=True)
+    (volume / "files" / "gone.txt").write_text("trashed")
+    (tmp_path / "Trash" / "files" / "old.txt").write_text("trashed")
+    result = index_tree(engine, str(tmp_path), scan_id=1)
+    assert result.files == 2 and entry(engine, tmp_path)["size"] == len("kept") + len("kept too")
+    assert entry(engine, volume) is None and entry(engine, tmp_path / "Trash") is None
+    assert entry(engine, tmp_path / "trash" / "b.txt") is not None
+
+    (tmp_path / "Trash" / "info").rmdir()  # no longer a trash: indexed now ...
+    index_tree(engine, str(tmp_path), scan_id=2)
+    assert entry(engine, tmp_path / "Trash" / "files" / "old.txt") is not None
+    (tmp_path / "Trash" / "info").mkdir()  # ... and a trash again: it leaves the store
+    index_tree(engine, str(tmp_path), scan_id=3)
+    assert entry(engine, tmp_path / "Trash") is None and entry(engine, tmp_path / "Trash" / "files" / "old.txt") is None
+    assert entry(engine, tmp_path)["size"] == len("kept") + len("kept too")

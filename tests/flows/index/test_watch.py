@@ -243,3 +243,5 @@ def test_wanted_filters_by_root_depth_hidden_and_globs(engine, folder):
     assert not w.wanted(str(folder / "cache"))
     assert not w.wanted(str(folder.parent / "elsewhere.txt"))
     assert not w.wanted(str(folder / "a.txt.part"))
+    assert not w.wanted(str(folder / ".Trash-0"))  # what is trashed from a watched volume is not a new file
+    assert not TreeWatcher(engine, [str(folder)]).wanted(str(folder / ".Trash-0" / "files" / "a.txt"))
