@@ -48,6 +48,7 @@ COMMANDS: dict[str, Command] = {  # in the order `assay --help` lists them
     "tokens": Command("mcp_server.cli.tokens", "the users' API tokens: create (printed once), list, revoke"),
     "undo": Command("mcp_server.cli.undo", "reverse file operations from the journal: one, a tool call or a plan "
                                            "execution; or list a path's history"),
+    "trash": Command("mcp_server.cli.trash", "list what assay put in the trash, or empty it for good"),
     "db": Command("mcp_server.cli.db", "the store: its schema revision (upgrade, current, history), backup, restore"),
 }
 
