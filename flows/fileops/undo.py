@@ -7,8 +7,11 @@ step):
 - a move or rename goes back: the file at its destination returns to its source. The store follows the file: its
   entry keeps its id, so set memberships, metadata, extracted text and maps come back with it;
 - a copy is removed (its entry too); the original was never touched;
-- a trashed file (what an ``overwrite`` replaced) comes back from the trash to its place, and into the index;
-- a delete for good cannot be undone (nothing is left to bring back): refused, saying so.
+- a trashed file or folder (by delete-files, the trash outcome, an ``overwrite``) comes back from the trash to its
+  place, into the index (a folder's files too), with the set memberships and agent-supplied maps kept when it was
+  trashed (store/kept.py); a membership of a set deleted since is not restored, and the file's result says so;
+- a delete for good, or a trashed file emptied from the trash for good since (state ``purged``), cannot be undone
+  (nothing is left to bring back): refused, saying so.
 
 Nothing is forced: an operation whose file changed since (its content hash differs from the journal's), is gone, or
 whose old place is taken now is refused, naming the file and why; the others go on. A dry run says what would be
@@ -30,10 +33,12 @@ from sqlalchemy.engine import Engine
 from flows.core.roots import Roots
 from flows.fileops import disk as diskops
 from flows.fileops import trash
+from flows.index.indexer import index_tree
 from flows.media.hashing import hash_file
 from store import file_journal as journal
-from store.entries import (T, delete_subtree, move_files, move_subtree, refresh_ancestor_sizes, refresh_folder_sizes,
-                           upsert_entries)
+from store import kept
+from store.entries import (T, delete_subtree, iso, move_files, move_subtree, refresh_ancestor_sizes,
+                           refresh_folder_sizes, upsert_entries)
 from store.errors import FileOperationError, InvalidInput, NotFound
 
 log = logging.getLogger(__name__)
@@ -72,6 +77,9 @@ def _why_not(op: dict[str, Any], roots: Roots, freed: Collection[str] = (), take
     empty or fill before this one."""
     if op["state"] == "undone":
         return "undone already"
+    if op["state"] == "purged":
+        when = f" on {iso(op['undone_at'])}" if op.get("undone_at") else ""
+        return f"{op['src']} was emptied from the trash for good{when}; nothing is left to bring back"
     if op["state"] != "done":
         return f"it did not complete ({op['state']}{': ' + op['error'] if op.get('error') else ''}); nothing to undo"
     if op["op"] == "delete":
@@ -79,6 +87,9 @@ def _why_not(op: dict[str, Any], roots: Roots, freed: Collection[str] = (), take
     if op["op"] not in REVERSIBLE:
         return f"a {op['op']} cannot be undone by this version of assay"
     here, back = op["dst"], op["src"]
+    if op["op"] == "trash" and not here:
+        return (f"where {back} went in the trash is not known (a crash cut the trashing short before it was written "
+                "down); restore it from the trash by hand")
     if not roots.allows(back) or (op["op"] != "trash" and not roots.allows(here)):
         return f"{here} or {back} is outside the allowed roots"
     try:
@@ -124,8 +135,7 @@ def undo(engine: Engine, roots: Roots, *, origin: journal.Origin, operation_id: 
             results.append({**item, "status": "would_undo"})
         else:
             try:
-                _reverse(engine, op, origin)
-                results.append({**item, "status": "undone"})
+                results.append({**item, "status": "undone", **_reverse(engine, op, origin)})
             except (OSError, FileOperationError) as exc:
                 reason = diskops.reason(exc) if isinstance(exc, OSError) else str(exc)
                 results.append({**item, "status": "refused", "reason": reason})
@@ -203,25 +213,12 @@ def _counts(results: Iterable[dict[str, Any]]) -> dict[str, int]:
     return counts
 
 
-def _reverse(engine: Engine, op: dict[str, Any], origin: journal.Origin) -> None:
+def _reverse(engine: Engine, op: dict[str, Any], origin: journal.Origin) -> dict[str, Any]:
+    """Reverse one operation (a trash, a copy, or a move or rename outside a batch); what the result adds."""
     here, back = op["dst"], op["src"]
     st = os.lstat(here)
-    if op["op"] == "trash":  # back from the trash, and into the index where its folder is
-        new = journal.begin(engine, origin, op="restore", src=here, dst=back, kind=op["kind"], size=st.st_size,
-                            mtime=st.st_mtime, content_hash=op.get("content_hash"), undo_of=op["id"])
-        try:
-            trash.restore(here, to=back)
-        except (OSError, FileOperationError) as exc:
-            journal.failed(engine, new, str(exc))
-            raise
-        with engine.begin() as conn:
-            if conn.execute(select(T.c.id).where(T.c.path == posixpath.dirname(back),
-                                                 T.c.kind == "directory")).first() is not None:
-                upsert_entries(conn, [diskops.entry_row(back)])
-                refresh_ancestor_sizes(conn, path=back)
-            journal.done(conn, new)
-            journal.mark_undone(conn, op["id"], by=new)
-        return
+    if op["op"] == "trash":
+        return _untrash(engine, op, origin, st)
     if op["op"] == "copy":
         new = journal.begin(engine, origin, op="delete", src=here, dst=None, entry_id=None, size=st.st_size,
                             mtime=st.st_mtime, content_hash=op.get("content_hash"), undo_of=op["id"])
@@ -231,7 +228,7 @@ def _reverse(engine: Engine, op: dict[str, Any], origin: journal.Origin) -> None
             refresh_ancestor_sizes(conn, path=here)
             journal.done(conn, new)
             journal.mark_undone(conn, op["id"], by=new)
-        return
+        return {}
     made = diskops.make_parents(posixpath.dirname(back))
     new = journal.begin(engine, origin, op=op["op"], src=here, dst=back, entry_id=op.get("entry_id"),
                         size=st.st_size, mtime=st.st_mtime, content_hash=op.get("content_hash"), made=made,
@@ -253,3 +250,46 @@ def _reverse(engine: Engine, op: dict[str, Any], origin: journal.Origin) -> None
         refresh_ancestor_sizes(conn, path=back)
         journal.done(conn, new)
         journal.mark_undone(conn, op["id"], by=new)
+    return {}
+
+
+def _untrash(engine: Engine, op: dict[str, Any], origin: journal.Origin, st: os.stat_result) -> dict[str, Any]:
+    """Back from the trash, into the index where its folder is (a folder with what it holds), then, with the journal
+    settled in the same transaction, what was kept when it was trashed put back on its entries: ``restored`` counts,
+    ``note`` what could not be (a set deleted since, a folder not indexed)."""
+    here, back = op["dst"], op["src"]
+    new = journal.begin(engine, origin, op="restore", src=here, dst=back, kind=op["kind"], size=st.st_size,
+                        mtime=st.st_mtime, content_hash=op.get("content_hash"), undo_of=op["id"])
+    try:
+        trash.restore(here, to=back)
+    except (OSError, FileOperationError) as exc:
+        journal.failed(engine, new, str(exc))
+        raise
+    with engine.connect() as conn:
+        indexed = conn.execute(select(T.c.id).where(T.c.path == posixpath.dirname(back),
+                                                    T.c.kind == "directory")).first() is not None
+    folder = os.path.isdir(back) and not os.path.islink(back)
+    if indexed and folder:
+        index_tree(engine, back, scan_id=0)  # its rows in batches, folder sizes up to the root
+    with engine.begin() as conn:
+        if indexed and not folder:
+            upsert_entries(conn, [diskops.entry_row(back)])
+            refresh_ancestor_sizes(conn, path=back)
+        back_again = kept.restore(conn, operation_id=op["id"], path=back)
+        kept.forget(conn, [op["id"]])
+        journal.done(conn, new)
+        journal.mark_undone(conn, op["id"], by=new)
+    return {"restored": {"memberships": back_again["memberships"], "maps": back_again["maps"]},
+            **({"note": note} if (note := _not_restored(back_again)) else {})}
+
+
+def _not_restored(found: dict[str, Any]) -> str | None:
+    """What of a trashed file's kept memberships and maps did not come back, in words (None: all did)."""
+    parts = []
+    if found["setsGone"]:
+        parts.append("its memberships of set(s) deleted since were not restored: " + ", ".join(found["setsGone"]))
+    if found["notIndexed"]:
+        parts.append(f"{found['notIndexed']} membership(s) of files not in the index (their folder is not indexed) "
+                     "were not restored")
+    parts.extend(f"map {name} was not restored: {why}" for name, why in sorted(found["mapsSkipped"].items()))
+    return "; ".join(parts) or None

@@ -109,3 +109,16 @@ async def test_undo_puts_a_move_files_call_back_and_refuses_what_changed(client,
     assert [(o["op"], o["tool"], o["state"]) for o in history["operations"]] == [("move", "undo", "done")]
     with pytest.raises(ToolFailed, match="exactly one of operationId"):
         await call(client, "undo", {})
+
+
+async def test_undo_of_delete_files_puts_the_file_back_in_its_set(client, tree):
+    notes = str(tree / "Photos" / "notes.txt")
+    await call(client, "index", {"root": str(tree), "async": False})
+    await call(client, "resource-set-create", {"name": "kept-by-undo"})
+    await call(client, "resource-set-modify", {"name": "kept-by-undo", "operation": "add", "paths": [notes]})
+    deleted = await call(client, "delete-files", {"paths": [notes]})
+    assert (await call(client, "resource-set-get", {"name": "kept-by-undo"}))["entry_count"] == 0
+    done = await call(client, "undo", {"callId": deleted["callId"]})
+    assert (done["undone"], done["refused"]) == (1, 0), done
+    got = await call(client, "resource-set-get", {"name": "kept-by-undo", "include_entries": True})
+    assert [e["path"] for e in got["entries"]] == [notes]

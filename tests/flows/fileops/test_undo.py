@@ -12,6 +12,7 @@ from sqlalchemy import select
 from dsl.model import Plan
 from flows.core.roots import Roots
 from flows.fileops.undo import undo
+from flows.index.indexer import index_tree
 from flows.plans.service import PlanService
 from store import file_journal
 from store import sets as store_sets
@@ -116,6 +117,19 @@ def test_a_trash_plan_trashes_the_files_and_undo_brings_them_back_into_the_index
     assert done["undone"] == 2, done
     assert (tree / "Photos" / "notes.txt").exists() and not list(trashed.iterdir())
     assert str(tree / "Photos" / "notes.txt") in ids(engine)
+
+
+def test_undo_of_a_trash_plan_puts_the_files_back_in_their_sets(service, engine, tree):
+    txt = [str(tree / "Photos" / "notes.txt"), str(tree / "docs" / "deep" / "a" / "b" / "c.txt")]
+    index_tree(engine, str(tree), scan_id=1)
+    store_sets.create_set(engine, name="texts")
+    store_sets.modify_members(engine, name="texts", operation="add", paths=[*txt, str(tree / "docs" / "readme.md")])
+    row = execute(service, tree, {"type": "trash"}, "extension = .txt")
+    assert store_sets.describe_set(engine, name="texts")["entry_count"] == 1
+    done = undo(engine, service.roots, origin=file_journal.Origin.for_tool("undo"), execution_id=row["execution_id"])
+    assert done["undone"] == 2 and [r["restored"] for r in done["results"]] == [{"memberships": 1, "maps": 0}] * 2
+    entries = store_sets.describe_set(engine, name="texts", include_entries=True)["entries"]
+    assert sorted(e["path"] for e in entries) == sorted([*txt, str(tree / "docs" / "readme.md")])
 
 
 @pytest.mark.postgres
