@@ -22,7 +22,7 @@ from sqlalchemy.engine import Engine
 
 from flows.core.settings import current
 from flows.fileops import trash
-from store import file_journal
+from store import file_journal, kept
 from store.entries import iso
 from store.errors import AssayError, InvalidInput, NotFound
 
@@ -120,7 +120,8 @@ def _empty_one(engine: Engine, row: dict[str, Any], *, by: str, dry_run: bool) -
         return {**out, "status": "error", "error": str(exc)}
     note = f"emptied from the trash by {by}" if status == "purged" else f"gone from the trash when {by} looked"
     with engine.begin() as conn:
-        file_journal.mark_purged(conn, [row["id"]], note=note)
+        if file_journal.mark_purged(conn, [row["id"]], note=note):
+            kept.forget(conn, [row["id"]])  # what undo would have put back: no undo now
     return {**out, "status": status}
 
 

@@ -120,6 +120,9 @@ class UndoItem(BaseModel):
     to: str = Field(description="where undo puts it back (a copy: the copy is removed)")
     status: Literal["undone", "would_undo", "refused"]
     reason: str | None = Field(default=None, description="why it was refused (the file changed, its place is taken)")
+    restored: dict[str, int] | None = Field(
+        default=None, description="a trashed file or folder: what came back with it ({memberships, maps})")
+    note: str | None = Field(default=None, description="what could not come back (a set deleted since)")
 
 
 class UndoResponse(BaseModel):

@@ -120,5 +120,6 @@ async def test_undo_of_delete_files_puts_the_file_back_in_its_set(client, tree):
     assert (await call(client, "resource-set-get", {"name": "kept-by-undo"}))["entry_count"] == 0
     done = await call(client, "undo", {"callId": deleted["callId"]})
     assert (done["undone"], done["refused"]) == (1, 0), done
+    assert done["results"][0]["restored"] == {"memberships": 1, "maps": 0}  # the answer says what came back
     got = await call(client, "resource-set-get", {"name": "kept-by-undo", "include_entries": True})
     assert [e["path"] for e in got["entries"]] == [notes]

@@ -6,10 +6,15 @@ from __future__ import annotations
 import os
 import time
 
+from sqlalchemy import func, select
+
 from flows.fileops import emptying
+from flows.index.indexer import index_tree
 from flows.fileops.trashing import trash_one
-from store import file_journal
+from store import entries, file_journal, kept
+from store import sets as store_sets
 from store.file_journal import Origin
+from store.models.file_operations import KeptItem
 
 
 def trashed(engine, tree, *names: str) -> list[int]:
@@ -22,7 +27,14 @@ def trashed(engine, tree, *names: str) -> list[int]:
 def test_the_retention_empties_only_what_is_older_than_its_days(engine, tree, monkeypatch, tmp_path):
     monkeypatch.setenv("ASSAY_TRASH_HOME", str(tmp_path / "home-dir"))
     (tmp_path / "home-dir").mkdir()
+    index_tree(engine, str(tree), scan_id=1)
+    with engine.begin() as conn:
+        keep = store_sets.ensure_set(conn, name="keep")
+        readme = entries.get_entry(engine, path=str(tree / "docs" / "readme.md"))
+        store_sets.add_member_ids(conn, set_id=keep["id"], entry_ids=[readme["id"]])
     old, new = trashed(engine, tree, "docs/readme.md"), trashed(engine, tree, "Photos/notes.txt")
+    with engine.connect() as conn:
+        assert kept.counts(conn, old[0]) == {"memberships": 1, "maps": 0}
     [where] = [r["dst"] for r in file_journal.trashed(engine, ids=old)]
     assert emptying.purge_expired(engine, 30)["purgedCount"] == 0  # both trashed just now
     in_31_days = time.time() + 31 * emptying.DAY
@@ -35,6 +47,9 @@ def test_the_retention_empties_only_what_is_older_than_its_days(engine, tree, mo
     assert not os.path.lexists(where) and file_journal.get(engine, old[0])["state"] == "purged"
     assert "the retention (30 days)" in file_journal.get(engine, old[0])["error"]
     assert [r["id"] for r in file_journal.trashed(engine)] == new
+    with engine.connect() as conn:  # what its undo would have put back is dropped with it
+        assert conn.execute(select(func.count()).select_from(KeptItem.__table__)
+                            .where(KeptItem.__table__.c.operation_id == old[0])).scalar() == 0
 
 
 def test_what_a_trash_this_machine_cannot_see_holds_is_left_alone(engine, tree, monkeypatch, tmp_path):
