@@ -18,6 +18,7 @@ def start_background(engine: Engine) -> None:
 
 CAPABILITY = Capability(
     name="fileops",
+    needs=("index",),  # a folder back from the trash is indexed again with what it holds
     summary="rename, move and delete files on disk with the store kept in step; the outcomes move, copy, rename, "
             "trash; the trash listed and emptied",
     executors=(MoveExecutor(), CopyExecutor(), RenameExecutor(), TrashExecutor()),
