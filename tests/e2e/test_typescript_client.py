@@ -30,7 +30,8 @@ pytestmark = pytest.mark.e2e
 TS_DIR = REPO / "tests" / "e2e" / "ts"
 SDK_PACKAGE = TS_DIR / "node_modules" / "@modelcontextprotocol" / "sdk" / "package.json"
 INITIALIZE_VERSIONS = {"2025-11-25", "2025-06-18"}
-DSL = "plan tidy\nsource home index {root} into home\nrule jpgs when extension = .jpg\n  do selection_set jpgs\n"
+DSL = ("plan tidy\nsource home index {root} into home\nrule jpgs when extension = .jpg\n  do selection_set jpgs\n"
+       'rule pdfs when extension = .pdf\n  do copy "Copies/{{mtime:%Y}}/"\n')
 # what an argument error must not show an agent: pydantic's class and union-member names, Python's words for JSON's
 INTERNAL_WORDS = re.compile(r"instance of|PathOp|\.str\b|\.int\b|\.float\b|\.bool\b|dictionary|function-|"
                             r"validation error for|Arguments\b|model_type|pydantic|Traceback")
@@ -115,7 +116,8 @@ def good_calls(t: Path) -> list[dict]:
         ("rename-files", {"renames": [{"from": p("docs", "readme.md"), "to": p("docs", "README.md")}]}),
         ("move-files", {"moves": [{"from": p("Videos", "clip.mov"), "to": p("docs", "clip.mov")}]},
          {"save": "moved"}),
-        ("file-history", {"callId": "{{moved.callId}}"}), ("undo", {"callId": "{{moved.callId}}", "dryRun": True}),
+        ("file-history", {"path": p("Copies")}), ("file-history", {"callId": "{{moved.callId}}"}),
+        ("undo", {"callId": "{{moved.callId}}", "dryRun": True}),
         ("delete-files", {"paths": [p("docs", "deep", "a", "b", "c.txt")]}),
         ("trash-list", {"path": p("docs")}), ("trash-empty", {"all": True, "dryRun": True}),
     ]
@@ -480,3 +482,15 @@ def test_citations_resolve_virtually_and_into_files_through_the_typescript_clien
         if session["label"] == "http":
             assert session["fetchedCrop"] == {"status": 200, "type": "image/png", "head": b"\x89PNG".hex()}
         assert all(a["source_hash"].startswith("xxh128:") for a in answers)
+
+
+def test_a_plans_copy_outcome_is_in_the_journal_through_the_typescript_client(report):
+    seen = []
+    for session, step in steps_of(report, "call", "good"):
+        if step["tool"] == "file-history" and step["args"].get("path", "").endswith("/Copies"):
+            ops = step["structuredContent"]["operations"]
+            assert {(o["op"], o["origin"], o["state"]) for o in ops} == {("copy", "plan", "done")}, ops
+            assert sorted(o["from"].rsplit("/", 1)[1] for o in ops) == ["manual.pdf", "report_2024.pdf"]
+            assert all(o["contentHash"].startswith("xxh128:") for o in ops)
+            seen.append(session["label"])
+    assert seen == ["stdio", "http"]
