@@ -73,12 +73,10 @@ def remove(path: str) -> None:
         os.unlink(path)
 
 
-def copy_then_remove(src: str, dst: str) -> str | None:
-    """Move across filesystems: copy to a hidden name beside ``dst``, rename it into place, then remove ``src``.
-
-    The source is removed only once its complete copy is in place. Returns None, or a warning when the copy is in place
-    but part of the source could not be removed.
-    """
+def copy_verified(src: str, dst: str) -> None:
+    """A copy of ``src`` (a file, link or tree) at ``dst``: written under a hidden name beside it, checked against
+    the source (sizes and content hashes, :func:`_differs`), then renamed into place, never replacing anything.
+    Raises, leaving no partial copy, when the copy fails, differs, or ``dst`` appeared meanwhile (Conflict)."""
     tmp = posixpath.join(posixpath.dirname(dst), f".{posixpath.basename(dst)}.assay-partial-{uuid.uuid4().hex[:8]}")
     try:
         if os.path.islink(src):
@@ -102,8 +100,17 @@ def copy_then_remove(src: str, dst: str) -> str | None:
     except OSError as exc:
         remove(tmp)
         if isinstance(exc, FileExistsError):
-            raise Conflict(f"{dst} appeared while {src} was being copied; nothing was moved", field="to") from None
+            raise Conflict(f"{dst} appeared while {src} was being copied; nothing was changed", field="to") from None
         raise
+
+
+def copy_then_remove(src: str, dst: str) -> str | None:
+    """Move across filesystems: a checked copy in place (:func:`copy_verified`), then ``src`` removed.
+
+    The source is removed only once its complete copy is in place. Returns None, or a warning when the copy is in place
+    but part of the source could not be removed.
+    """
+    copy_verified(src, dst)
     try:
         remove(src)
     except OSError as exc:

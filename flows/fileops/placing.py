@@ -23,9 +23,7 @@ import errno
 import logging
 import os
 import posixpath
-import shutil
 import stat
-import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -40,7 +38,7 @@ from flows.fileops.trashing import trash_one
 from flows.media.hashing import hash_file
 from store import file_journal as journal
 from store.entries import T, move_files, refresh_folder_sizes, upsert_entries
-from store.errors import AssayError, FileOperationError
+from store.errors import AssayError
 
 log = logging.getLogger(__name__)
 
@@ -61,19 +59,6 @@ def content_hash(path: str, st: os.stat_result, known: tuple[str | None, int, fl
     return hash_file(path)
 
 
-def _copy_into_place(src: str, dst: str) -> None:
-    """A copy of ``src`` written beside ``dst`` and renamed into place (never replacing); checked before it counts."""
-    tmp = posixpath.join(posixpath.dirname(dst), f".{posixpath.basename(dst)}.assay-partial-{uuid.uuid4().hex[:8]}")
-    try:
-        shutil.copy2(src, tmp)
-        if os.stat(src).st_size != os.stat(tmp).st_size:
-            raise FileOperationError(f"the copy of {src} is incomplete", field="to")
-        diskops.rename_noreplace(tmp, dst)
-    finally:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
-
-
 def _change_disk(item: _Item, set_aside: Callable[[str], object]) -> None:
     p = item.planned
     assert p.dst is not None
@@ -81,7 +66,7 @@ def _change_disk(item: _Item, set_aside: Callable[[str], object]) -> None:
     if p.resolution == "overwrite" and os.path.lexists(p.dst):
         set_aside(p.dst)
     if item.op == "copy":
-        _copy_into_place(p.src, p.dst)
+        diskops.copy_verified(p.src, p.dst)  # size and content hash checked before it counts
         return
     try:
         diskops.rename_noreplace(p.src, p.dst)
@@ -137,15 +122,16 @@ def place(engine: Engine, planned: Sequence[destinations.Planned], *, origin: jo
                 f"{item.op} {item.planned.src} -> {item.planned.dst}: {diskops.reason(exc)}")
             journal.failed(engine, item.op_id, item.error)
             result.errors.append((item.planned.entry_id, item.error))
-    placed = _follow(engine, done)
+    placed = _follow(engine, done, made=[d for item in ready for d in item.made])
     result.applied = len(placed)
     return result, placed
 
 
-def _follow(engine: Engine, done: list[_Item]) -> list[dict[str, Any]]:
+def _follow(engine: Engine, done: list[_Item], *, made: list[str]) -> list[dict[str, Any]]:
     """The store after the disk, in one transaction: entries moved (ids kept) or added (copies), folders made
-    indexed where their parent is, sizes recomputed, the journal's rows crossed out."""
-    if not done:
+    indexed where their parent is (those of a file that then failed too, while they are there: a later file may
+    have landed in one), sizes recomputed, the journal's rows crossed out."""
+    if not done and not made:
         return []
     touched: set[str] = set()
     with engine.begin() as conn:
@@ -157,11 +143,11 @@ def _follow(engine: Engine, done: list[_Item]) -> list[dict[str, Any]]:
                     T.c.path == folder, T.c.kind == "directory")).first() is not None
             return indexed_dirs[folder]
 
-        for item in done:
-            for d in item.made:
-                if indexed(posixpath.dirname(d)):
-                    upsert_entries(conn, [diskops.entry_row(d)])
-                    indexed_dirs[d] = True
+        for d in made:
+            if os.path.isdir(d) and indexed(posixpath.dirname(d)):
+                upsert_entries(conn, [diskops.entry_row(d)])
+                indexed_dirs[d] = True
+                touched.add(d)
         moves: list[tuple[str, str]] = []
         for item in done:
             p = item.planned
