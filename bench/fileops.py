@@ -235,6 +235,8 @@ def profiled(fig: dict[str, Any], step: str, on: bool) -> Iterator[None]:
             text = out.getvalue().split("\n\n", 1)[-1].strip().replace(f"{REPO}/.venv/lib/", "")
             listings.append(text.replace(f"{REPO}/", ""))
         fig.setdefault("profile", {})[step] = listings
+        if os.environ.get("ASSAY_BENCH_CALLERS"):  # who calls a function (a pstats restriction): for digging
+            pstats.Stats(profiler).sort_stats("tottime").print_callers(os.environ["ASSAY_BENCH_CALLERS"])
 
 
 def run_assay(url: str, home: Path, expected: dict[str, str], *, profile: bool = False) -> dict[str, Any]:
