@@ -121,6 +121,13 @@ def copying(engine: Engine, op_id: int) -> None:
         conn.execute(update(F).where(F.c.id == op_id).values(state="copying"))
 
 
+def retarget(engine: Engine, op_id: int, dst: str) -> None:
+    """Operation ``op_id``, still in flight, goes to ``dst`` instead (its planned place was taken meanwhile):
+    committed before the disk changes, as its intent was."""
+    with engine.begin() as conn:
+        conn.execute(update(F).where(F.c.id == op_id, F.c.state.in_(IN_FLIGHT)).values(dst=dst))
+
+
 def finish(conn: Connection, op_id: int, *, state: Literal["done", "failed"], error: str | None = None,
            dst: str | None = None) -> None:
     """Settle operation ``op_id`` in the caller's transaction: ``done`` (with the destination it ended at, when that

@@ -24,7 +24,7 @@ import logging
 import os
 import posixpath
 import stat
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 from sqlalchemy.engine import Engine
@@ -38,7 +38,7 @@ from flows.fileops.trashing import trash_one
 from flows.media.hashing import hash_file
 from store import file_journal as journal
 from store.entries import T, move_files, refresh_folder_sizes, upsert_entries
-from store.errors import AssayError
+from store.errors import AssayError, Conflict
 
 log = logging.getLogger(__name__)
 
@@ -76,12 +76,43 @@ def _change_disk(item: _Item, set_aside: Callable[[str], object]) -> None:
         diskops.copy_then_remove(p.src, p.dst)
 
 
+class _Skipped(Exception):
+    """The destination was taken after the plan was made, and the conflict mode says skip."""
+
+
+RACE_RETRIES = 5  # fresh names a rename_new tries when each is taken between its choice and the rename
+
+
+def _place_one(engine: Engine, item: _Item, *, origin: journal.Origin, conflict: str) -> None:
+    """Change the disk for one planned file. Its destination taken since it was planned (another program wrote
+    there) is settled by the conflict mode as at planning: ``rename_new`` takes the next free name (written to the
+    journal first, so a crash leaves the journal naming where the file may be), ``skip`` leaves the file, ``fail``
+    and ``overwrite`` (which never replaces what it did not see) make it the file's error."""
+    for attempt in range(RACE_RETRIES + 1):
+        try:
+            _change_disk(item, lambda path: trash_one(engine, origin, path))
+            return
+        except (FileExistsError, Conflict) as exc:
+            p = item.planned
+            assert p.dst is not None
+            if conflict == "skip":
+                raise _Skipped(f"{p.dst} appeared after the plan was made; {p.src} was left where it is "
+                               "(conflict: skip)") from None
+            if conflict != "rename_new" or attempt == RACE_RETRIES:
+                raise exc
+            new = destinations.free_name(p.dst, os.path.lexists)
+            journal.retarget(engine, item.op_id, new)
+            item.planned = replace(p, dst=new, conflict="exists", resolution="rename_new")
+
+
 def place(engine: Engine, planned: Sequence[destinations.Planned], *, origin: journal.Origin,
-          known: dict[int, tuple[str | None, int, float]] | None = None) -> tuple[BatchResult, list[dict[str, Any]]]:
+          known: dict[int, tuple[str | None, int, float]] | None = None,
+          conflict: str = "fail") -> tuple[BatchResult, list[dict[str, Any]]]:
     """Do what ``planned`` says (move / copy / rename; skip and unchanged count as unchanged, error as the file's
     error); returns the batch's result and each placed file's (entry id, from, to). ``known``: entry id -> the
     store's (hash, size, mtime), so unchanged files are not read again for the journal's hash. A file an
-    ``overwrite`` replaces goes to the trash first (``flows.fileops.trashing``)."""
+    ``overwrite`` replaces goes to the trash first (``flows.fileops.trashing``). ``conflict``: the outcome's mode,
+    for a destination taken after planning (:func:`_place_one`)."""
     result = BatchResult()
     items: list[_Item] = []
     for p in planned:
@@ -114,8 +145,11 @@ def place(engine: Engine, planned: Sequence[destinations.Planned], *, origin: jo
     done: list[_Item] = []
     for item in ready:
         try:
-            _change_disk(item, lambda path: trash_one(engine, origin, path))
+            _place_one(engine, item, origin=origin, conflict=conflict)
             done.append(item)
+        except _Skipped as exc:
+            journal.failed(engine, item.op_id, str(exc))
+            result.unchanged += 1
         except (OSError, AssayError) as exc:
             item.error = (f"{item.planned.dst} appeared meanwhile; nothing was changed" if isinstance(
                 exc, FileExistsError) else str(exc) if isinstance(exc, AssayError) else
@@ -185,7 +219,8 @@ class FileOutcomeExecutor(OutsideTransactionExecutor):
         origin = journal.Origin.for_execution(ctx.execution_id) if ctx.execution_id is not None \
             else journal.Origin.for_tool(f"{outcome.type} outcome")
         known = {int(r["id"]): (r["hash"], int(r["size"]), float(r["mtime"])) for r in rows}
-        result, placed = place(engine, planned, origin=origin, known=known)
+        result, placed = place(engine, planned, origin=origin, known=known,
+                               conflict=getattr(outcome, "conflict", "fail"))  # move, copy, rename: each has one
         for item in placed:
             if ctx.on_item is not None:
                 ctx.on_item(item["to"])

@@ -14,9 +14,12 @@ from sqlalchemy import select
 
 from dsl.model import Plan
 from flows.core.roots import Roots
+from flows.fileops.destinations import Planned
+from flows.fileops.placing import place
+from flows.index.indexer import index_tree
 from flows.plans.preview import preview_plan
 from flows.plans.service import PlanService
-from store import file_journal
+from store import entries, file_journal
 from store import sets as store_sets
 from store.entries import T
 from tests.flows.index.checks import assert_store_consistent
@@ -106,3 +109,27 @@ def test_a_template_field_a_file_lacks_is_that_files_error(service, engine, tree
     samples = [s for r in row["summary"]["rules"].values() for o in r["outcomes"] for s in o["error_samples"]]
     assert samples and all("exif.Model" in s for s in samples)
     assert (tree / "docs" / "readme.md").exists()
+
+
+@pytest.mark.parametrize("mode", ["rename_new", "skip", "fail"])
+def test_a_destination_taken_after_planning_is_settled_by_the_conflict_mode(engine, tree, mode):
+    index_tree(engine, str(tree), scan_id=1)
+    notes = tree / "Photos" / "notes.txt"
+    entry = entries.get_entry(engine, path=str(notes))
+    planned = [Planned(int(entry["id"]), str(notes), "move", dst=str(tree / "docs" / "notes.txt"))]
+    (tree / "docs" / "notes.txt").write_text("another program wrote here after the plan was made")
+    (tree / "docs" / "notes (2).txt").write_text("and here")
+    origin = file_journal.Origin.for_tool("move outcome")
+    result, placed = place(engine, planned, origin=origin, conflict=mode)
+    [op] = file_journal.of_call(engine, origin.call_id)
+    if mode == "rename_new":  # the next free name, written to the journal before the rename
+        assert result.applied == 1 and placed[0]["to"] == str(tree / "docs" / "notes (3).txt")
+        assert (op["state"], op["dst"]) == ("done", placed[0]["to"]) and not notes.exists()
+        assert entries.get_entry(engine, path=placed[0]["to"])["id"] == entry["id"]
+    elif mode == "skip":
+        assert (result.applied, result.unchanged, result.errors) == (0, 1, []) and notes.exists()
+        assert op["state"] == "failed" and "conflict: skip" in op["error"]
+    else:
+        assert result.applied == 0 and "appeared meanwhile" in result.errors[0][1] and notes.exists()
+    assert (tree / "docs" / "notes.txt").read_text().startswith("another program")
+    assert_store_consistent(engine, str(tree))
