@@ -24,17 +24,14 @@ from __future__ import annotations
 
 import itertools
 import os
-import shutil
 import stat
 import time
-import uuid
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
 from urllib.parse import quote, unquote_to_bytes
 
-from flows.fileops.disk import make_parents, reason, remove, rename_noreplace, rmtree
-from flows.media.hashing import hash_file
+from flows.fileops.disk import copy_verified, make_parents, reason, remove, rename_noreplace, rmtree
 from store.errors import FileOperationError, InvalidInput, NotFound
 
 HEADER = "[Trash Info]"
@@ -220,19 +217,6 @@ def expired(trash: str, *, older_than_days: float, now: float | None = None) -> 
     return [t for t in entries(trash) if t.deleted_at < cutoff]
 
 
-def is_trash_path(path: str) -> bool:
-    """True inside the files/ or info/ of any trash: ``Trash``, ``.Trash-*``, ``.Trash/*`` or assay's own ``trash``
-    (the indexer skips these)."""
-    parts = os.path.normpath(os.path.abspath(path)).split(os.sep)
-    for i in range(1, len(parts) - 1):
-        if parts[i + 1] not in ("files", "info"):
-            continue
-        name = parts[i]
-        if name in ("Trash", "trash") or (name.startswith(".Trash-") and len(name) > 7) or parts[i - 1] == ".Trash":
-            return True
-    return False
-
-
 # choosing and making a trash
 
 
@@ -396,31 +380,10 @@ def _load(ref: Trashed | str, *, need_file: bool) -> Trashed:
 
 
 def _copy_verified_then_remove(src: str, dst: str) -> list[str]:
-    """Move across filesystems: copy beside ``dst``, check sizes and content hashes, rename into place, then remove
-    ``src``. Raises (nothing changed) when the copy fails or differs, or a file's source cannot be removed; returns
-    "path: reason" for what of a directory's source could not be removed (its complete copy is in place)."""
-    tmp = os.path.join(os.path.dirname(dst), f".{os.path.basename(dst)}.assay-partial-{uuid.uuid4().hex[:8]}")
-    try:
-        if os.path.islink(src):
-            os.symlink(os.readlink(src), tmp)
-        elif os.path.isdir(src):
-            shutil.copytree(src, tmp, symlinks=True)
-        else:
-            shutil.copy2(src, tmp)
-        differs = _differs(src, tmp)
-    except OSError as exc:
-        _quietly(remove, tmp)
-        raise FileOperationError(f"copying {src} to {dst} failed ({reason(exc)}); the source is untouched",
-                                 field="path") from None
-    if differs is not None:
-        _quietly(remove, tmp)
-        raise FileOperationError(f"the copy of {differs} did not match it (size or content hash); the source is "
-                                 "untouched", field="path")
-    try:
-        rename_noreplace(tmp, dst)
-    except OSError:
-        _quietly(remove, tmp)
-        raise
+    """Move across filesystems: a copy checked by size and content hash in place (``disk.copy_verified``), then
+    ``src`` removed. Raises (nothing changed) when the copy fails or differs, or a file's source cannot be removed;
+    returns "path: reason" for what of a directory's source could not be removed (its complete copy is in place)."""
+    copy_verified(src, dst)
     if os.path.isdir(src) and not os.path.islink(src):
         return rmtree(src)
     try:
@@ -430,27 +393,6 @@ def _copy_verified_then_remove(src: str, dst: str) -> list[str]:
         raise FileOperationError(f"{src} could not be removed after its copy ({reason(exc)}); it is where it was",
                                  field="path") from None
     return []
-
-
-def _differs(src: str, dst: str) -> str | None:
-    """The first path under ``src`` whose copy under ``dst`` differs (type, size, content hash, link target)."""
-    s, d = os.lstat(src), os.lstat(dst)
-    if stat.S_IFMT(s.st_mode) != stat.S_IFMT(d.st_mode):
-        return src
-    if stat.S_ISLNK(s.st_mode):
-        return None if os.readlink(src) == os.readlink(dst) else src
-    if stat.S_ISDIR(s.st_mode):
-        names = sorted(os.listdir(src))
-        if names != sorted(os.listdir(dst)):
-            return src
-        for name in names:
-            found = _differs(os.path.join(src, name), os.path.join(dst, name))
-            if found is not None:
-                return found
-        return None
-    if stat.S_ISREG(s.st_mode) and (s.st_size != d.st_size or hash_file(src) != hash_file(dst)):
-        return src
-    return None
 
 
 def _measure_and_unlock(path: str) -> int:
