@@ -4,11 +4,14 @@ are finished or rolled back, by what the disk shows.
 A move, rename, restore or trash (``src`` -> ``dst``):
 
 - the source is gone and the target is there: the disk moved, so the store follows (a moved subtree's entries keep
-  their ids, hence their set memberships; a trashed one's leave the store), as the call would have done next;
+  their ids, hence their set memberships; a trashed one's leave the store), as the call would have done next, with
+  the folders above the target that the store lacks (made for it, or for another file of a plan's batch: a batch's
+  intents are written before its folders are made, so the journal does not name them all);
 - both are there and the item was a copy across filesystems: the copy was renamed into place whole, and the removal
   of the source was cut short; the rest of the source is removed, then the store follows;
 - the source is there and the target is not: the disk did not change; a partial copy beside the target and the
-  folders made for it (when empty) are removed, and the store is left as it is;
+  folders the journal says were made for it (when empty) are removed; folders above the target still there that the
+  store lacks are indexed (the store follows the disk; what is not known to be ours is not removed);
 - anything else (neither is there; both without a copy): something else changed the disk since; nothing is
   touched, and the next index of the folders brings the store in step.
 
@@ -36,6 +39,7 @@ from flows.fileops.operations import resync_subtree, sync_copy, sync_delete, syn
 from flows.media.hashing import hash_file
 from store import file_journal
 from store import jobs as store_jobs
+from store.entries import T, upsert_entries
 from store.models import PlanExecution
 
 log = logging.getLogger(__name__)
@@ -87,7 +91,7 @@ def _finish(op_id: int, state: Literal["done", "failed"], message: str):
 def settle(engine: Engine, row: dict[str, Any]) -> str:
     """Finish or roll back one operation in flight (a row of store.file_journal) by what the disk shows; what was
     done. Also for a plan's executor that takes over the batch of a worker that died."""
-    op, src, dst, made = row["op"], row["src"], row["dst"], list(row["made"])
+    op, src, dst = row["op"], row["src"], row["dst"]
     if op == "delete" or dst is None:
         return _settle_delete(engine, row)
     at_src, at_dst = os.path.lexists(src), os.path.lexists(dst)
@@ -95,7 +99,8 @@ def settle(engine: Engine, row: dict[str, Any]) -> str:
     if op == "copy":
         if at_dst and _is_the_copy(row):
             message = f"{what}: the copy was in place; the store follows"
-            sync_copy(engine, dst=dst, created=made, settle=_finish(row["id"], "done", message))
+            sync_copy(engine, dst=dst, created=_unindexed_folders(engine, dst),
+                      settle=_finish(row["id"], "done", message))
             return message
         if not at_dst:
             return _roll_back(engine, row, f"{what}: the copy was not made; nothing was copied")
@@ -126,7 +131,29 @@ def _follow(engine: Engine, row: dict[str, Any], message: str) -> None:
     if row["op"] == "trash":
         sync_delete(engine, path=row["src"], settle=settle_it)
     else:
-        sync_move(engine, src=row["src"], dst=row["dst"], created=list(row["made"]), settle=settle_it)
+        sync_move(engine, src=row["src"], dst=row["dst"], created=_unindexed_folders(engine, row["dst"]),
+                  settle=settle_it)
+
+
+def _unindexed_folders(engine: Engine, path: str) -> list[str]:
+    """The folders above ``path`` on disk but not in the store, outermost first, up to the nearest one the store has
+    (none when no folder above it is indexed): those the cut call made for it, to be indexed with it. The journal's
+    ``made`` does not name them all: a plan writes a batch's intents before it makes a folder, and a folder one file
+    of the batch made holds others too."""
+    chain: list[str] = []
+    folder = posixpath.dirname(path)
+    with engine.connect() as conn:
+        while folder not in ("/", "") and not _stored_dir(conn, folder):
+            if not os.path.isdir(folder) or os.path.islink(folder):
+                return []
+            chain.append(folder)
+            folder = posixpath.dirname(folder)
+    return [] if folder in ("/", "") else chain[::-1]
+
+
+def _stored_dir(conn: Connection, path: str) -> bool:
+    return conn.execute(select(T.c.id).where(T.c.path == path, T.c.kind == "directory")).first() is not None
+
 
 
 def _roll_back(engine: Engine, row: dict[str, Any], message: str) -> str:
@@ -140,7 +167,10 @@ def _roll_back(engine: Engine, row: dict[str, Any], message: str) -> str:
             os.rmdir(folder)
         except OSError:
             break  # not empty (or gone): what is in it is not ours
-    file_journal.failed(engine, row["id"], message)
+    folders = _unindexed_folders(engine, dst)  # made for it (or for a file of its batch) and left: indexed
+    with engine.begin() as conn:
+        upsert_entries(conn, [diskops.entry_row(folder) for folder in folders])
+        file_journal.finish(conn, row["id"], state="failed", error=message)
     return message
 
 

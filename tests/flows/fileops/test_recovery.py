@@ -198,3 +198,29 @@ def test_an_operation_of_a_plan_run_still_alive_is_left_to_it(engine, roots, ind
     assert recover_moves(engine) == [] and state(engine, op_id)[0] == "intent"  # a pool's worker holds the run
     jobs.finish_job(engine, job_id=run, status="failed")  # the worker died and its run was given up
     assert "nothing was moved" in recover_moves(engine)[0] and state(engine, op_id)[0] == "failed"
+
+
+def test_a_plan_batch_cut_short_has_the_folders_its_files_are_in_indexed_though_its_rows_name_none(engine, roots,
+                                                                                                 indexed):
+    """A plan writes a whole batch's intents before it makes any folder (flows/fileops/placing.py), so no row names
+    the dated folders the batch made: the files moved into them, and a folder made for a file whose rename never
+    came, are in the store after the recovery, as on disk (without them the moved entries were orphans)."""
+    sorted_ = indexed / "sorted"
+    moves = {indexed / "docs" / "readme.md": sorted_ / "2020-01" / "readme.md",
+             indexed / "Photos" / "notes.txt": sorted_ / "2020-01" / "notes.txt",
+             indexed / "Photos" / "photo.jpg": sorted_ / "2020-02" / "photo.jpg"}
+    ids = file_journal.begin_many(engine, Origin.for_tool("move outcome"), [
+        {"op": "move", "src": str(src), "dst": str(dst), **before(engine, str(src)).columns()}
+        for src, dst in moves.items()])
+    entry = {src: row(engine, src)["id"] for src in moves}
+    for src, dst in moves.items():  # the batch's folders made, two of its files renamed, then the process died
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if dst.parent.name == "2020-01":
+            src.rename(dst)
+    messages = recover_moves(engine)
+    assert [state(engine, op_id)[0] for op_id in ids] == ["done", "done", "failed"], messages
+    for src, dst in moves.items():
+        placed = dst if dst.parent.name == "2020-01" else src
+        assert row(engine, placed)["id"] == entry[src]
+    assert {row(engine, d)["kind"] for d in (sorted_, sorted_ / "2020-01", sorted_ / "2020-02")} == {"directory"}
+    assert_store_consistent(engine, str(indexed))
