@@ -34,12 +34,15 @@ from typing import Any, Literal
 from sqlalchemy import select
 from sqlalchemy.engine import Connection, Engine
 
+from flows.core.settings import current
 from flows.fileops import disk as diskops
+from flows.fileops import trash as trashes
 from flows.fileops.operations import resync_subtree, sync_copy, sync_delete, sync_move
+from flows.fileops.trashing import home as trash_home
 from flows.media.hashing import hash_file
-from store import file_journal
+from store import file_journal, kept
 from store import jobs as store_jobs
-from store.entries import T, upsert_entries
+from store.entries import T, move_files, refresh_folder_sizes, upsert_entries
 from store.models import PlanExecution
 
 log = logging.getLogger(__name__)
@@ -52,16 +55,20 @@ def recover_moves(engine: Engine) -> list[str]:
     """Settle every operation a dead process left in flight; returns what was done with each."""
     began = time.time()
     live: dict[int, bool] = {}
-    done = []
+    rows = []
     for row in file_journal.in_flight(engine):
         execution = row["execution_id"]
         if row["created_at"] > began:
             continue  # a call of this process, made after the recovery started
         if execution is not None and live.setdefault(execution, _run_alive(engine, execution)):
             continue
-        message = settle(engine, row)
-        log.warning("file operation %d: %s", row["id"], message)
-        done.append(message)
+        rows.append(row)
+    done = []
+    for start in range(0, len(rows), BATCH):
+        done.extend(settle_many(engine, rows[start:start + BATCH]))
+    if done:
+        log.warning("%d file operation(s) a stopped process left in flight were settled (file-history shows what "
+                    "was found for each, in its error)", len(done))
     return done
 
 
@@ -81,17 +88,69 @@ def _run_alive(engine: Engine, execution_id: int) -> bool:
     return status in store_jobs.ACTIVE
 
 
-def _finish(op_id: int, state: Literal["done", "failed"], message: str):
+def _finish(op_id: int, state: Literal["done", "failed"], message: str, dst: str | None = None):
     def settle(conn: Connection) -> None:
-        file_journal.finish(conn, op_id, state=state, error=message)
+        file_journal.finish(conn, op_id, state=state, error=message, dst=dst)
 
     return settle
+
+
+BATCH = 500  # the files whose move the disk had made, settled in one transaction (a plan's batch is this size)
+
+
+def settle_many(engine: Engine, rows: list[dict[str, Any]]) -> list[str]:
+    """:func:`settle` each of ``rows``; what was done with each, in their order. The files whose move or rename the
+    disk had made (what a plan's batch cut short leaves, up to 500 of them) are settled together, in one
+    transaction (``_follow_files``), the others one by one."""
+    moved = [row for row in rows if _disk_moved_file(row)]
+    messages = _follow_files(engine, moved)
+    out = []
+    for row in rows:
+        message = messages.get(row["id"]) or settle(engine, row)
+        log.info("file operation %d: %s", row["id"], message)
+        out.append(message)
+    return out
+
+
+def _disk_moved_file(row: dict[str, Any]) -> bool:
+    """A file moved or renamed whose source is gone and whose target is there: the disk moved it."""
+    dst = row["dst"]
+    return (row["op"] in ("move", "rename") and row["kind"] == "file" and dst is not None
+            and os.path.isfile(dst) and not os.path.islink(dst) and not os.path.lexists(row["src"]))
+
+
+def _follow_files(engine: Engine, rows: list[dict[str, Any]]) -> dict[int, str]:
+    """The store follows files the disk moved, in one transaction: the folders on their way it lacks stored,
+    entries moved with their ids (a file the store did not have gets an entry where its folder is stored), folder
+    sizes recomputed once each, each row done with what was found; operation id -> that message."""
+    if not rows:
+        return {}
+    folders: dict[str, None] = {}
+    for parent in dict.fromkeys(posixpath.dirname(row["dst"]) for row in rows):
+        folders.update(dict.fromkeys(_unindexed_folders(engine, posixpath.join(parent, "-"))))
+    messages = {row["id"]: f"interrupted {row['op']} {row['src']} -> {row['dst']}: the disk had moved; the store "
+                           "follows" for row in rows}
+    srcs = [row["src"] for row in rows]
+    with engine.begin() as conn:
+        for folder in sorted(folders, key=lambda d: d.count("/")):  # outermost first: its parent is stored
+            upsert_entries(conn, [diskops.entry_row(folder)])
+        stored = set(conn.execute(select(T.c.path).where(T.c.path.in_(srcs), T.c.kind != "directory")).scalars())
+        move_files(conn, [(row["src"], row["dst"]) for row in rows if row["src"] in stored])
+        unknown = [row["dst"] for row in rows
+                   if row["src"] not in stored and _stored_dir(conn, posixpath.dirname(row["dst"]))]
+        upsert_entries(conn, [diskops.entry_row(dst) for dst in unknown])
+        for row in rows:
+            file_journal.finish(conn, row["id"], state="done", error=messages[row["id"]])
+        refresh_folder_sizes(conn, [*srcs, *(row["dst"] for row in rows), *folders])
+    return messages
 
 
 def settle(engine: Engine, row: dict[str, Any]) -> str:
     """Finish or roll back one operation in flight (a row of store.file_journal) by what the disk shows; what was
     done. Also for a plan's executor that takes over the batch of a worker that died."""
     op, src, dst = row["op"], row["src"], row["dst"]
+    if op == "trash" and dst is None:
+        return _settle_trash(engine, row)
     if op == "delete" or dst is None:
         return _settle_delete(engine, row)
     at_src, at_dst = os.path.lexists(src), os.path.lexists(dst)
@@ -155,7 +214,6 @@ def _stored_dir(conn: Connection, path: str) -> bool:
     return conn.execute(select(T.c.id).where(T.c.path == path, T.c.kind == "directory")).first() is not None
 
 
-
 def _roll_back(engine: Engine, row: dict[str, Any], message: str) -> str:
     """The disk did not change: a partial copy beside the target and the (empty) folders made for it go."""
     dst = row["dst"]
@@ -205,6 +263,57 @@ def _settle_delete(engine: Engine, row: dict[str, Any]) -> str:
         message = f"interrupted delete of {src}: it was not deleted"
     file_journal.failed(engine, row["id"], message)
     return message
+
+
+def _settle_trash(engine: Engine, row: dict[str, Any]) -> str:
+    """A trash cut short before where the file went was written down: the source gone, its trash is searched for it
+    (:func:`in_the_trash`), so the row names where it is and undo can bring it back; still there, it was not
+    trashed (as a delete that did not happen; what was kept for its undo goes)."""
+    src = row["src"]
+    if os.path.lexists(src):
+        message = _settle_delete(engine, row).replace("delete", "trash", 1)
+        if not (os.path.isdir(src) and not os.path.islink(src)):
+            with engine.begin() as conn:
+                kept.forget(conn, [row["id"]])
+        return message
+    found = in_the_trash(engine, row)
+    if found is None:
+        message = (f"interrupted trash of {src}: it is gone, but not found in its trash; the store follows (undo "
+                   "cannot bring it back: restore it from the trash by hand if it is there)")
+        sync_delete(engine, path=src, settle=_finish(row["id"], "done", message))
+        return message
+    message = f"interrupted trash of {src}: it is in the trash as {found.path}; the store follows (undo restores it)"
+    sync_delete(engine, path=src, settle=_finish(row["id"], "done", message, dst=found.path))
+    return message
+
+
+def in_the_trash(engine: Engine, row: dict[str, Any]) -> trashes.Trashed | None:
+    """Where the trash operation ``row`` put its file, from the info files of the trash its path goes to (and of
+    assay's own): the first entry, from when the operation was written down on, of that original path, not the
+    destination of another operation, with the content hash written down (a file's)."""
+    src = row["src"]
+    real = os.path.join(os.path.realpath(os.path.dirname(src)), os.path.basename(src))
+    data_dir = str(current().data_dir)
+    places = [trashes.trash_for(src, home=trash_home(), data_dir=data_dir), trashes.own_trash(data_dir)]
+    since = int(row["created_at"]) - 1  # an info file records whole seconds
+    candidates = [t for place in dict.fromkeys(places) for t in trashes.entries(place)
+                  if t.original in (real, src) and t.deleted_at >= since]
+    for t in sorted(candidates, key=lambda t: (t.deleted_at, t.path)):
+        with engine.connect() as conn:
+            if conn.execute(select(file_journal.F.c.id).where(file_journal.F.c.dst == t.path,
+                                                              file_journal.F.c.id != row["id"])).first():
+                continue  # another trashing's
+        if row["kind"] == "file" and row["content_hash"] and not _same(t.path, row["content_hash"]):
+            continue
+        return t
+    return None
+
+
+def _same(path: str, content_hash: str) -> bool:
+    try:
+        return os.path.isfile(path) and hash_file(path) == content_hash
+    except OSError:
+        return False
 
 
 def _unlink(path: str) -> list[str]:
