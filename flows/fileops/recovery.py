@@ -17,9 +17,15 @@ A move, rename, restore or trash (``src`` -> ``dst``):
 
 A copy: its target there with the size and content hash written down is done (the store gets its row); not there,
 its partial copy and folders are removed. A delete: the path gone is done (its rows go); still there, it was not
-deleted, or in part (a folder's rows of what is gone go). What was done is the operation's ``error`` (a note on a
-done one) and logged. An operation of a plan execution whose run is still alive (a work pool's worker runs it) is
-not touched, nor one written after the recovery began.
+deleted, or in part (a folder's rows of what is gone go). A trash cut short before where the file went was written
+down: the path gone, the trash of its volume (and assay's own) is searched by its info files for it (its original
+path, deleted since the operation was written down, the content hash written down, no other operation's), and the
+row gets that destination, so undo can restore it; still there, it was not trashed (what was kept for its undo goes).
+
+What was done is the operation's ``error`` (a note on a done one), logged, and counted in one warning. The files a
+plan's batch had moved (up to 500) are settled in one transaction; the rest one by one. An operation of a plan
+execution whose run is still alive (a work pool's worker runs it) is not touched, nor one written after the
+recovery began.
 """
 
 from __future__ import annotations
@@ -249,18 +255,18 @@ def _is_the_copy(row: dict[str, Any]) -> bool:
         return False
 
 
-def _settle_delete(engine: Engine, row: dict[str, Any]) -> str:
-    src = row["src"]
+def _settle_delete(engine: Engine, row: dict[str, Any], verb: str = "delete") -> str:
+    src, done = row["src"], f"{verb}d" if verb.endswith("e") else f"{verb}ed"
     if not os.path.lexists(src):
-        message = f"interrupted delete of {src}: it was deleted; the store follows"
+        message = f"interrupted {verb} of {src}: it was {done}; the store follows"
         sync_delete(engine, path=src, settle=_finish(row["id"], "done", message))
         return message
     if os.path.isdir(src) and not os.path.islink(src):
         removed = resync_subtree(engine, path=src)
-        message = (f"interrupted delete of {src}: the folder is still there, with what was not yet deleted "
-                   f"({removed} index entries of what was are removed); delete it again to finish")
+        message = (f"interrupted {verb} of {src}: the folder is still there, with what was not yet {done} "
+                   f"({removed} index entries of what was are removed); {verb} it again to finish")
     else:
-        message = f"interrupted delete of {src}: it was not deleted"
+        message = f"interrupted {verb} of {src}: it was not {done}"
     file_journal.failed(engine, row["id"], message)
     return message
 
@@ -268,10 +274,10 @@ def _settle_delete(engine: Engine, row: dict[str, Any]) -> str:
 def _settle_trash(engine: Engine, row: dict[str, Any]) -> str:
     """A trash cut short before where the file went was written down: the source gone, its trash is searched for it
     (:func:`in_the_trash`), so the row names where it is and undo can bring it back; still there, it was not
-    trashed (as a delete that did not happen; what was kept for its undo goes)."""
+    trashed (as a delete that did not happen; what was kept for its undo goes, unless part of a folder went)."""
     src = row["src"]
     if os.path.lexists(src):
-        message = _settle_delete(engine, row).replace("delete", "trash", 1)
+        message = _settle_delete(engine, row, "trash")
         if not (os.path.isdir(src) and not os.path.islink(src)):
             with engine.begin() as conn:
                 kept.forget(conn, [row["id"]])

@@ -7,15 +7,17 @@ import os
 from pathlib import Path
 
 import pytest
-from sqlalchemy import insert
+from sqlalchemy import event, insert
 
 import flows.fileops.operations as operations
+from flows.fileops import destinations, placing, trash, trashing
+from flows.fileops import disk as diskops
 from flows.fileops.journal import before
 from flows.fileops.recovery import recover_moves
+from flows.fileops.undo import undo
 from flows.index.indexer import index_tree
 from flows.media.hashing import hash_file
-from store import file_journal
-from store import jobs
+from store import file_journal, jobs, kept
 from store.file_journal import Origin
 from store.models import Plan, PlanExecution
 from tests.flows.fileops.test_operations import add_to_set, members, row
@@ -224,3 +226,142 @@ def test_a_plan_batch_cut_short_has_the_folders_its_files_are_in_indexed_though_
         assert row(engine, placed)["id"] == entry[src]
     assert {row(engine, d)["kind"] for d in (sorted_, sorted_ / "2020-01", sorted_ / "2020-02")} == {"directory"}
     assert_store_consistent(engine, str(indexed))
+
+
+# --- a plan's batch cut short -----------------------------------------------------------------------------------------
+
+
+def planned_batch(engine, indexed: Path) -> list[destinations.Planned]:
+    """Four files to place as a plan's batch does: two into Sorted/a, one into Sorted/b, one into Sorted/c."""
+    moves = [("docs/readme.md", "Sorted/a"), ("Photos/notes.txt", "Sorted/a"), ("Photos/photo.jpg", "Sorted/b"),
+             ("Videos/clip.mov", "Sorted/c")]
+    return [destinations.Planned(row(engine, indexed / src)["id"], str(indexed / src), "move",
+                                 dst=str(indexed / folder / Path(src).name)) for src, folder in moves]
+
+
+def test_a_plan_batch_cut_short_in_its_renames_is_settled_with_the_folders_it_made(engine, indexed, monkeypatch):
+    batch = planned_batch(engine, indexed)
+    add_to_set(engine, "notes", indexed / "Photos" / "notes.txt")
+    ids = {p.src: p.entry_id for p in batch}
+    real, renamed = diskops.rename_noreplace, []
+
+    def dies_at_the_third(src: str, dst: str) -> None:
+        if len(renamed) == 2:
+            raise Killed()  # the folder Sorted/b is made, the file is not moved: the process dies
+        real(src, dst)
+        renamed.append(src)
+
+    monkeypatch.setattr(diskops, "rename_noreplace", dies_at_the_third)
+    with pytest.raises(Killed):
+        placing.place(engine, batch, origin=Origin.for_tool("move outcome"))
+    monkeypatch.undo()
+    flying = file_journal.in_flight(engine)
+    assert len(flying) == 4 and all(f["made"] == [] for f in flying)  # the batch's folders are not written down
+    assert (indexed / "Sorted" / "b").is_dir() and row(engine, indexed / "Sorted") is None
+
+    messages = recover_moves(engine)
+    assert ["the store follows" in m for m in messages] == [True, True, False, False]
+    assert all("nothing was moved" in m for m in messages[2:])
+    for p in batch[:2]:
+        assert row(engine, p.dst)["id"] == ids[p.src] and row(engine, p.src) is None
+    for p in batch[2:]:
+        assert Path(p.src).exists() and row(engine, p.src)["id"] == ids[p.src]
+    assert members(engine, "notes") == {batch[1].dst}
+    for folder in ("Sorted", "Sorted/a", "Sorted/b"):  # on disk, so in the store: Sorted/b stays, empty
+        assert row(engine, indexed / folder)["kind"] == "directory"
+    assert not (indexed / "Sorted" / "c").exists()
+    assert row(engine, indexed / "Sorted" / "a")["size"] == 130
+    assert_store_consistent(engine, str(indexed))
+    assert [state(engine, f["id"])[0] for f in flying] == ["done", "done", "failed", "failed"]
+
+
+def test_a_plan_batch_cut_short_before_its_store_step_is_settled_in_one_transaction(engine, indexed, monkeypatch):
+    batch = planned_batch(engine, indexed)
+    monkeypatch.setattr(placing, "_follow", lambda *a, **k: (_ for _ in ()).throw(Killed()))
+    with pytest.raises(Killed):
+        placing.place(engine, batch, origin=Origin.for_tool("move outcome"))
+    monkeypatch.undo()
+    commits = []
+
+    def counted(conn) -> None:
+        commits.append(conn)
+
+    event.listen(engine, "commit", counted)
+    try:
+        messages = recover_moves(engine)
+    finally:
+        event.remove(engine, "commit", counted)
+    assert len(messages) == 4 and all("the store follows" in m for m in messages)
+    assert len(commits) == 1
+    assert all(row(engine, p.dst)["id"] == p.entry_id for p in batch)
+    assert_store_consistent(engine, str(indexed))
+
+
+# --- a trash cut short ------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def trash_home(tmp_path, monkeypatch) -> Path:
+    """A home of the test's own, whose trash the tree's files go to."""
+    monkeypatch.setenv("ASSAY_TRASH_HOME", str(tmp_path / "trash-home"))
+    monkeypatch.delenv("XDG_DATA_HOME", raising=False)
+    (tmp_path / "trash-home").mkdir()
+    return tmp_path / "trash-home" / ".local" / "share" / "Trash"
+
+
+def trash_killed_after_the_move(engine, monkeypatch, path: Path) -> Origin:
+    """trash_one of ``path``, the process dying once the file is in the trash, before the store and the journal
+    hear where it went."""
+    origin = Origin.for_tool("delete-files")
+    with monkeypatch.context() as patch, pytest.raises(Killed):
+        patch.setattr(trashing, "delete_subtree", lambda *a, **k: (_ for _ in ()).throw(Killed()))
+        trashing.trash_one(engine, origin, str(path))
+    return origin
+
+
+def test_a_trash_cut_short_after_the_file_went_is_found_in_the_trash_and_undo_restores_it(
+        engine, roots, indexed, trash_home, monkeypatch):
+    movie = indexed / "Videos" / "movie.mp4"
+    add_to_set(engine, "films", movie)
+    entry = row(engine, movie)["id"]
+    origin = trash_killed_after_the_move(engine, monkeypatch, movie)
+    [flying] = file_journal.in_flight(engine)
+    assert flying["dst"] is None and not movie.exists()
+
+    [message] = recover_moves(engine)
+    settled = file_journal.get(engine, flying["id"])
+    assert settled["state"] == "done" and settled["dst"] == str(trash_home / "files" / "movie.mp4")
+    assert "in the trash as" in message and row(engine, movie) is None
+    done = undo(engine, roots, origin=Origin.for_tool("undo"), call_id=origin.call_id)
+    assert (done["undone"], done["refused"]) == (1, 0)
+    assert movie.stat().st_size == 40000 and row(engine, movie)["id"] != entry  # indexed again: a new entry
+    assert members(engine, "films") == {str(movie)}  # what was kept when it was trashed came back
+    assert_store_consistent(engine, str(indexed))
+
+
+def test_the_trash_entry_found_is_not_one_another_operation_put_there(engine, roots, indexed, trash_home,
+                                                                         monkeypatch):
+    notes = indexed / "Photos" / "notes.txt"
+    first, _ = trashing.trash_one(engine, Origin.for_tool("delete-files"), str(notes))  # done: its row says where
+    notes.write_bytes(b"the second notes")
+    index_tree(engine, str(indexed), scan_id=2)
+    trash_killed_after_the_move(engine, monkeypatch, notes)
+    [message] = recover_moves(engine)
+    [flying] = [op for op in file_journal.history(engine, path=str(notes)) if op["error"] == message]
+    assert flying["dst"] != first.path and Path(flying["dst"]).read_bytes() == b"the second notes"
+
+
+def test_a_trash_cut_short_before_the_file_moved_was_not_trashed_and_keeps_nothing(engine, indexed, trash_home,
+                                                                                   monkeypatch):
+    clip = indexed / "Videos" / "clip.mov"
+    add_to_set(engine, "clips", clip)
+    with monkeypatch.context() as patch, pytest.raises(Killed):
+        patch.setattr(trash, "rename_noreplace", lambda *a, **k: (_ for _ in ()).throw(Killed()))
+        trashing.trash_one(engine, Origin.for_tool("delete-files"), str(clip))  # its info file made, then death
+    [flying] = file_journal.in_flight(engine)
+    [message] = recover_moves(engine)
+    assert "it was not trashed" in message and state(engine, flying["id"]) == ("failed", message)
+    assert clip.exists() and row(engine, clip) is not None and members(engine, "clips") == {str(clip)}
+    with engine.connect() as conn:
+        assert kept.counts(conn, flying["id"]) == {"memberships": 0, "maps": 0}
+    assert trash.entries(str(trash_home)) == []  # its info file alone is no entry
