@@ -20,6 +20,7 @@ from flows.media.hashing import hash_file
 from store import file_journal, jobs, kept
 from store.file_journal import Origin
 from store.models import Plan, PlanExecution
+from tests.conftest import backend_engine
 from tests.flows.fileops.test_operations import add_to_set, members, row
 from tests.flows.index.checks import assert_store_consistent
 
@@ -239,7 +240,23 @@ def planned_batch(engine, indexed: Path) -> list[destinations.Planned]:
                                  dst=str(indexed / folder / Path(src).name)) for src, folder in moves]
 
 
+@pytest.fixture(scope="module", params=[pytest.param("postgresql", marks=pytest.mark.postgres)])
+def pg_engine(request, tmp_path_factory):
+    with backend_engine(request, tmp_path_factory, "assay_recovery") as eng:
+        yield eng
+
+
 def test_a_plan_batch_cut_short_in_its_renames_is_settled_with_the_folders_it_made(engine, indexed, monkeypatch):
+    cut_in_its_renames(engine, indexed, monkeypatch)
+
+
+def test_a_plan_batch_cut_short_is_settled_on_postgresql_too(pg_engine, tree, monkeypatch):
+    index_tree(pg_engine, str(tree), scan_id=1)
+    cut_in_its_renames(pg_engine, tree, monkeypatch)
+
+
+def cut_in_its_renames(engine, indexed: Path, monkeypatch) -> None:
+    """The real executor's batch of four, the process dying at its third rename; the next start settles it."""
     batch = planned_batch(engine, indexed)
     add_to_set(engine, "notes", indexed / "Photos" / "notes.txt")
     ids = {p.src: p.entry_id for p in batch}
