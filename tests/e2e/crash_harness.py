@@ -98,7 +98,7 @@ async def call(client: Client, tool: str, args: dict[str, Any] | None = None) ->
     """A tool's structured result; ToolFailed with its text when it is an error."""
     result = await client.call_tool(tool, args or {})
     if result.is_error:
-        raise ToolFailed(f"{tool}: {result.content[0].text}")
+        raise ToolFailed(f"{tool}: {' '.join(getattr(c, 'text', '') for c in result.content)}")
     out: dict[str, Any] = result.structured_content or {}
     return out
 
@@ -132,7 +132,7 @@ def kill_now(proc: subprocess.Popen, *, group: bool) -> None:
         time.sleep(0.05)
     for p in left:
         p.kill()
-    assert not left, f"still running {GRACE:.0f} s after SIGKILL of {proc.args}: {[p.pid for p in left]}"
+    assert not left, f"still running {GRACE:.0f} s after SIGKILL of {proc.args!r}: {[p.pid for p in left]}"
 
 
 def _alive(p: psutil.Process) -> bool:
