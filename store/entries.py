@@ -229,12 +229,25 @@ def refresh_folder_sizes(conn: Connection, paths: Iterable[str]) -> None:
         while current and current not in folders:
             folders.add(current)
             current = posixpath.dirname(current) if current != "/" else None
+    by_depth = sorted({path_depth(f) for f in folders}, reverse=True)
+    if conn.dialect.name == "sqlite":
+        cursor = driver_connection(conn).cursor()
+        try:
+            for depth in by_depth:
+                cursor.executemany(_SQLITE_FOLDER_SIZE, [(f, f) for f in folders if path_depth(f) == depth])
+        finally:
+            cursor.close()
+        return
     child = T.alias("child")
     total = select(func.coalesce(func.sum(child.c.size), 0)).where(child.c.parent == bindparam("b_folder")) \
         .scalar_subquery()
     stmt = update(T).where(T.c.path == bindparam("b_folder"), T.c.kind == "directory").values(size=total)
-    for depth in sorted({path_depth(f) for f in folders}, reverse=True):
+    for depth in by_depth:
         conn.execute(stmt, [{"b_folder": f} for f in folders if path_depth(f) == depth])
+
+
+_SQLITE_FOLDER_SIZE = ("UPDATE entries SET size = (SELECT COALESCE(SUM(child.size), 0) FROM entries AS child "
+                       "WHERE child.parent = ?) WHERE path = ? AND kind = 'directory'")
 
 
 def move_subtree(conn: Connection, *, old: str, new: str) -> int:
@@ -259,19 +272,79 @@ def move_subtree(conn: Connection, *, old: str, new: str) -> int:
     return (res.rowcount or 0) + 1
 
 
-def move_files(conn: Connection, moves: Sequence[tuple[str, str]]) -> None:
-    """Rewrite the paths of plain files (no subtree below them), ``(old, new)`` each, in two statements executed for
-    the whole batch: a row left at a ``new`` path (a file gone from disk unseen) is dropped first. Ids, hence set
-    memberships, are kept. The folders' sizes are the caller's to refresh (once per folder)."""
+def move_files(conn: Connection, moves: Sequence[tuple[str, str]], *, sizes: bool = False) -> None:
+    """Rewrite the paths of plain files (no subtree below them), ``(old, new)`` each, in order, in two statements
+    executed for the whole batch: a row left at a ``new`` path (a file gone from disk unseen) is dropped first, unless
+    an earlier move of the batch takes it away. Ids, hence set memberships, are kept.
+
+    The folders' sizes: with ``sizes``, each stored folder above an old and a new path has the moved entry's size
+    taken off or added (a delta, so a folder of 10,000 files is not summed again for every batch); without, they are
+    the caller's to refresh (:func:`refresh_folder_sizes`, once per folder)."""
     if not moves:
         return
-    conn.execute(delete(T).where(T.c.path == bindparam("b_new"), T.c.kind != "directory"),
-                 [{"b_new": new} for _, new in moves])
+    olds = {old for old, _ in moves}
+    deltas = _size_deltas(conn, moves, olds) if sizes else {}
+    gone = [(new,) for _, new in moves if new not in olds]
+    changed = [(new, posixpath.dirname(new), posixpath.basename(new), split_extension(posixpath.basename(new)),
+                path_depth(new), old) for old, new in moves]
+    if conn.dialect.name == "sqlite":
+        # the DBAPI's executemany: SQLAlchemy's per-row parameter processing costs more than the statements here
+        cursor = driver_connection(conn).cursor()
+        try:
+            cursor.executemany("DELETE FROM entries WHERE path = ? AND kind != 'directory'", gone)
+            cursor.executemany("UPDATE entries SET path = ?, parent = ?, name = ?, extension = ?, depth = ? "
+                               "WHERE path = ?", changed)
+            if deltas:
+                cursor.executemany("UPDATE entries SET size = size + ? WHERE path = ? AND kind = 'directory'",
+                                   [(delta, folder) for folder, delta in deltas.items() if delta])
+        finally:
+            cursor.close()
+        return
+    if gone:
+        conn.execute(delete(T).where(T.c.path == bindparam("b_new"), T.c.kind != "directory"),
+                     [{"b_new": new} for new, in gone])
     conn.execute(update(T).where(T.c.path == bindparam("b_old")).values(
         path=bindparam("b_new"), parent=bindparam("b_parent"), name=bindparam("b_name"),
         extension=bindparam("b_ext"), depth=bindparam("b_depth")),
-        [{"b_old": old, "b_new": new, "b_parent": posixpath.dirname(new), "b_name": posixpath.basename(new),
-          "b_ext": split_extension(posixpath.basename(new)), "b_depth": path_depth(new)} for old, new in moves])
+        [{"b_new": new, "b_parent": parent, "b_name": name, "b_ext": ext, "b_depth": depth, "b_old": old}
+         for new, parent, name, ext, depth, old in changed])
+    if any(deltas.values()):
+        conn.execute(update(T).where(T.c.path == bindparam("b_folder"), T.c.kind == "directory")
+                     .values(size=T.c.size + bindparam("b_delta")),
+                     [{"b_folder": folder, "b_delta": delta} for folder, delta in deltas.items() if delta])
+
+
+def _size_deltas(conn: Connection, moves: Sequence[tuple[str, str]], olds: set[str]) -> dict[str, int]:
+    """Folder -> what ``moves`` add to its size (negative: take off), from the stored sizes of the moved files and
+    of the rows their new paths drop; every ancestor up to "/" (those not stored are no-ops when applied)."""
+    paths = list(olds | {new for _, new in moves})
+    stored: dict[str, int] = {}
+    cursor = driver_connection(conn).cursor() if conn.dialect.name == "sqlite" else None
+    try:
+        for i in range(0, len(paths), 500):
+            chunk = paths[i:i + 500]
+            found = cursor.execute(f"SELECT path, size FROM entries WHERE kind != 'directory' AND path IN "
+                                   f"({', '.join('?' * len(chunk))})", chunk) if cursor is not None else \
+                conn.execute(select(T.c.path, T.c.size).where(T.c.path.in_(chunk), T.c.kind != "directory"))
+            stored.update((p, int(size or 0)) for p, size in found)
+    finally:
+        if cursor is not None:
+            cursor.close()
+    direct: dict[str, int] = {}  # each moved file's own folder first: a batch touches few folders
+    for old, new in moves:  # in order: an entry moved twice in the batch carries its size along
+        size = stored.pop(old, 0)
+        dropped = stored.get(new, 0) if new not in olds else 0
+        stored[new] = size
+        for folder, delta in ((old.rpartition("/")[0] or "/", -size), (new.rpartition("/")[0] or "/", size - dropped)):
+            direct[folder] = direct.get(folder, 0) + delta
+    deltas: dict[str, int] = {}
+    for path, delta in direct.items():
+        while delta:
+            deltas[path] = deltas.get(path, 0) + delta
+            if path == "/":
+                break
+            path = path.rpartition("/")[0] or "/"
+    return deltas
 
 
 def existing_ids(conn: Connection, entry_ids: Sequence[int], *, chunk: int = 500) -> set[int]:

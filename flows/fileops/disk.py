@@ -15,7 +15,9 @@ import uuid
 from contextlib import suppress
 from typing import Any
 
-from flows.media.hashing import hash_file
+import xxhash
+
+from flows.media.hashing import PREFIX, hash_file
 from store.entries import make_row
 from store.errors import Conflict, FileOperationError
 
@@ -137,14 +139,38 @@ def _differs(src: str, copy: str) -> str | None:
     a, b = os.stat(src).st_size, os.stat(copy).st_size
     if a != b:
         return f"size {b} instead of {a}"
-    if hash_file(src) != hash_file(copy):
+    if hash_of(src, a) != hash_of(copy, b):
         return "content hash"
     return None
+
+
+SMALL = 1 << 16  # bytes: a file up to this size is hashed from os.read, without hash_file's 1 MiB buffer
+
+
+def hash_of(path: str, size: int) -> str:
+    """:func:`flows.media.hashing.hash_file`'s digest of ``path`` (``size``: its size from a stat just taken). A small
+    file is read with os.read to its end: hash_file allocates (and zeroes) a 1 MiB buffer for each file, most of the
+    time it takes on a file of a few KB (~30 us against ~3 us); a plan that moves 10,000 files hashes each."""
+    if size > SMALL:
+        return hash_file(path)
+    digest = xxhash.xxh3_128()
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        while chunk := os.read(fd, SMALL):
+            digest.update(chunk)
+    finally:
+        os.close(fd)
+    return PREFIX + digest.hexdigest()
 
 
 def make_parents(folder: str, *, field: str = "to") -> list[str]:
     """Make ``folder`` and its missing ancestors; returns those made, outermost first (what the journal records and a
     rollback removes). When one cannot be made, those made are removed again and FileOperationError says why."""
+    try:
+        if stat.S_ISDIR(os.lstat(folder).st_mode):
+            return []  # the common case of a batch: there already (one lstat, not makedirs' stat and mkdir)
+    except OSError:
+        pass
     missing: list[str] = []
     here = folder
     while not os.path.lexists(here):

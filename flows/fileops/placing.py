@@ -35,7 +35,6 @@ from flows.core.roots import Roots
 from flows.fileops import destinations
 from flows.fileops import disk as diskops
 from flows.fileops.trashing import trash_one
-from flows.media.hashing import hash_file
 from store import file_journal as journal
 from store.entries import T, move_files, refresh_folder_sizes, upsert_entries
 from store.errors import AssayError, Conflict
@@ -56,7 +55,7 @@ def content_hash(path: str, st: os.stat_result, known: tuple[str | None, int, fl
     """The file's content hash: the store's when its size and mtime still match the file's, else read now."""
     if known is not None and known[0] and known[1] == st.st_size and known[2] == st.st_mtime:
         return known[0]
-    return hash_file(path)
+    return diskops.hash_of(path, st.st_size)
 
 
 def _change_disk(item: _Item, set_aside: Callable[[str], object]) -> None:
@@ -189,13 +188,12 @@ def _follow(engine: Engine, done: list[_Item], *, made: list[str]) -> list[dict[
             if item.op == "copy":
                 if indexed(posixpath.dirname(p.dst)):
                     upsert_entries(conn, [diskops.entry_row(p.dst)])
+                touched.add(p.dst)
             else:
                 moves.append((p.src, p.dst))
-                touched.add(p.src)
-            touched.add(p.dst)
-        move_files(conn, moves)  # plain files: two statements for the batch
+        move_files(conn, moves, sizes=True)  # plain files: a few statements for the batch, folder sizes by delta
         journal.done_many(conn, [item.op_id for item in done])
-        refresh_folder_sizes(conn, touched)
+        refresh_folder_sizes(conn, touched)  # where copies and folders made went: summed again
     return [{"entry_id": i.planned.entry_id, "from": i.planned.src, "to": i.planned.dst, "op": i.op} for i in done]
 
 

@@ -37,8 +37,7 @@ from flows.index.indexer import index_tree
 from flows.media.hashing import hash_file
 from store import file_journal as journal
 from store import kept
-from store.entries import (T, delete_subtree, iso, move_files, move_subtree, refresh_ancestor_sizes,
-                           refresh_folder_sizes, upsert_entries)
+from store.entries import T, delete_subtree, iso, move_files, move_subtree, refresh_ancestor_sizes, upsert_entries
 from store.errors import FileOperationError, InvalidInput, NotFound
 
 log = logging.getLogger(__name__)
@@ -159,7 +158,7 @@ def _reverse_moves(engine: Engine, ops: list[dict[str, Any]], roots: Roots,
     freed: set[str] = set()
     taken: set[str] = set()
     for op in ops:
-        why = _why_not(op, roots, freed, taken)
+        why = _why_not(_trusting_stat(op), roots, freed, taken)
         if why is not None:
             results[op["id"]] = {**_item(op), "status": "refused", "reason": why}
             continue
@@ -194,14 +193,32 @@ def _reverse_moves(engine: Engine, ops: list[dict[str, Any]], roots: Roots,
     return [results[op["id"]] for op in ops]
 
 
+RACY = 2.0  # seconds: a file written again this soon after its size and mtime were read may have kept both
+
+
+def _trusting_stat(op: dict[str, Any]) -> dict[str, Any]:
+    """``op`` without its content hash (so the check does not read the file) when the file at its destination still
+    has the size and mtime the journal wrote down: git's index trick, a file rewritten since has a newer mtime. Not
+    when that mtime is within RACY seconds of the journal's row (a write right after could have kept both) nor
+    when the journal has no size or mtime: then the content hash decides, as it always did."""
+    if not op.get("content_hash") or op.get("size") is None or op.get("mtime") is None:
+        return op
+    try:
+        st = os.lstat(op["dst"])
+    except OSError:
+        return op
+    if st.st_size == op["size"] and st.st_mtime == op["mtime"] and op["mtime"] < op["created_at"] - RACY:
+        return {**op, "content_hash": None}
+    return op
+
+
 def _follow_back(engine: Engine, moved: list[tuple[dict[str, Any], int]]) -> None:
     """The store after a batch of files went back, in one transaction: entries moved with their ids, folder sizes,
     the new journal rows done and the ones they reverse undone."""
     if not moved:
         return
     with engine.begin() as conn:
-        move_files(conn, [(op["dst"], op["src"]) for op, _ in moved])
-        refresh_folder_sizes(conn, [p for op, _ in moved for p in (op["dst"], op["src"])])
+        move_files(conn, [(op["dst"], op["src"]) for op, _ in moved], sizes=True)  # folder sizes by delta
         journal.done_many(conn, [new for _, new in moved])
         journal.mark_undone_many(conn, [(op["id"], new) for op, new in moved])
 

@@ -1,13 +1,16 @@
 """Cross-filesystem moves check the copy before the source goes: a copy that differs (size or content) is removed
-and the source kept."""
+and the source kept. A small file's hash (read without hash_file's 1 MiB buffer) is hash_file's; folders already
+there are not made again, and a file in a folder's place is an error."""
 
 from __future__ import annotations
 
+import os
 import shutil
 
 import pytest
 
 from flows.fileops import disk
+from flows.media.hashing import hash_file
 from store.errors import FileOperationError
 
 
@@ -44,3 +47,19 @@ def test_a_folder_copy_is_checked_file_by_file(tmp_path):
     assert disk._differs(str(src), str(copy)) is None
     (copy / "sub" / "f.txt").write_text("hellO")
     assert disk._differs(str(src), str(copy)) == "sub/f.txt: content hash"
+
+
+@pytest.mark.parametrize("size", [0, 1, 4096, disk.SMALL - 1, disk.SMALL, disk.SMALL + 1, 3 * disk.SMALL + 7])
+def test_hash_of_is_hash_file_at_every_size(tmp_path, size):
+    f = tmp_path / "f.bin"
+    f.write_bytes(os.urandom(size))
+    assert disk.hash_of(str(f), size) == hash_file(str(f))
+
+
+def test_make_parents_returns_only_the_folders_it_made(tmp_path):
+    made = disk.make_parents(str(tmp_path / "a" / "b"))
+    assert made == [str(tmp_path / "a"), str(tmp_path / "a" / "b")]
+    assert disk.make_parents(str(tmp_path / "a" / "b")) == []
+    (tmp_path / "a" / "file").write_text("x")
+    with pytest.raises(FileOperationError, match="cannot be made"):
+        disk.make_parents(str(tmp_path / "a" / "file"))
