@@ -4,7 +4,9 @@ rolled back at the next start, by what the disk shows, on the journal's table; o
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import event, insert
@@ -37,7 +39,7 @@ def indexed(engine, tree):
     return tree
 
 
-def written(engine, op: str, src: Path, dst: Path | None, *, made: list[Path] = (), copying: bool = False,
+def written(engine, op: str, src: Path, dst: Path | None, *, made: Sequence[Path] = (), copying: bool = False,
             origin: Origin = TOOL) -> int:
     """An operation written down as the call does before the disk changes (then the process died)."""
     op_id = file_journal.begin(engine, origin, op=op, src=str(src), dst=str(dst) if dst else None,
@@ -232,11 +234,22 @@ def test_a_plan_batch_cut_short_has_the_folders_its_files_are_in_indexed_though_
 # --- a plan's batch cut short -----------------------------------------------------------------------------------------
 
 
+def stored(engine, path: Path) -> dict[str, Any]:
+    """The store's row of ``path`` (it must have one)."""
+    found = row(engine, path)
+    assert found is not None, f"{path} is not in the store"
+    return found
+
+
+def entry_id(engine, path: Path) -> int:
+    return int(stored(engine, path)["id"])
+
+
 def planned_batch(engine, indexed: Path) -> list[destinations.Planned]:
     """Four files to place as a plan's batch does: two into Sorted/a, one into Sorted/b, one into Sorted/c."""
     moves = [("docs/readme.md", "Sorted/a"), ("Photos/notes.txt", "Sorted/a"), ("Photos/photo.jpg", "Sorted/b"),
              ("Videos/clip.mov", "Sorted/c")]
-    return [destinations.Planned(row(engine, indexed / src)["id"], str(indexed / src), "move",
+    return [destinations.Planned(entry_id(engine, indexed / src), str(indexed / src), "move",
                                  dst=str(indexed / folder / Path(src).name)) for src, folder in moves]
 
 
@@ -260,7 +273,8 @@ def cut_in_its_renames(engine, indexed: Path, monkeypatch) -> None:
     batch = planned_batch(engine, indexed)
     add_to_set(engine, "notes", indexed / "Photos" / "notes.txt")
     ids = {p.src: p.entry_id for p in batch}
-    real, renamed = diskops.rename_noreplace, []
+    real = diskops.rename_noreplace
+    renamed: list[str] = []
 
     def dies_at_the_third(src: str, dst: str) -> None:
         if len(renamed) == 2:
@@ -280,14 +294,14 @@ def cut_in_its_renames(engine, indexed: Path, monkeypatch) -> None:
     assert ["the store follows" in m for m in messages] == [True, True, False, False]
     assert all("nothing was moved" in m for m in messages[2:])
     for p in batch[:2]:
-        assert row(engine, p.dst)["id"] == ids[p.src] and row(engine, p.src) is None
+        assert entry_id(engine, Path(str(p.dst))) == ids[p.src] and row(engine, p.src) is None
     for p in batch[2:]:
-        assert Path(p.src).exists() and row(engine, p.src)["id"] == ids[p.src]
+        assert Path(p.src).exists() and entry_id(engine, Path(p.src)) == ids[p.src]
     assert members(engine, "notes") == {batch[1].dst}
     for folder in ("Sorted", "Sorted/a", "Sorted/b"):  # on disk, so in the store: Sorted/b stays, empty
-        assert row(engine, indexed / folder)["kind"] == "directory"
+        assert stored(engine, indexed / folder)["kind"] == "directory"
     assert not (indexed / "Sorted" / "c").exists()
-    assert row(engine, indexed / "Sorted" / "a")["size"] == 130
+    assert stored(engine, indexed / "Sorted" / "a")["size"] == 130
     assert_store_consistent(engine, str(indexed))
     assert [state(engine, f["id"])[0] for f in flying] == ["done", "done", "failed", "failed"]
 
