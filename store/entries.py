@@ -283,53 +283,51 @@ def move_files(conn: Connection, moves: Sequence[tuple[str, str]], *, sizes: boo
     if not moves:
         return
     olds = {old for old, _ in moves}
-    deltas = _size_deltas(conn, moves, olds) if sizes else {}
-    gone = [(new,) for _, new in moves if new not in olds]
+    stored = _stored_sizes(conn, list(olds | {new for _, new in moves})) if sizes else None
+    # with the sizes read, only the rows known to be there are deleted (PostgreSQL: a round trip fewer per file)
+    gone = [(new,) for _, new in moves if new not in olds and (stored is None or new in stored)]
     changed = [(new, posixpath.dirname(new), posixpath.basename(new), split_extension(posixpath.basename(new)),
                 path_depth(new), old) for old, new in moves]
-    if conn.dialect.name == "sqlite":
-        # the DBAPI's executemany: SQLAlchemy's per-row parameter processing costs more than the statements here
-        cursor = driver_connection(conn).cursor()
-        try:
-            cursor.executemany("DELETE FROM entries WHERE path = ? AND kind != 'directory'", gone)
-            cursor.executemany("UPDATE entries SET path = ?, parent = ?, name = ?, extension = ?, depth = ? "
-                               "WHERE path = ?", changed)
-            if deltas:
-                cursor.executemany("UPDATE entries SET size = size + ? WHERE path = ? AND kind = 'directory'",
-                                   [(delta, folder) for folder, delta in deltas.items() if delta])
-        finally:
-            cursor.close()
+    deltas = _size_deltas(moves, olds, stored) if stored is not None else {}
+    _executemany(conn, "DELETE FROM entries WHERE path = ? AND kind != 'directory'", gone)
+    _executemany(conn, "UPDATE entries SET path = ?, parent = ?, name = ?, extension = ?, depth = ? WHERE path = ?",
+                 changed)
+    _executemany(conn, "UPDATE entries SET size = size + ? WHERE path = ? AND kind = 'directory'",
+                 [(delta, folder) for folder, delta in deltas.items() if delta])
+
+
+def _executemany(conn: Connection, sql: str, params: Sequence[tuple[Any, ...]]) -> None:
+    """``sql`` (``?`` placeholders) for each of ``params`` through the DBAPI's own executemany, in ``conn``'s
+    transaction: SQLAlchemy's per-row parameter processing costs more than these statements (~20 us a row)."""
+    if not params:
         return
-    if gone:
-        conn.execute(delete(T).where(T.c.path == bindparam("b_new"), T.c.kind != "directory"),
-                     [{"b_new": new} for new, in gone])
-    conn.execute(update(T).where(T.c.path == bindparam("b_old")).values(
-        path=bindparam("b_new"), parent=bindparam("b_parent"), name=bindparam("b_name"),
-        extension=bindparam("b_ext"), depth=bindparam("b_depth")),
-        [{"b_new": new, "b_parent": parent, "b_name": name, "b_ext": ext, "b_depth": depth, "b_old": old}
-         for new, parent, name, ext, depth, old in changed])
-    if any(deltas.values()):
-        conn.execute(update(T).where(T.c.path == bindparam("b_folder"), T.c.kind == "directory")
-                     .values(size=T.c.size + bindparam("b_delta")),
-                     [{"b_folder": folder, "b_delta": delta} for folder, delta in deltas.items() if delta])
+    cursor = driver_connection(conn).cursor()
+    try:
+        cursor.executemany(sql if conn.dialect.paramstyle == "qmark" else sql.replace("?", "%s"), params)
+    finally:
+        cursor.close()
 
 
-def _size_deltas(conn: Connection, moves: Sequence[tuple[str, str]], olds: set[str]) -> dict[str, int]:
-    """Folder -> what ``moves`` add to its size (negative: take off), from the stored sizes of the moved files and
-    of the rows their new paths drop; every ancestor up to "/" (those not stored are no-ops when applied)."""
-    paths = list(olds | {new for _, new in moves})
+def _stored_sizes(conn: Connection, paths: list[str]) -> dict[str, int]:
+    """Path -> stored size, of those of ``paths`` that are stored and not directories (500 at a time)."""
     stored: dict[str, int] = {}
-    cursor = driver_connection(conn).cursor() if conn.dialect.name == "sqlite" else None
+    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+    cursor = driver_connection(conn).cursor()
     try:
         for i in range(0, len(paths), 500):
             chunk = paths[i:i + 500]
-            found = cursor.execute(f"SELECT path, size FROM entries WHERE kind != 'directory' AND path IN "
-                                   f"({', '.join('?' * len(chunk))})", chunk) if cursor is not None else \
-                conn.execute(select(T.c.path, T.c.size).where(T.c.path.in_(chunk), T.c.kind != "directory"))
-            stored.update((p, int(size or 0)) for p, size in found)
+            cursor.execute(f"SELECT path, size FROM entries WHERE kind != 'directory' AND path IN "
+                           f"({', '.join([mark] * len(chunk))})", chunk)
+            stored.update((p, int(size or 0)) for p, size in cursor.fetchall())
     finally:
-        if cursor is not None:
-            cursor.close()
+        cursor.close()
+    return stored
+
+
+def _size_deltas(moves: Sequence[tuple[str, str]], olds: set[str], stored: dict[str, int]) -> dict[str, int]:
+    """Folder -> what ``moves`` add to its size (negative: take off), from the stored sizes of the moved files and
+    of the rows their new paths drop; every ancestor up to "/" (those not stored are no-ops when applied)."""
+    stored = dict(stored)
     direct: dict[str, int] = {}  # each moved file's own folder first: a batch touches few folders
     for old, new in moves:  # in order: an entry moved twice in the batch carries its size along
         size = stored.pop(old, 0)
