@@ -140,16 +140,17 @@ async def run_plan(client, plan: str) -> dict[str, Any]:
 
 
 async def kill_mid_move(h: Harness, s: Sorting, point: int, points: int) -> Kill:
-    """plan-execute, then SIGKILL (the server's whole process group) once the journal has the drawn share of the
-    files done and a batch in flight: at even points in the middle of the batch's renames (when the drawn file of
-    the batch reaches its new place), at odd points once all its files are renamed (in its store step)."""
+    """plan-execute, then SIGKILL (the server's whole process group) in the batch that holds the drawn file (the
+    last but one at the latest): at even points in the middle of its renames (when a drawn file of it reaches its
+    new place), at odd points once all its files are renamed (in its store step). A batch is the next 500 files by
+    path (what the plan's source reads), so which file marks the point is known before the run: the disk is watched
+    for it, not the journal (a batch renames its 500 files in a few milliseconds, quicker than a query)."""
     seed = SEED + 100 + point
     rng = random.Random(seed)
     goal = max(1, int(FILES * fraction(rng, point, points)))
-    # the batch that holds the drawn file is cut (the journal's done count moves a batch at a time), the last but
-    # one at the latest: a poll that misses a batch's few milliseconds in flight still has the next one to cut
     cut = min(goal - goal % BATCH, max(0, FILES - 2 * BATCH))
-    lo, hi = h.under(s.inbox)
+    batch = sorted(s.sums)[cut:cut + BATCH]
+    first, mark = s.new(batch[0]), s.new(batch[rng.randrange(1, len(batch) - 1)] if point % 2 == 0 else batch[-1])
     started = time.monotonic()
     ended: list[bool] = []
 
@@ -164,20 +165,11 @@ async def kill_mid_move(h: Harness, s: Sorting, point: int, points: int) -> Kill
     async with anyio.create_task_group() as tg:
         tg.start_soon(execute)
         deadline = time.monotonic() + 600
-        while True:
-            counts = dict(h.rows("SELECT state, COUNT(*) FROM file_operations WHERE src > :lo AND src < :hi "
-                                 "GROUP BY state", lo=lo, hi=hi))
-            if counts.get("done", 0) >= cut and counts.get("intent", 0) > 0:
-                break
-            assert not ended, f"the plan ended before the kill ({counts}; to cut after {cut} files)"
-            assert time.monotonic() < deadline, f"the move never got to {cut} files ({counts})"
-            await anyio.sleep(0.002)
-        batch = [r.dst for r in h.rows("SELECT dst FROM file_operations WHERE src > :lo AND src < :hi AND "
-                                       "state = 'intent' ORDER BY id", lo=lo, hi=hi)]
-        mark = batch[int(len(batch) * rng.uniform(0.2, 0.8))] if point % 2 == 0 else batch[-1]
-        until = time.monotonic() + 5
-        while not os.path.lexists(mark) and time.monotonic() < until:
-            pass  # a tight loop, not a sleep: a batch renames its 500 files in milliseconds
+        for watched, period in ((first, 0.001), (mark, 0.0)):  # then a tight loop that still lets the call go on
+            while not os.path.lexists(watched):
+                assert not ended, f"the plan ended before {watched} was placed (to cut after {cut} files)"
+                assert time.monotonic() < deadline, f"the move never got to {watched}"
+                await anyio.sleep(period)
         assert h.server is not None
         os.killpg(h.server.proc.pid, signal.SIGKILL)
         into = time.monotonic() - started
