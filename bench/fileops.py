@@ -411,9 +411,10 @@ def main(argv: list[str] | None = None) -> int:
              "The loop: destinations worked out before the clock starts, then os.makedirs(exist_ok=True) + "
              "os.rename per file; its undo the same back. Both loops on a copy of the same tree, warm cache.",
              "assay: in-process (no Prefect, no MCP), SQLite in WAL mode; the plan runs over the indexed tree "
-             "(scan off), in batches of 500: intents journalled with each file's content hash, renames, then the "
-             "store in one transaction. Undo reverses moves 500 at a time the same way (checks, intents, renames, "
-             "store).",
+             "(scan off), in batches of 500: intents journalled with each file's content hash (read: the index-only "
+             "store has none to reuse), renames, then the store in one transaction (folder sizes by delta). Undo "
+             "reverses moves 500 at a time the same way (checks, intents, renames, store); a file whose size and "
+             "mtime are the journal's (and not within 2 s of its row) is not read again for its hash.",
              "Phases: the flows/fileops functions each runs in, timed by wrappers swapped in for the run; shares "
              "are of assay's time. Timings on a shared 2-core machine are noisy."]
     if fig["checks_loop"]:
