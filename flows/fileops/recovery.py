@@ -22,6 +22,9 @@ down: the path gone, the trash of its volume (and assay's own) is searched by it
 path, deleted since the operation was written down, the content hash written down, no other operation's), and the
 row gets that destination, so undo can restore it; still there, it was not trashed (what was kept for its undo goes).
 
+An undo's operation (``undo_of``) found done marks the one it reverses undone in the same transaction, as the undo
+would have: a move put back is not listed as still done, and undo again says undone already.
+
 What was done is the operation's ``error`` (a note on a done one), logged, and counted in one warning. The files a
 plan's batch had moved (up to 500) are settled in one transaction; the rest one by one. An operation of a plan
 execution whose run is still alive (a work pool's worker runs it) is not touched, nor one written after the
@@ -49,6 +52,7 @@ from flows.media.hashing import hash_file
 from store import file_journal, kept
 from store import jobs as store_jobs
 from store.entries import T, move_files, refresh_folder_sizes, upsert_entries
+from store.errors import Conflict
 from store.models import PlanExecution
 
 log = logging.getLogger(__name__)
@@ -94,11 +98,24 @@ def _run_alive(engine: Engine, execution_id: int) -> bool:
     return status in store_jobs.ACTIVE
 
 
-def _finish(op_id: int, state: Literal["done", "failed"], message: str, dst: str | None = None):
+def _finish(row: dict[str, Any], state: Literal["done", "failed"], message: str, dst: str | None = None):
     def settle(conn: Connection) -> None:
-        file_journal.finish(conn, op_id, state=state, error=message, dst=dst)
+        file_journal.finish(conn, row["id"], state=state, error=message, dst=dst)
+        if state == "done":
+            _reversed(conn, row)
 
     return settle
+
+
+def _reversed(conn: Connection, row: dict[str, Any]) -> None:
+    """An undo's operation found done: the one it reverses is marked undone with it, as the undo would have done
+    next (without it the journal would call a move that was put back still done). Unless it is no longer done."""
+    if row.get("undo_of") is None:
+        return
+    try:
+        file_journal.mark_undone(conn, row["undo_of"], by=row["id"])
+    except Conflict as exc:
+        log.warning("file operation %d reversed %d, which is not marked undone: %s", row["id"], row["undo_of"], exc)
 
 
 BATCH = 500  # the files whose move the disk had made, settled in one transaction (a plan's batch is this size)
@@ -147,6 +164,7 @@ def _follow_files(engine: Engine, rows: list[dict[str, Any]]) -> dict[int, str]:
         upsert_entries(conn, [diskops.entry_row(dst) for dst in unknown])
         for row in rows:
             file_journal.finish(conn, row["id"], state="done", error=messages[row["id"]])
+            _reversed(conn, row)
         refresh_folder_sizes(conn, [*srcs, *(row["dst"] for row in rows), *folders])
     return messages
 
@@ -165,7 +183,7 @@ def settle(engine: Engine, row: dict[str, Any]) -> str:
         if at_dst and _is_the_copy(row):
             message = f"{what}: the copy was in place; the store follows"
             sync_copy(engine, dst=dst, created=_unindexed_folders(engine, dst),
-                      settle=_finish(row["id"], "done", message))
+                      settle=_finish(row, "done", message))
             return message
         if not at_dst:
             return _roll_back(engine, row, f"{what}: the copy was not made; nothing was copied")
@@ -192,7 +210,7 @@ def settle(engine: Engine, row: dict[str, Any]) -> str:
 
 def _follow(engine: Engine, row: dict[str, Any], message: str) -> None:
     """The store follows a move the disk made: paths rewritten, or (a trash) the rows gone from the roots."""
-    settle_it = _finish(row["id"], "done", message)
+    settle_it = _finish(row, "done", message)
     if row["op"] == "trash":
         sync_delete(engine, path=row["src"], settle=settle_it)
     else:
@@ -259,7 +277,7 @@ def _settle_delete(engine: Engine, row: dict[str, Any], verb: str = "delete") ->
     src, done = row["src"], f"{verb}d" if verb.endswith("e") else f"{verb}ed"
     if not os.path.lexists(src):
         message = f"interrupted {verb} of {src}: it was {done}; the store follows"
-        sync_delete(engine, path=src, settle=_finish(row["id"], "done", message))
+        sync_delete(engine, path=src, settle=_finish(row, "done", message))
         return message
     if os.path.isdir(src) and not os.path.islink(src):
         removed = resync_subtree(engine, path=src)
@@ -286,10 +304,10 @@ def _settle_trash(engine: Engine, row: dict[str, Any]) -> str:
     if found is None:
         message = (f"interrupted trash of {src}: it is gone, but not found in its trash; the store follows (undo "
                    "cannot bring it back: restore it from the trash by hand if it is there)")
-        sync_delete(engine, path=src, settle=_finish(row["id"], "done", message))
+        sync_delete(engine, path=src, settle=_finish(row, "done", message))
         return message
     message = f"interrupted trash of {src}: it is in the trash as {found.path}; the store follows (undo restores it)"
-    sync_delete(engine, path=src, settle=_finish(row["id"], "done", message, dst=found.path))
+    sync_delete(engine, path=src, settle=_finish(row, "done", message, dst=found.path))
     return message
 
 

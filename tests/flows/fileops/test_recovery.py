@@ -396,3 +396,33 @@ def test_a_trash_cut_short_before_the_file_moved_was_not_trashed_and_keeps_nothi
     with engine.connect() as conn:
         assert kept.counts(conn, flying["id"]) == {"memberships": 0, "maps": 0}
     assert trash.entries(str(trash_home)) == []  # its info file alone is no entry
+
+
+def test_an_undo_cut_short_after_the_files_went_back_marks_what_it_reversed_undone(engine, roots, indexed,
+                                                                                    monkeypatch):
+    """kill -9 in an undo's batch, after its files went back and before its store step: the recovery follows the
+    disk and marks the operations reversed undone, as the undo would have (file-history does not call a move put
+    back still done; a second undo says undone already, not that the file is gone)."""
+    batch = planned_batch(engine, indexed)
+    origin = Origin.for_tool("move outcome")
+    placing.place(engine, batch, origin=origin)
+    moves = file_journal.of_call(engine, origin.call_id)
+
+    def killed(*args, **kwargs):
+        raise Killed()
+
+    monkeypatch.setattr("flows.fileops.undo._follow_back", killed)
+    with pytest.raises(Killed):
+        undo(engine, roots, origin=Origin.for_tool("undo"), call_id=origin.call_id)
+    monkeypatch.undo()
+    flying = file_journal.in_flight(engine)
+    assert sorted(f["undo_of"] for f in flying) == sorted(m["id"] for m in moves)
+    assert all(Path(p.src).exists() and row(engine, p.dst) is not None for p in batch)  # disk back, store not
+
+    recover_moves(engine)
+    assert [state(engine, f["id"])[0] for f in flying] == ["done"] * len(batch)
+    assert [state(engine, m["id"])[0] for m in moves] == ["undone"] * len(batch)
+    assert all(entry_id(engine, Path(p.src)) == p.entry_id and row(engine, p.dst) is None for p in batch)
+    assert_store_consistent(engine, str(indexed))
+    again = undo(engine, roots, origin=Origin.for_tool("undo"), call_id=origin.call_id)
+    assert {r["reason"] for r in again["results"]} == {"undone already"}
