@@ -23,7 +23,9 @@ path, deleted since the operation was written down, the content hash written dow
 row gets that destination, so undo can restore it; still there, it was not trashed (what was kept for its undo goes).
 
 An undo's operation (``undo_of``) found done marks the one it reverses undone in the same transaction, as the undo
-would have: a move put back is not listed as still done, and undo again says undone already.
+would have: a move put back is not listed as still done, and undo again says undone already. An undo of a trash whose
+file came back is indexed (a folder with what it holds) and gets the set memberships and maps kept when it was
+trashed.
 
 What was done is the operation's ``error`` (a note on a done one), logged, and counted in one warning. The files a
 plan's batch had moved (up to 500) are settled in one transaction; the rest one by one. An operation of a plan
@@ -48,10 +50,11 @@ from flows.fileops import disk as diskops
 from flows.fileops import trash as trashes
 from flows.fileops.operations import resync_subtree, sync_copy, sync_delete, sync_move
 from flows.fileops.trashing import home as trash_home
+from flows.index.indexer import index_tree
 from flows.media.hashing import hash_file
 from store import file_journal, kept
 from store import jobs as store_jobs
-from store.entries import T, move_files, refresh_folder_sizes, upsert_entries
+from store.entries import T, move_files, refresh_ancestor_sizes, refresh_folder_sizes, upsert_entries
 from store.errors import Conflict
 from store.models import PlanExecution
 
@@ -199,7 +202,10 @@ def settle(engine: Engine, row: dict[str, Any]) -> str:
         return message
     if at_dst and not at_src:
         message = f"{what}: the disk had moved; the store follows"
-        _follow(engine, row, message)
+        if op == "restore":
+            _follow_restore(engine, row, message)
+        else:
+            _follow(engine, row, message)
         return message
     if at_src and not at_dst:
         return _roll_back(engine, row, f"{what}: the disk had not changed; nothing was moved")
@@ -216,6 +222,26 @@ def _follow(engine: Engine, row: dict[str, Any], message: str) -> None:
     else:
         sync_move(engine, src=row["src"], dst=row["dst"], created=_unindexed_folders(engine, row["dst"]),
                   settle=settle_it)
+
+
+def _follow_restore(engine: Engine, row: dict[str, Any], message: str) -> None:
+    """The store follows an undo of a trash whose file (or folder) came back before the undo's store step: indexed
+    where its folder is (a folder with what it holds), and what was kept when it was trashed put back on its
+    entries, as the undo would have done next."""
+    dst = row["dst"]
+    with engine.connect() as conn:
+        indexed = _stored_dir(conn, posixpath.dirname(dst))
+    folder = os.path.isdir(dst) and not os.path.islink(dst)
+    if indexed and folder:
+        index_tree(engine, dst, scan_id=0)
+    with engine.begin() as conn:
+        if indexed and not folder:
+            upsert_entries(conn, [diskops.entry_row(dst)])
+            refresh_ancestor_sizes(conn, path=dst)
+        if row.get("undo_of") is not None:
+            kept.restore(conn, operation_id=row["undo_of"], path=dst)
+            kept.forget(conn, [row["undo_of"]])
+        _finish(row, "done", message)(conn)
 
 
 def _unindexed_folders(engine: Engine, path: str) -> list[str]:

@@ -426,3 +426,25 @@ def test_an_undo_cut_short_after_the_files_went_back_marks_what_it_reversed_undo
     assert_store_consistent(engine, str(indexed))
     again = undo(engine, roots, origin=Origin.for_tool("undo"), call_id=origin.call_id)
     assert {r["reason"] for r in again["results"]} == {"undone already"}
+
+
+def test_an_undo_of_a_trash_cut_short_after_the_file_came_back_indexes_it_with_its_memberships(
+        engine, roots, indexed, trash_home, monkeypatch):
+    """kill -9 in an undo of a trash, after the file came back from the trash and before the undo's store step: the
+    recovery indexes it and puts back the set memberships kept when it was trashed; the trash is marked undone."""
+    movie = indexed / "Videos" / "movie.mp4"
+    add_to_set(engine, "films", movie)
+    origin = Origin.for_tool("delete-files")
+    trashing.trash_one(engine, origin, str(movie))
+    [trashed] = file_journal.of_call(engine, origin.call_id)
+    with monkeypatch.context() as patch, pytest.raises(Killed):
+        patch.setattr(kept, "restore", lambda *a, **k: (_ for _ in ()).throw(Killed()))
+        undo(engine, roots, origin=Origin.for_tool("undo"), call_id=origin.call_id)
+    [flying] = file_journal.in_flight(engine)
+    assert flying["op"] == "restore" and movie.exists() and row(engine, movie) is None  # back on disk, not stored
+
+    [message] = recover_moves(engine)
+    assert "the store follows" in message and state(engine, flying["id"])[0] == "done"
+    assert state(engine, trashed["id"])[0] == "undone"
+    assert row(engine, movie) is not None and members(engine, "films") == {str(movie)}
+    assert_store_consistent(engine, str(indexed))
