@@ -58,6 +58,7 @@ SAMPLES: dict[str, tuple[object, str]] = {
     "classify.pool": ("thread", "thread"),
     "classify.workers": (2, "2"),
     "index.writer": ("thread", "thread"),
+    "trash.retention_days": (7.0, "7"),
     "cluster.work_pool": ("pool-a", "pool-a"),
     "cluster.cache_dir": ("{tmp}", "{tmp}"),
     "cluster.worker_name": ("node-1", "node-1"),
