@@ -39,7 +39,7 @@ def test_soak_makes_every_kind_of_call_without_a_failure_and_leaves_a_sound_stor
     assert checks["watched"]["match"] and fig["dropper"]["added"] > 0 and fig["dropper"]["deleted"] > 0
     assert checks["movers"]["ok"], checks["movers"]["problems"]
     diagnosis = checks["diagnose"]
-    assert fig["diagnose_ok"] and diagnosis["integrity_check"] == "ok" and diagnosis["orphaned_entries"] == 0
+    assert fig["diagnose_ok"] and diagnosis["integrity_check"] == "ok" and diagnosis["orphaned_entries"] == 0, diagnosis
     assert not any(diagnosis["orphaned_records"].values())
     assert checks["integrity"]["healthy"], checks["integrity"]["problems"]
     assert fig["exit_code"] == 0
