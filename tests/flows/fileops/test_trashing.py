@@ -5,6 +5,8 @@ when); the same number of statements for a folder of 6 members as of 60. On SQLi
 
 from __future__ import annotations
 
+import os
+
 from pathlib import Path
 
 import pytest
@@ -142,9 +144,10 @@ def test_undo_of_a_trash_emptied_for_good_is_refused_naming_the_file_and_when(en
                                     "nothing is left to bring back")
 
 
-def test_a_trashing_cut_short_before_its_destination_was_written_is_refused_not_crashed(engine, indexed,
-                                                                                        monkeypatch):
-    movie = str(indexed / "Videos" / "movie.mp4")
+def test_a_trashing_cut_short_before_its_destination_was_written_is_found_in_the_trash_and_undone(engine, indexed,
+                                                                                                  monkeypatch):
+    movie = indexed / "Videos" / "movie.mp4"
+    body = movie.read_bytes()
     origin = file_journal.Origin.for_tool("delete-files")
 
     def killed(*_args, **_kw):
@@ -152,10 +155,13 @@ def test_a_trashing_cut_short_before_its_destination_was_written_is_refused_not_
 
     with monkeypatch.context() as patch, pytest.raises(RuntimeError):
         patch.setattr(trashing, "delete_subtree", killed)
-        trash_one(engine, origin, movie)
-    recover_moves(engine)  # the next start: the file is gone from its place, so the trash is taken as done
+        trash_one(engine, origin, str(movie))
+    recover_moves(engine)  # the next start: the file is gone from its place; its trash's info file says where it went
+    [row] = file_journal.of_call(engine, origin.call_id)
+    assert row["state"] == "done" and row["dst"] and os.path.exists(row["dst"])
     done = undo(engine, Roots.of([str(indexed)]), origin=file_journal.Origin.for_tool("undo"), call_id=origin.call_id)
-    assert done["refused"] == 1 and done["results"][0]["reason"].startswith(f"where {movie} went in the trash is not")
+    assert (done["undone"], done["refused"]) == (1, 0), done
+    assert movie.read_bytes() == body and entry_id(engine, str(movie))
 
 
 def test_a_map_an_agent_supplied_comes_back_with_its_resource_id_and_nodes(engine, indexed):
