@@ -302,7 +302,7 @@ async def test_text_extracted_on_the_workers_is_found_by_every_server_on_the_sto
     await cluster.call("plan-create", {"text": f"plan texts\nsource files index {folder}\n"
                                                "rule t when extension = .txt\n  do extract_text\n"})
     row = await cluster.call("plan-execute", {"name": "texts", "wait": True})
-    assert row["status"] == "success" and row["outcomes_applied"] == 12, row
+    assert row["status"] == "success" and row["outcomes_applied"] == 12, (row, cluster.logs())
     assert {b["worker"] for b in cluster.batches(row["execution_id"])} <= {"w1", "w2"}
     first = await cluster.call("search_documents", {"query": "quasar", "scope": {"type": "global"}})
     with contextlib.ExitStack() as stack:  # a second server on the same store, started now: it catches up too
