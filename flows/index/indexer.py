@@ -29,13 +29,13 @@ import logging
 import os
 import stat as statmod
 import time
-from dataclasses import dataclass, field
 from typing import Callable
 
 from sqlalchemy.engine import Connection, Engine
 
 from flows.core.trash_dirs import is_trash_dir
 from flows.index.progress import IndexProgress, ProgressEstimate, unfinished
+from flows.index.results import Cancelled, IndexResult, kind_of
 from flows.index.writers import Writer
 from store import entries as store_entries
 
@@ -50,38 +50,6 @@ WALKING = "incomplete: index job {} has not finished this folder (it is running,
 _S_ISDIR, _S_ISREG, _S_ISLNK = statmod.S_ISDIR, statmod.S_ISREG, statmod.S_ISLNK
 
 __all__ = ["Cancelled", "IndexProgress", "IndexResult", "index_tree", "kind_of"]  # IndexProgress: flows.index.progress
-
-
-@dataclass
-class IndexResult:
-    root: str
-    files: int = 0
-    directories: int = 0
-    total_size: int = 0
-    removed: int = 0
-    written: int = 0
-    issues: list[tuple[str, str]] = field(default_factory=list)
-    issue_count: int = 0
-    duration_ms: int = 0
-    percent: float = 100.0
-
-
-class Cancelled(Exception):
-    """The walk stopped because cancellation was requested; ``result`` holds what it did up to then."""
-
-    def __init__(self, result: IndexResult | None = None) -> None:
-        super().__init__("the walk was cancelled")
-        self.result = result
-
-
-def kind_of(mode: int) -> str:
-    if _S_ISDIR(mode):
-        return "directory"
-    if _S_ISREG(mode):
-        return "file"
-    if _S_ISLNK(mode):
-        return "symlink"
-    return "other"
 
 
 class _Walk:
