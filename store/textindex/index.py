@@ -294,7 +294,12 @@ class TextIndex:
     def _flush(self, builder: SegmentBuilder, done: dict[int, int]) -> None:
         """Write what ``builder`` holds as a segment and take the entries of ``done`` (entry -> the change it was
         read for) off the queue, in one manifest write. An entry changed again since it was read stays queued,
-        and the version just written is tombstoned at once."""
+        and the version just written is tombstoned at once.
+
+        A builder the background thread held across rounds may hold an entry twice, or once in a version that is
+        no longer its current one: read for an earlier change, then read again for a later change (its new text,
+        or nothing when its document was deleted). Only the document read for the change in ``done`` is live;
+        any other is tombstoned with the rest."""
         if not done and not len(builder):
             return
         name = self._segment_name()
@@ -307,11 +312,12 @@ class TextIndex:
                 self._manifest["next"] += 1
                 seg = Segment(self.dir / name)
                 self._segments[name] = seg
-                stale = [k for k, doc in enumerate(seg.docs) if doc.entry_id not in finished]
+                live = {doc.entry_id: k for k, doc in enumerate(seg.docs)
+                        if doc.entry_id in finished and doc.version == done[doc.entry_id]}
+                stale = [k for k, doc in enumerate(seg.docs) if live.get(doc.entry_id) != k]
                 self._manifest["segments"].append({"name": name, "deleted": stale})
-                for k, doc in enumerate(seg.docs):
-                    if doc.entry_id in finished:
-                        self._where[doc.entry_id] = (name, k)
+                for entry_id, k in live.items():
+                    self._where[entry_id] = (name, k)
             for e in finished:
                 queued.pop(e, None)
             self._manifest["queued"] = sorted([e, v] for e, v in queued.items())

@@ -409,6 +409,33 @@ def test_a_search_or_a_close_writes_what_the_background_holds(store, open_index)
     assert [p for p, _, _ in found(open_index().sync(0), "gamma")] == ["/hc/a.txt", "/hc/b.txt"]
 
 
+def test_a_document_deleted_while_the_background_holds_it_is_not_left_searchable(store, open_index):
+    # the soak's "1 stale text-index document": the background read a document and held it; its document was
+    # deleted (the watcher's file went); the next round re-read the entry for the deletion, found nothing, and the
+    # flush took the version held from before for the entry's current one: searchable for ever, though gone
+    index = open_index()
+    index.sync()
+    eid = add_documents(store, {"/hd/gone.txt": "ephemeral words"})["/hd/gone.txt"]
+    index.sync(None, hold=True)  # read and held
+    docs.delete_documents(store, [eid])
+    index.sync(None, hold=True)  # the deletion applied, the entry read again: nothing to read
+    snap = index.sync(None, hold=True)  # nothing new: what is held is written
+    assert snap.queued == frozenset() and index.live_entries() == set()
+    assert found(snap, "ephemeral") == []
+
+
+def test_a_document_rewritten_while_the_background_holds_it_keeps_only_its_new_version(store, open_index):
+    index = open_index()
+    index.sync()
+    eid = add_documents(store, {"/hd/list.txt": "run 1 of the plan"})["/hd/list.txt"]
+    index.sync(None, hold=True)
+    write(store, eid, "run 2 of the plan")
+    index.sync(None, hold=True)  # the new version read into the same builder as the old
+    snap = index.sync(None, hold=True)
+    assert index.live_entries() == {eid}
+    assert found(snap, "run") == [("/hd/list.txt", 1, "run 2 of the plan")]
+
+
 def test_a_merge_never_builds_a_segment_past_the_cap(store, open_index, ix_dir, monkeypatch):
     index = open_index()
     _segments_by_rounds(store, index, 4)
