@@ -129,6 +129,9 @@ def backup(engine: Engine, dest: Path, *, pages_per_step: int = DEFAULT_PAGES_PE
     backend = engine.url.get_backend_name()
     db = database_file(engine)
     if db is not None:
+        if not db.is_file():
+            raise InvalidInput(f"there is no store at {db}: nothing to back up (is the data dir or --database-url "
+                               f"the server's?)", field="database_url")
         if dest.is_dir():
             dest = dest / f"{db.stem}-{_stamp()}{db.suffix or '.db'}"
         if dest.exists() and dest.resolve() == db.resolve():

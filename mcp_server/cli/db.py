@@ -6,13 +6,16 @@ server (a SQLite file is copied beside itself first, ``<db>.before-<revision>-<t
 revision to which. `assay db current` prints the store's revision and whether it is the newest this assay knows
 (exit status 1 when not: an older store to upgrade, or one a newer assay upgraded); `assay db history` lists the
 revisions, newest first. Only the store is opened, never migrated by the opening itself. Exit status 0 done, 1 when
-the store itself failed (unreachable, locked), 2 for a store this assay cannot open (its message on stderr).
+the store itself failed (unreachable, locked) or a SQLite store is not there (said so, not made empty by opening
+it), 2 for a store this assay cannot open (its message on stderr).
 """
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from mcp_server.cli import db_backup
@@ -57,6 +60,11 @@ def run(args: argparse.Namespace) -> int:
         out(f"{r.revision}{' (head)' if r.is_head else ''}  {r.message}" for r in migrate.history())
         return OK
     settings = settings_from(args)
+    missing = missing_store(settings.db_url)
+    if missing is not None:
+        say(f"assay: there is no store at {missing}: nothing to {'read' if args.db_action == 'current' else 'upgrade'}"
+            f" (assay serve or assay index makes one; is --data-dir or --database-url the server's?)")
+        return NOTHING
     try:
         engine = make_engine(settings.db_url, statement_timeout=None, prepare_schema=False)
         try:
@@ -75,6 +83,16 @@ def run(args: argparse.Namespace) -> int:
         if report.backup is not None:
             say(f"the store as it was: {report.backup}")
     return OK
+
+
+def missing_store(url: str) -> Path | None:
+    """The file of a SQLite store at ``url`` that does not exist (None when it does, or for another store): opening
+    it would make an empty database where the operator mistyped a path."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    path = Path(parsed.database)
+    return None if path.exists() else path
 
 
 def current(revision: str | None) -> int:

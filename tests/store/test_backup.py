@@ -214,6 +214,18 @@ def test_restore_refuses_a_file_that_is_not_a_healthy_assay_store_and_leaves_the
     assert not [n for n in _siblings(sqlite_store) if "replaced" in n or "restoring" in n]
 
 
+def test_backing_up_a_store_that_is_not_there_says_so_and_makes_nothing(tmp_path):
+    # the data dir mistyped: the operator is told there is no store there, not shown a traceback, and no empty
+    # database is left behind by asking
+    engine = make_engine(sqlite_url(tmp_path / "nothing-here" / "assay.db"), prepare_schema=False)
+    try:
+        with pytest.raises(InvalidInput, match="there is no store at .*nothing-here/assay.db: nothing to back up"):
+            backup(engine, tmp_path / "backups")
+    finally:
+        engine.dispose()
+    assert not (tmp_path / "nothing-here" / "assay.db").exists() and not (tmp_path / "backups").exists()
+
+
 def test_restore_is_refused_while_a_server_answers_on_the_data_dir_but_not_for_a_dead_socket(sqlite_store,
                                                                                              tmp_path):
     url = sqlite_url(sqlite_store / "assay.db")

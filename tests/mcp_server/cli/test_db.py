@@ -56,3 +56,11 @@ def test_a_store_of_a_newer_assay_is_named_and_not_upgraded(tmp_path, capsys):
     with sqlite3.connect(tmp_path / "data" / "assay.db") as conn:  # untouched: still without its runs
         assert conn.execute("SELECT count(*) FROM jobs WHERE kind = 'plan'").fetchone() == (0,)
     assert not list((tmp_path / "data").glob("*.bak"))
+
+
+def test_a_data_dir_without_a_store_is_said_so_and_left_without_one(tmp_path, capsys):
+    for action, verb in (("current", "read"), ("upgrade", "upgrade")):
+        code, out, err = db(capsys, tmp_path, action)
+        assert (code, out) == (1, "")
+        assert err.startswith(f"assay: there is no store at {tmp_path / 'data' / 'assay.db'}: nothing to {verb} ")
+    assert not (tmp_path / "data" / "assay.db").exists()
