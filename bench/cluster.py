@@ -55,6 +55,7 @@ from bench.common import publish, render, secs  # noqa: E402
 
 log = logging.getLogger("bench.cluster")
 POOL = "bench"
+WORKER_ARGS: list[str] = []  # `assay worker` flags of every worker (--cold-starts)
 
 
 def plans(media_root: Path, docs_root: Path) -> dict[str, str]:
@@ -141,7 +142,7 @@ def pool_cluster(work: Path, db_admin: str, api: str, cache: Path, roots: list[P
     with contextlib.ExitStack() as stack:
         workers = [stack.enter_context(assay_worker(work, f"{name}-w{i + 1}", pool=POOL, database_url=db,
                                                     api_url=api, cache_dir=cache, cores=core,
-                                                    extra_env=extra_env))
+                                                    extra_env=extra_env, args=WORKER_ARGS))
                    for i, core in enumerate(cores)]
         server = stack.enter_context(assay_serve(work, pool=POOL, database_url=db, api_url=api, cache_dir=cache,
                                                  roots=roots, name=f"{name}-server"))
@@ -210,6 +211,7 @@ def pool_run(work: Path, db_admin: str, api: str, cache: Path, roots: list[Path]
             started = time.perf_counter()
             row = asyncio.run(execute(server.url, plan))
             seconds = time.perf_counter() - started
+            answered = time.time()
             support_s = support_cpu(support) - cpu_before
             workers_s = tree_cpu([w.proc.pid for w in workers]) - workers_before
             if row.get("status") not in ("success", "partial"):
@@ -223,7 +225,9 @@ def pool_run(work: Path, db_admin: str, api: str, cache: Path, roots: list[Path]
                          "batch_median": statistics.median(work_s) if work_s else 0.0,
                          "gap_median": statistics.median(gaps) if gaps else 0.0, "gap_sum": sum(gaps),
                          "work_sum": sum(work_s), "support_cpu": support_s, "workers_cpu": workers_s,
-                         "shares": share_runs(api, plan, since)}
+                         "shares": share_runs(api, plan, since),
+                         "startup": (min(r["started_at"] for r in rows) - since) if rows else 0.0,
+                         "tail": (answered - max(r["finished_at"] for r in rows)) if rows else 0.0}
             out["rss_mb"].append(rss_mb([w.proc.pid for w in workers]))
     return out
 
@@ -300,6 +304,8 @@ def main() -> None:
     p.add_argument("--work", default=str(REPO / "bench" / ".work" / "cluster"), help="corpora and scratch")
     p.add_argument("--quick", action="store_true", help="tiny corpora: a smoke run of every row")
     p.add_argument("--skip-kill", action="store_true", help="leave out the killed-worker run")
+    p.add_argument("--cold-starts", action="store_true",
+                   help="workers start flow runs in a fresh interpreter (`assay worker --cold-starts`)")
     p.add_argument("--out", default=str(REPO / "bench" / "out" / "cluster.md"), help="where to write the table")
     p.add_argument("--json", help="write every figure here too")
     p.add_argument("--table-from", metavar="JSON", help="print the table of figures a run kept (--json) and stop")
@@ -307,6 +313,8 @@ def main() -> None:
     if args.table_from:
         print(table(json.loads(Path(args.table_from).read_text())))
         return
+    if args.cold_starts:
+        WORKER_ARGS.append("--cold-starts")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr)
     images = args.images if args.images is not None else (16 if args.quick else 500)
     videos = args.videos if args.videos is not None else (2 if args.quick else 20)
@@ -324,7 +332,7 @@ def main() -> None:
         plan_files[name] = scratch / f"{name}.plan"
         plan_files[name].write_text(body)
     fig: dict[str, Any] = {"corpus": {"images": len(corpus.images), "videos": len(corpus.videos),
-                                      "docs": len(doc_corpus.docs)}}
+                                      "docs": len(doc_corpus.docs)}, "starts": "cold" if args.cold_starts else "warm"}
     try:
         with postgres() as db_admin, prefect_server(scratch) as prefect:
             cache = scratch / "cache"
@@ -369,6 +377,11 @@ def table(fig: dict[str, Any]) -> str:
                      "limit); the batches' phase against it", f"{t1 / floor:.2f}x",
                      f"{t1 / t2:.2f}x", f"{(t1 / t2) / (t1 / floor):.0%}", "—", "—"))
         t, o = fig["two"][plan], fig["one"][plan]
+        if "startup" in o:
+            rows.append((f"{label}: the serial part, 1 worker / 2 workers: the call to the first batch (hand-over, "
+                         f"a worker's poll, the flow run's start ({fig.get('starts', 'cold')}), scan, match, cut); "
+                         "the last batch to the answer", f"{secs(o['startup'])}; {secs(o['tail'])}",
+                         f"{secs(t['startup'])}; {secs(t['tail'])}", "—", "—", "—"))
         rows.append((f"{label}: batches / workers that took them / median batch", f"{t['batches']} / "
                      f"{', '.join(t['workers'])} / {secs(t['batch_median'])}", "—", "—", "—", "—"))
         ratio = t["work_sum"] / max(1e-9, o["work_sum"])

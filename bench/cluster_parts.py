@@ -166,14 +166,14 @@ def assay_env(work: Path, name: str, database_url: str, api_url: str, cache_dir:
 @contextlib.contextmanager
 def assay_worker(work: Path, name: str, *, pool: str, database_url: str, api_url: str, cache_dir: Path,
                  cores: str | None = None, extra_env: dict[str, str] | None = None,
-                 prefix: list[str] | None = None) -> Iterator[Part]:
-    """`assay worker --pool POOL --name NAME` (pinned to ``cores`` with taskset when given); ready once Prefect
-    lists it online."""
+                 prefix: list[str] | None = None, args: list[str] | None = None) -> Iterator[Part]:
+    """`assay worker --pool POOL --name NAME [ARGS]` (pinned to ``cores`` with taskset when given); ready once
+    Prefect lists it online."""
     env, data = assay_env(work, name, database_url, api_url, cache_dir)
     env.update(extra_env or {})
     command = [*(prefix or []), *(["taskset", "-c", cores] if cores else []), sys.executable, "-m", "mcp_server.cli",
                "worker", "--pool", pool, "--name", name, "--database-url", database_url, "--cache-dir",
-               str(cache_dir), "--data-dir", str(data), "--root", "/"]
+               str(cache_dir), "--data-dir", str(data), "--root", "/", *(args or [])]
     log = work / f"worker-{name}.log"
     with open(log, "ab") as out:  # a worker started again under its name adds to its log
         proc = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=REPO,
