@@ -6,7 +6,8 @@ engine's files are rebuilt from it when missing or unreadable.
 - ``store.textindex.segment``: one immutable segment file (documents, vocabulary, postings, line text);
 - ``store.textindex.index``: the directory of segments, its manifest, catching up with the store, merging;
 - ``store.textindex.search``: boolean line search and document ranking over a snapshot;
-- ``store.textindex.source``: what it reads from the store.
+- ``store.textindex.source``: what it reads from the store;
+- ``store.textindex.changes``: the store's change log read so that a change committed late is not missed.
 """
 
 from store.textindex.index import Snapshot, TextIndex

@@ -4,7 +4,9 @@ Files in the directory the caller names (one per store; flows.documents.paths.te
 
 - ``seg-<n>-<random>.tx``: segments (store.textindex.segment), each written whole and renamed into place;
 - ``manifest.json``: the live segments, the documents deleted from each (tombstones), the last change of the
-  store's log applied (``applied``) and the entries changed but not indexed yet (``queued``); written atomically;
+  store's log applied (``applied``), the numbers skipped below it whose changes may still commit (``holes``:
+  PostgreSQL's writers commit out of order, store.textindex.changes) and the entries changed but not indexed yet
+  (``queued``); written atomically;
 - ``writer.lock``: held (flock) by the one process that writes the index. Any other process reads it: it reloads
   the manifest when it changes and treats entries changed in the store after ``applied`` as not searchable yet.
 
@@ -29,7 +31,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from store.textindex import source
+from store.textindex import changes, source
 from store.textindex.segment import CorruptSegment, DocIn, Segment, SegmentBuilder, write_atomically
 
 try:
@@ -210,7 +212,9 @@ class TextIndex:
             queued = set(source.searchable_entries(self.engine))
         else:
             queued = set(self._queued())
+        holes = sorted(changes.holes_of(self._manifest))
         changed = {e for _, e in source.changes_after(self.engine, self._manifest["applied"])}
+        changed |= {e for _, e in changes.changes_at(self.engine, holes)} if holes else set()
         queued |= changed
         if queued != set(self._snapshot.queued):
             # what changed after the writer's last sync is not searchable here until it has indexed it again: its
@@ -231,25 +235,31 @@ class TextIndex:
         log.info("text index: rebuilding %s from the store (%d documents)", self.dir, len(queued))
         old = set(self._segments)
         self._manifest = {"format": FORMAT, "applied": applied, "queued": [[e, applied] for e in queued],
-                          "segments": [], "next": self._manifest.get("next", 1)}
+                          "segments": [], "next": self._manifest.get("next", 1),
+                          "holes": changes.as_manifest(changes.holes_below(self.engine, applied, time.time()))}
         self._segments, self._where = {}, {}
         self._save()
         self._remove_files(old)
         self._publish(frozenset(queued))
 
     def _apply_changes(self) -> None:
-        changes = source.changes_after(self.engine, self._manifest["applied"])
-        if not changes:
+        """Tombstone and queue the entries of the changes after the last applied, and of changes that committed
+        late into a hole below it (store.textindex.changes): those are queued under the version ``-seq``, which no
+        read made before they committed has, so the entry is read again even if it was just read for a later one."""
+        caught = changes.catch_up(self.engine, self._manifest["applied"], changes.holes_of(self._manifest),
+                                  time.time())
+        if not caught.moved:
             return
         queued = self._queued()
         by_name = {item["name"]: item for item in self._manifest["segments"]}
-        for seq, entry_id in changes:
+        for version, entry_id in [(-seq, e) for seq, e in caught.late] + caught.changes:
             where = self._where.pop(entry_id, None)
             if where is not None:
                 item = by_name[where[0]]
                 item["deleted"] = sorted(set(item.get("deleted", ())) | {where[1]})
-            queued[entry_id] = seq
-        self._manifest["applied"] = changes[-1][0]
+            queued[entry_id] = version
+        self._manifest["applied"] = caught.applied
+        self._manifest["holes"] = changes.as_manifest(caught.holes)
         self._manifest["queued"] = sorted([e, v] for e, v in queued.items())
         self._save()
         self._publish(frozenset(queued))
