@@ -4,6 +4,8 @@ s a fresh ``python -m prefect.engine`` spends importing (:mod:`flows.core.warm_l
 
     python -m flows.core.warm_starter SOCKET PARENT_PID MODULE...
 
+It imports the MODULEs, then loads the installed capabilities (their executors, fields and jobs).
+
 Forking is safe here because nothing else runs in this process: it is spawned fresh by the worker, imports modules,
 and serves its socket from one thread (it refuses to start if an import started a Python thread; OpenBLAS's is kept
 from starting with ``OPENBLAS_NUM_THREADS=1``). It opens no store connection and no Prefect client, and logs nothing
@@ -35,6 +37,7 @@ from typing import Any
 import prefect.engine as ENGINE
 from prefect.context import refresh_global_settings_context
 
+from flows.core.capability import load_capabilities
 from flows.core.warm_launch import HEADER
 
 POLL_SECONDS = 0.1
@@ -221,6 +224,7 @@ def main(argv: list[str]) -> int:
     path, parent, modules = argv[0], int(argv[1]), argv[2:]
     for name in modules:
         importlib.import_module(name)
+    load_capabilities()  # the capabilities' declarations, and the executors and fields their registries hold
     if threading.active_count() != 1:
         sys.stderr.write(f"warm starter: importing {', '.join(modules)} started threads "
                          f"({', '.join(t.name for t in threading.enumerate())}); flow runs start cold\n")
