@@ -25,7 +25,7 @@ from store import migrate
 from store.engine import make_engine
 
 EPILOG = """examples:
-  assay db current                              # 0001_baseline (head)
+  assay db current                              # e.g. 0003_kept_on_trash (head); exit 1 when not the newest
   assay db upgrade                              # the store migrated to the newest revision, no server running
   assay db upgrade --database-url postgresql+psycopg://assay@db-host/assay
   assay db history                              # every revision, newest first
