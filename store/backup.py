@@ -264,8 +264,11 @@ def refuse_running(data_dir: Path) -> None:
 
 def _restore_sqlite(src: Path, db: Path) -> dict[str, Any]:
     with open(src, "rb") as fh:
-        if fh.read(16) != b"SQLite format 3\x00":
-            raise InvalidInput(f"{src} is not a backup of a SQLite store (not a SQLite database file)", field="path")
+        head = fh.read(16)
+    if head != b"SQLite format 3\x00":
+        what = ("a pg_dump archive: restore it into a PostgreSQL store, with --database-url" if head[:5] == b"PGDMP"
+                else "not a SQLite database file: give a file `assay db backup` wrote")
+        raise InvalidInput(f"{src} is not a backup of a SQLite store ({what})", field="path")
     staging = db.with_name(f"{db.name}.{RESTORING}")
     try:
         try:

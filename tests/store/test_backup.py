@@ -206,8 +206,11 @@ def test_restore_refuses_a_file_that_is_not_a_healthy_assay_store_and_leaves_the
     sqlite3.connect(other).execute("CREATE TABLE t (x)").connection.close()
     torn = tmp_path / "torn.db"
     torn.write_bytes(before[:len(before) // 3])
-    for bad, says in ((notes, "not a SQLite database"), (other, "not an assay store"), (torn, "damaged"),
-                      (tmp_path / "missing.db", "no backup file")):
+    dump = tmp_path / "assay.dump"
+    dump.write_bytes(b"PGDMP\x01\x0e\x00" + b"\x00" * 64)  # pg_dump's custom format, given to a SQLite store
+    for bad, says in ((notes, "not a SQLite database file: give a file `assay db backup` wrote"),
+                      (other, "not an assay store"), (torn, "damaged"), (tmp_path / "missing.db", "no backup file"),
+                      (dump, "a pg_dump archive: restore it into a PostgreSQL store, with --database-url")):
         with pytest.raises(InvalidInput, match=says):
             restore(bad, url, sqlite_store)
     assert (sqlite_store / "assay.db").read_bytes() == before
