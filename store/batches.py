@@ -2,11 +2,17 @@
 under a lease its worker renews, finished once, and handed out again when their worker vanished.
 
 Who may write what: the execution's flow cuts the batches (``create``) and hands out again the ones whose lease ran
-out (``expire``); a worker claims a pending batch (``claim``, or a run's first pending one: ``claim_next``; pending
-→ running, under a new attempt), renews its lease while it works (``heartbeat``) and finishes it (``finish``) or
-hands it back when told to stop (``release``). Each of these is one conditional UPDATE keyed by the attempt, so two
-processes never both own a batch: a worker whose batch was handed out again finds its ``finish`` refused, and what
-it did is done again by the new holder (outcomes are idempotent through their work keys)."""
+out (``expire``); a worker claims a pending batch (``claim``, or a run's next one: ``claim_next``; pending → running,
+under a new attempt), renews its lease while it works (``heartbeat``) and finishes it (``finish``) or lets it go
+between pieces (``release``: its worker is stopping, or it yields to a lost batch it took with ``claim_lost``). Each
+of these is one conditional UPDATE keyed by the attempt, so two processes never both own a batch: a worker whose
+batch was handed out again finds its ``finish`` refused, and what it did is done again by the new holder (outcomes
+are idempotent through their work keys).
+
+A batch's ``history_json`` lists its earlier attempts, each with how it ended (``outcome``: lost, handed back,
+yielded) and, for one let go between pieces, what the attempts had done until then (``did``: the path they reached
+and their counts), from where the next attempt goes on. A pending batch whose last attempt was lost is taken before
+the others of its run: its worker was killed mid-batch, and the run waits for it."""
 
 from __future__ import annotations
 
@@ -23,6 +29,8 @@ from store.models.batches import OutcomeBatch
 B = OutcomeBatch.__table__
 
 PENDING, RUNNING, DONE, CANCELLED = "pending", "running", "done", "cancelled"
+LOST, HANDED_BACK, YIELDED = "lost", "handed back", "yielded"  # how an attempt that did not finish ended
+_LOST_MARK = f'%"outcome": "{LOST}"%'  # history_json of a batch lost at some attempt (the last one: checked after)
 
 
 def create(engine: Engine, *, job_id: int, execution_id: int, position: int,
@@ -68,30 +76,81 @@ class Held:
 
 
 def claim_next(engine: Engine, *, job_id: int, worker: str, task_run_id: str | None) -> Held | None:
-    """Take the first pending batch of run ``job_id`` (lowest outcome position, then k) for ``worker``, or None when
-    none is pending. On PostgreSQL the attempt's lock is taken before the claim, so a running batch whose lock is
-    missing has lost its holder, with no moment in between. Two workers asking at once each get another batch: the
-    conditional UPDATE decides, and the one that lost tries the next."""
+    """Take the next pending batch of run ``job_id`` for ``worker``, or None when none is pending: a lost one first
+    (``claim_lost``), else the first (lowest outcome position, then k). On PostgreSQL the attempt's lock is taken
+    before the claim, so a running batch whose lock is missing has lost its holder, with no moment in between. Two
+    workers asking at once each get another batch: the conditional UPDATE decides, and the one that lost tries the
+    next."""
     while True:
         with engine.connect() as conn:
+            lost = _lost(conn, job_id)
             pending = list(conn.execute(select(B.c.id, B.c.attempt).where(B.c.job_id == job_id, B.c.status == PENDING)
                                         .order_by(B.c.position, B.c.k).limit(8)))
-        if not pending:
+        if not lost and not pending:
             return None
-        for batch_id, attempt in pending:
-            lock = hold(engine, batch_id, attempt + 1)
-            if lock is False:  # another worker is claiming this one right now
-                continue
-            now = time.time()
-            with engine.begin() as conn:
-                done = conn.execute(update(B).where(B.c.id == batch_id, B.c.status == PENDING,
-                                                    B.c.attempt == attempt).values(
-                    status=RUNNING, attempt=attempt + 1, worker=worker, task_run_id=task_run_id, started_at=now,
-                    heartbeat_at=now, finished_at=None)).rowcount
-            if done:
-                return Held(batch_id, attempt + 1, lock or None)
-            if lock:
-                let_go(lock, batch_id, attempt + 1)
+        for batch_id, attempt in dict.fromkeys([*lost, *((row.id, row.attempt) for row in pending)]):
+            held = _take(engine, batch_id, attempt, worker=worker, task_run_id=task_run_id)
+            if held is not None:
+                return held
+
+
+def claim_lost(engine: Engine, *, job_id: int, worker: str, task_run_id: str | None) -> Held | None:
+    """Take a pending batch of run ``job_id`` whose last attempt was lost (its worker was killed mid-batch), or None
+    when there is none (or others took them first): one read on the run's batches when none waits, so a worker
+    asks between the pieces of the batch it does."""
+    with engine.connect() as conn:
+        lost = _lost(conn, job_id)
+    for batch_id, attempt in lost:
+        held = _take(engine, batch_id, attempt, worker=worker, task_run_id=task_run_id)
+        if held is not None:
+            return held
+    return None
+
+
+def _lost(conn: Connection, job_id: int) -> list[tuple[int, int]]:
+    """(id, attempt) of the pending batches of run ``job_id`` whose last attempt was lost, in order."""
+    rows = conn.execute(select(B.c.id, B.c.attempt, B.c.history_json).where(
+        B.c.job_id == job_id, B.c.status == PENDING, B.c.history_json.like(_LOST_MARK)).order_by(B.c.position, B.c.k))
+    return [(row.id, row.attempt) for row in rows if last_outcome(row.history_json) == LOST]
+
+
+def _take(engine: Engine, batch_id: int, attempt: int, *, worker: str, task_run_id: str | None) -> Held | None:
+    """Claim pending batch ``batch_id`` as it was at ``attempt`` (its lock first, on PostgreSQL); None when another
+    took it or is taking it."""
+    lock = hold(engine, batch_id, attempt + 1)
+    if lock is False:  # another worker is claiming this one right now
+        return None
+    now = time.time()
+    try:
+        with engine.begin() as conn:
+            done = conn.execute(update(B).where(B.c.id == batch_id, B.c.status == PENDING,
+                                                B.c.attempt == attempt).values(
+                status=RUNNING, attempt=attempt + 1, worker=worker, task_run_id=task_run_id, started_at=now,
+                heartbeat_at=now, finished_at=None)).rowcount
+    except BaseException:
+        if lock:
+            let_go(lock, batch_id, attempt + 1)
+        raise
+    if done:
+        return Held(batch_id, attempt + 1, lock or None)
+    if lock:
+        let_go(lock, batch_id, attempt + 1)
+    return None
+
+
+def last_outcome(history_json: str | None) -> str | None:
+    """How a batch's last attempt that did not finish ended (None: none did)."""
+    history = json.loads(history_json or "[]")
+    return history[-1].get("outcome") if history else None
+
+
+def progress(history_json: str | None) -> dict[str, Any] | None:
+    """What the attempts of a batch had done when the latest of them that let it go between pieces did so (yielded
+    or handed back): ``last``, the path they reached, and their counts; None when none did."""
+    for entry in reversed(json.loads(history_json or "[]")):
+        if entry.get("did") is not None:
+            return dict(entry["did"])
+    return None
 
 
 def hold(engine: Engine, batch_id: int, attempt: int) -> Connection | None | Literal[False]:
@@ -161,15 +220,21 @@ def finish(engine: Engine, batch_id: int, attempt: int, result: dict[str, Any]) 
     return bool(done.rowcount)
 
 
-def release(engine: Engine, batch_id: int, attempt: int, *, why: str = "handed back") -> bool:
-    """Give a held batch back (its worker is stopping): pending again, to be handed out anew."""
+def release(engine: Engine, batch_id: int, attempt: int, *, why: str = HANDED_BACK,
+            did: dict[str, Any] | None = None) -> bool:
+    """Give a held batch back: pending again, to be handed out anew. ``why``: ``handed back`` (its worker is
+    stopping), ``yielded`` (its worker took a lost batch first), ``lost`` (its holder is gone: ``expire``); ``did``:
+    what its attempts had done (``progress``), the next one going on after ``did["last"]``."""
     with engine.begin() as conn:
         row = conn.execute(select(B.c.worker, B.c.task_run_id, B.c.history_json).where(
             B.c.id == batch_id, B.c.attempt == attempt, B.c.status == RUNNING)).first()
         if row is None:
             return False
-        history = json.loads(row.history_json or "[]") + [
-            {"worker": row.worker, "task_run_id": row.task_run_id, "outcome": why, "at": time.time()}]
+        entry: dict[str, Any] = {"worker": row.worker, "task_run_id": row.task_run_id, "outcome": why,
+                                 "at": time.time()}
+        if did is not None:
+            entry["did"] = did
+        history = json.loads(row.history_json or "[]") + [entry]
         done = conn.execute(update(B).where(B.c.id == batch_id, B.c.attempt == attempt, B.c.status == RUNNING)
                             .values(status=PENDING, worker=None, task_run_id=None, heartbeat_at=None,
                                     history_json=json.dumps(history)))
@@ -188,7 +253,7 @@ def expire(engine: Engine, *, job_id: int, lease_seconds: float, now: float | No
         if gone - {row["id"] for row in stale}:
             stale += [dict(r) for r in conn.execute(select(B).where(
                 B.c.id.in_(gone - {row["id"] for row in stale}), B.c.status == RUNNING)).mappings()]
-    return [row for row in stale if release(engine, row["id"], row["attempt"], why="lost")]
+    return [row for row in stale if release(engine, row["id"], row["attempt"], why=LOST)]
 
 
 def cancel_pending(engine: Engine, *, job_id: int) -> int:
