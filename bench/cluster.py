@@ -278,6 +278,23 @@ def kill_run(work: Path, db_admin: str, api: str, cache: Path, roots: list[Path]
                 "waited_s": redone["started_at"] - lost_at, "again_s": redone["finished_at"] - redone["started_at"]}
 
 
+def memory_run(work: Path, db_admin: str, api: str, cache: Path, roots: list[Path], plan_text: str,
+               runs: int) -> list[float]:
+    """The media plan on two workers ``runs`` times, each time at another thumbnail size (new work for every photo
+    and video): the workers' RSS (with their pools) after each run."""
+    out: list[float] = []
+    with pool_cluster(work, db_admin, api, cache, roots, "memory", ["0", "1"]) as (_, server, workers):
+        for i in range(runs):
+            asyncio.run(create(server.url, plan_text.replace("plan media", f"plan media{i}")
+                               .replace("maxWidth=256", f"maxWidth={200 + 8 * i}")))
+            row = asyncio.run(execute(server.url, f"media{i}"))
+            if row.get("status") not in ("success", "partial"):
+                raise RuntimeError(f"memory run {i + 1}: {row}")
+            out.append(rss_mb([w.proc.pid for w in workers]))
+            log.info("memory run %d: workers' RSS %.0f MB", i + 1, out[-1])
+    return out
+
+
 def overhead_run(work: Path, db_admin: str, api: str, cache: Path, roots: list[Path], plan_text: str,
                  entries: int, name: str) -> dict[str, Any]:
     """The docs plan on two workers with ``entries`` per batch: its run and its dispatch gaps."""
@@ -304,6 +321,8 @@ def main() -> None:
     p.add_argument("--work", default=str(REPO / "bench" / ".work" / "cluster"), help="corpora and scratch")
     p.add_argument("--quick", action="store_true", help="tiny corpora: a smoke run of every row")
     p.add_argument("--skip-kill", action="store_true", help="leave out the killed-worker run")
+    p.add_argument("--memory-runs", type=int, default=None, help="media runs on two workers for the memory row "
+                                                                "(default 6; --quick 2; 0 leaves the row out)")
     p.add_argument("--cold-starts", action="store_true",
                    help="workers start flow runs in a fresh interpreter (`assay worker --cold-starts`)")
     p.add_argument("--out", default=str(REPO / "bench" / "out" / "cluster.md"), help="where to write the table")
@@ -344,6 +363,9 @@ def main() -> None:
             if not args.skip_kill:
                 fig["kill"] = kill_run(scratch, db_admin, prefect.url, cache, roots, texts["media"],
                                        len(corpus.images) + len(corpus.videos))
+            memory_runs = args.memory_runs if args.memory_runs is not None else (2 if args.quick else 6)
+            if memory_runs:
+                fig["memory"] = memory_run(scratch, db_admin, prefect.url, cache, roots, texts["media"], memory_runs)
             fig["overhead"] = overhead_run(scratch, db_admin, prefect.url, cache, roots, texts["docs"],
                                            max(1, docs // 64), "many")
     finally:
@@ -397,6 +419,12 @@ def table(fig: dict[str, Any]) -> str:
     rss = fig["two"]["rss_mb"]
     rows.append(("RSS of the two workers (with their pools): started / after the media run / after the documents run",
                  " / ".join(f"{x:.0f} MB" for x in rss), "—", "—", "flat", "—"))
+    if fig.get("memory"):
+        mem = fig["memory"]
+        growth = mem[-1] / max(1e-9, mem[0])
+        rows.append((f"RSS of the two workers over {len(mem)} media runs (each at a new thumbnail size): after the "
+                     "first / each next", " / ".join(f"{x:.0f}" for x in mem) + " MB", f"{mem[0]:.0f} MB",
+                     f"{growth:.2f}x", "flat (<= 1.10x)", "yes" if growth <= 1.10 else "**no**"))
     o, d = fig["overhead"], fig["two"]["docs"]
     rows.append((f"the docs plan in {o['batches']} batches on 2 workers: Prefect's task runs; the gap between "
                  "batches, median; all gaps", f"{o['shares']}; {o['gap_median'] * 1000:.0f} ms; {secs(o['gap_sum'])}",
