@@ -7,18 +7,25 @@ Set-based outcomes (set membership: a few statements) are not spread.
 
 The batches go to the workers as *shares*: background task runs of the task ``assay-batches`` (``Task.delay``),
 which every ``assay worker`` serves (Prefect's task worker beside its process worker), each a task run in Prefect's
-UI under the plan's flow run. A share claims the run's first pending batch in the store (one conditional UPDATE: a
+UI under the plan's flow run. A share claims the run's next pending batch in the store (one conditional UPDATE: a
 batch is held by one attempt), does it under a lease it renews, records what it did, and claims the next, until none
 is pending. So Prefect's cost (a task run's hand-out and its states, ~150 ms) is paid per worker and outcome, not per
 batch, and batches can be small: a worker that is free takes the next one at once, and the last ones leave no worker
 idle for long. Prefect deals the shares; the store deals the batches (a worker holds up to three task runs at once,
 the one it runs and two it has been sent, so binding a batch to a task run would let one worker hoard them).
 
-A batch whose lease ran out (its worker was killed, or its machine lost) is pending again: its share's task run is
-marked Crashed and a new share handed out, and the first free worker takes the batch. Whatever the lost attempt had
-written is kept, and its files are skipped by their work keys when the batch is done again, so every file is done
-once. A worker told to stop (SIGTERM) ends its batch between pieces and hands it back the same way (``STOPPING``).
-"""
+A worker does a batch in pieces (``stages.Pieces``): at first, and at least, two entries for each of its cores, then
+as many as take about ``PIECE_SECONDS`` at the pace seen; between two pieces it may let the batch go. A batch whose
+holder is gone (its worker killed: on PostgreSQL its lock went with its connection; or its lease ran out: its machine
+lost) is pending again, *lost*: its share's task run is marked Crashed and a new share handed out. A lost batch jumps
+the queue, as the run waits for it: claims take it before the others, and a worker doing another batch asks between
+pieces (at most every ``JUMP_SECONDS``, one read) whether one waits; if so it takes it and lets its own go,
+*yielded*: pending again for whichever worker is free next, with no share of its own (the share that yielded it goes
+on to it) and no worker yielding to it in turn. A worker redoing a lost batch yields to none. A worker told to stop
+(SIGTERM) lets its batch go between pieces the same way, *handed back* (``STOPPING``). A batch let go records what
+its attempts did and the path they reached, from where the next attempt goes on, adding up the counts. Whatever a
+lost attempt had written is kept, and its files are skipped by their work keys when the batch is done again, so every
+file is done once."""
 
 from __future__ import annotations
 
@@ -43,6 +50,7 @@ from flows.core.outcomes import Cancelled, executor_for
 from flows.core.settings import current
 from flows.plans import execution, stages
 from flows.plans.stages import PlanContext
+from flows.workers import usable_cores
 from store import batches as store_batches
 from store.engine import get_engine
 from store.entries import T
@@ -52,6 +60,9 @@ log = logging.getLogger(__name__)
 BATCHES_PER_WORKER = 8  # enough batches that the last ones leave no worker idle for long; a batch costs a claim
 # and a finish in the store (a few ms), not a task run
 POLL_SECONDS = 0.25
+PIECE_SECONDS = 0.3  # a batch's pieces last about this long: how long a lost batch may wait for a worker to take it,
+# against each piece's fixed cost (its read, its last write, the cores idle while it drains: ~7 ms of CPU and more)
+JUMP_SECONDS = 0.2  # a worker asks the store whether a lost batch waits at most this often
 STOPPING = threading.Event()  # set by `assay worker` on SIGTERM: batches in hand end between pieces, handed back
 
 
@@ -100,9 +111,52 @@ class Lease:
                 log.warning("renewing the lease of batch %s failed", self.held[0][0], exc_info=True)
 
 
-def run_batch(engine: Any, held: store_batches.Held, worker: str) -> dict[str, Any]:
-    """Do the batch ``held``, and record what it did; returns that (``handed_back`` when its worker is stopping,
-    ``superseded`` when it was handed to another meanwhile)."""
+class QueueJump:
+    """Asked between the pieces of a batch (at most every ``JUMP_SECONDS``): takes a lost batch of the run when one
+    waits (its worker was killed mid-batch), so it is redone now rather than after the batch in hand, which its
+    worker then lets go (``yielded``). Off while the batch in hand is itself a lost one's redo: it waits for
+    none."""
+
+    def __init__(self, engine: Any, job_id: int, worker: str, task_run_id: str | None, *, on: bool) -> None:
+        self.engine, self.job_id, self.worker, self.task_run_id, self.on = engine, job_id, worker, task_run_id, on
+        self.asked = time.monotonic()  # the claim that gave the batch in hand took any lost one there was
+        self.taken: store_batches.Held | None = None
+
+    def __call__(self) -> bool:
+        if not self.on or self.taken is not None or time.monotonic() - self.asked < JUMP_SECONDS:
+            return self.taken is not None
+        self.asked = time.monotonic()
+        try:
+            self.taken = store_batches.claim_lost(self.engine, job_id=self.job_id, worker=self.worker,
+                                                  task_run_id=self.task_run_id)
+        except Exception:  # noqa: BLE001 (the store away for a moment: the batch in hand goes on)
+            log.warning("looking for a lost batch of run %s failed", self.job_id, exc_info=True)
+        return self.taken is not None
+
+    def give_back(self) -> None:
+        """The lost batch taken is let go unstarted (the batch in hand could not be)."""
+        held, self.taken = self.taken, None
+        if held is None:
+            return
+        try:
+            store_batches.release(self.engine, held.batch_id, held.attempt, why=store_batches.LOST)
+        finally:
+            if held.lock is not None:
+                store_batches.let_go(held.lock, held.batch_id, held.attempt)
+
+
+def pieces() -> stages.Pieces:
+    """How a worker cuts its batches into pieces: at first, and at least, two entries for each of its cores (8 at
+    least); then pieces of about ``PIECE_SECONDS``, a multiple of its cores."""
+    cores = usable_cores()
+    return stages.Pieces(least=cores * max(2, math.ceil(8 / cores)), seconds=PIECE_SECONDS, step=cores)
+
+
+def run_batch(engine: Any, held: store_batches.Held, worker: str, task_run_id: str | None = None,
+              cut: stages.Pieces | None = None) -> dict[str, Any]:
+    """Do the batch ``held``, going on where earlier attempts let it go, and record what it did; returns that
+    (``handed_back`` when its worker is stopping, ``yielded`` with the lost batch taken as ``next``, ``superseded``
+    when it was handed to another meanwhile)."""
     settings = current()
     url = settings.db_url
     batch_id, attempt = held.batch_id, held.attempt
@@ -110,39 +164,67 @@ def run_batch(engine: Any, held: store_batches.Held, worker: str) -> dict[str, A
     with Lease(engine, held, every=settings.cluster.lease_seconds / 4) as lease:  # held until it is recorded
         row = store_batches.get(engine, batch_id)
         assert row is not None
+        before = store_batches.progress(row["history_json"])
+        jump = QueueJump(engine, row["job_id"], worker, task_run_id,
+                         on=store_batches.last_outcome(row["history_json"]) != store_batches.LOST)
         try:
             ctx = stages.context(url, row["job_id"])
-            out = stages.outcome_range(ctx, row["position"], row["after"], row["until"], row["k"],
-                                       stop=lambda: STOPPING.is_set() or lease.lost)
+            out = stages.outcome_range(ctx, row["position"], before["last"] if before else row["after"],
+                                       row["until"], row["k"], stop=lambda: STOPPING.is_set() or lease.lost or jump(),
+                                       pieces=cut or pieces())
         except Cancelled:
             out = {"cancelled": True, "applied": 0, "unchanged": 0, "skipped": 0, "errors": [], "ids": 0}
         except Exception as exc:  # noqa: BLE001 (recorded: the execution's flow ends with it)
             log.exception("batch %s failed on worker %s", batch_id, worker)
             out = {"failed": f"{type(exc).__name__}: {exc}"}
+        out["errors"] = [[entry_id, f"{reason} (on worker {worker})"] for entry_id, reason in out.get("errors", [])]
+        if before is not None:
+            out = with_earlier(before, out)
         if out.get("stopped"):
-            store_batches.release(engine, batch_id, attempt, why="handed back")
+            why = store_batches.YIELDED if jump.taken is not None else store_batches.HANDED_BACK
+            try:
+                store_batches.release(engine, batch_id, attempt, why=why,
+                                      did={key: out[key] for key in ("last", *TALLIES)})
+            except BaseException:
+                jump.give_back()
+                raise
+            if jump.taken is not None:
+                return {"k": row["k"], "yielded": True, "next": jump.taken}
             return {"k": row["k"], "handed_back": True}
         out["worker"] = worker
-        out["errors"] = [[entry_id, f"{reason} (on worker {worker})"] for entry_id, reason in out.get("errors", [])]
         if not store_batches.finish(engine, batch_id, attempt, out):
             return {"k": row["k"], "superseded": True}
     return {"k": row["k"], **{key: out[key] for key in ("cancelled", "failed") if key in out}}
 
 
-def run_share(job_id: int) -> dict[str, Any]:
-    """A worker's share of run ``job_id``'s batches: claim its first pending batch, do it, and the next, until none
-    is pending (or this worker is stopping, or a batch failed or was cancelled); returns the batches it did."""
+TALLIES = ("ids", "applied", "unchanged", "skipped", "errors")  # what a batch's attempts add up
+
+
+def with_earlier(before: dict[str, Any], out: dict[str, Any]) -> dict[str, Any]:
+    """What an attempt did (``out``) with what the earlier ones had done (``before``, from the batch's history)."""
+    return {**out, **{key: before[key] + out[key] for key in TALLIES if key in before and key in out}}
+
+
+def run_share(job_id: int, *, worker: str | None = None, task_run_id: str | None = None) -> dict[str, Any]:
+    """A worker's share of run ``job_id``'s batches: claim its next pending batch (a lost one first), do it, and the
+    next, until none is pending (or this worker is stopping, or a batch failed or was cancelled); a batch it yields
+    to a lost one is pending again, for whichever worker is free next. Returns the batches it did."""
     url = current().db_url
     engine = get_engine(url)
-    worker = worker_name()
-    task_run_id = str(current_task_run.id or "") or None
+    worker = worker or worker_name()
     did: list[dict[str, Any]] = []
+    held: store_batches.Held | None = None
+    cut = pieces()  # kept from batch to batch: each starts at the pace of the last
     try:
-        while not STOPPING.is_set():
-            held = store_batches.claim_next(engine, job_id=job_id, worker=worker, task_run_id=task_run_id)
+        while True:
             if held is None:
-                break
-            out = run_batch(engine, held, worker)
+                if STOPPING.is_set():
+                    break
+                held = store_batches.claim_next(engine, job_id=job_id, worker=worker, task_run_id=task_run_id)
+                if held is None:
+                    break
+            out = run_batch(engine, held, worker, task_run_id, cut)
+            held = out.pop("next", None)  # the lost batch it yielded to: done next, even when stopping (handed back)
             did.append(out)
             if out.get("handed_back") or out.get("cancelled") or out.get("failed"):
                 break
@@ -156,7 +238,7 @@ def share_task(job_id: int, plan: str, n: str) -> dict[str, Any]:  # noqa: ARG00
     """One worker's share of a plan execution's outcome batches, run by whichever worker of the pool takes it: it
     does the execution's pending batches one after another until none is left. ``plan`` and ``n`` name the run in
     the UI (``n`` also keeps two shares' inputs apart: a task worker caches results by their inputs)."""
-    return run_share(job_id)
+    return run_share(job_id, task_run_id=str(current_task_run.id or "") or None)
 
 
 # --- the execution's side -------------------------------------------------------------------------------------------
@@ -249,6 +331,13 @@ class SpreadStages:
         yield from follow.until_done()
 
 
+def needs_share(ended: list[dict[str, Any]]) -> bool:
+    """Whether a batch whose attempts ``ended`` (its history since last seen) needs a share of its own to be done:
+    not when each was yielded, as the share that yielded it goes on to the next pending batch once it has done the
+    lost one it took (and any other share free before takes it)."""
+    return any(entry.get("outcome") != store_batches.YIELDED for entry in ended)
+
+
 class _Following:
     """The batches of one outcome, handed to the pool as workers' shares and followed to their end."""
 
@@ -287,7 +376,7 @@ class _Following:
     def until_done(self) -> Iterator[tuple[int, dict[str, Any]]]:
         """Hand out the first shares, then follow the batches to their end: a batch lost (its worker stopped
         renewing its lease) or handed back (its worker is stopping) is pending again, and gets a share of its
-        own (a busy worker's share may take it first)."""
+        own (a busy worker's share may take it first); one yielded to a lost batch gets none (``needs_share``)."""
         ctx = self.ctx
         rows = store_batches.of_position(ctx.engine, job_id=ctx.job_id, position=self.position)
         self.history = {row["id"]: len(json.loads(row["history_json"] or "[]")) for row in rows}
@@ -304,10 +393,9 @@ class _Following:
             rows = store_batches.of_position(ctx.engine, job_id=ctx.job_id, position=self.position)
             back = 0
             for row in rows:
-                seen = len(json.loads(row["history_json"] or "[]"))
-                if seen > self.history.get(row["id"], 0):
-                    back += 1
-                    self.history[row["id"]] = seen
+                history = json.loads(row["history_json"] or "[]")
+                seen, self.history[row["id"]] = self.history.get(row["id"], 0), len(history)
+                back += needs_share(history[seen:])
                 if row["status"] == store_batches.RUNNING:
                     self.last_activity = time.monotonic()
                 elif row["status"] == store_batches.DONE and row["id"] not in done:

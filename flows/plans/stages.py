@@ -237,12 +237,38 @@ def outcome_batch(ctx: PlanContext, position: int, after: str, k: int) -> dict[s
     return _result(result, last=last, done=done, ids=len(rows))
 
 
+@dataclass
+class Pieces:
+    """How many entries the pieces of a batch spread over a work pool take (:func:`outcome_range`): ``least`` at
+    first, then as many as the pace seen does in ``seconds`` (at least ``least``, at most twice the last size, so
+    a piece whose work was done already and skipped does not make the next one huge), a multiple of ``step`` (the
+    worker's cores: a piece of even work ends with none of them idle). Kept over the batches a worker does one
+    after another, so each starts at the pace of the last."""
+
+    least: int
+    seconds: float
+    step: int = 1
+    size: int = 0
+
+    def next(self, limit: int) -> int:
+        """Entries for the next piece, ``limit`` at most (the outcome's batch size)."""
+        return max(1, min(limit, self.size or self.least))
+
+    def took(self, entries: int, seconds: float) -> None:
+        """A piece of ``entries`` entries took ``seconds``."""
+        size = self.size or self.least
+        wanted = entries * self.seconds / seconds if seconds > 0 else 2 * size
+        self.size = max(self.least, min(2 * size, self.step * round(wanted / self.step)))
+
+
 def outcome_range(ctx: PlanContext, position: int, after: str, until: str | None, k: int, *,
-                  stop: Callable[[], bool] = lambda: False) -> dict[str, Any]:
+                  stop: Callable[[], bool] = lambda: False, pieces: Pieces | None = None) -> dict[str, Any]:
     """Apply outcome ``position`` to every match whose path sorts in (``after``, ``until``] (``until`` None: to the
-    end), read in pieces of the outcome's batch size: one batch of an execution spread over a work pool
-    (:mod:`flows.plans.spread`). ``stop()`` true between pieces ends it early with ``stopped`` set (its worker is
-    stopping and hands the batch back; the pieces done are kept, and skipped by their work keys when redone)."""
+    end), read in pieces of the outcome's batch size, or fewer as ``pieces`` says (a rest shorter than its least
+    piece joins the piece before): one batch of an execution spread over a work pool (:mod:`flows.plans.spread`).
+    ``stop()``, asked before each piece, true ends it early with ``stopped`` set and ``last`` the path the pieces
+    done reached (its worker is stopping, or takes a lost batch first, and lets this one go; the next attempt goes
+    on after ``last``)."""
     spec = ctx.outcomes[position]
     executor = executor_for(spec.outcome)
     limit = batch_size_for(spec.outcome, ctx.batch_size)
@@ -251,13 +277,18 @@ def outcome_range(ctx: PlanContext, position: int, after: str, until: str | None
         ctx.check_cancel()
         if stop():
             return {**_result(total, last=last, done=False, ids=ids), "stopped": True}
+        size = pieces.next(limit) if pieces is not None else limit
+        ahead = size if pieces is None else min(limit, size + pieces.least - 1)  # a shorter rest joins this piece
+        started = time.monotonic()
         with ctx.engine.connect() as conn:
             where = and_(ctx.candidates(conn), spec.push, T.c.path > last)
             if until is not None:
                 where = and_(where, T.c.path <= until)
-            rows = conn.execute(select(T).where(where).order_by(T.c.path).limit(limit)).mappings().all()
+            rows = conn.execute(select(T).where(where).order_by(T.c.path).limit(ahead)).mappings().all()
         if not rows:
             break
+        ended = len(rows) < ahead
+        rows = rows if ended else rows[:size]
         last = rows[-1]["path"]
         read = len(rows)
         if spec.residual is not None:
@@ -268,7 +299,9 @@ def outcome_range(ctx: PlanContext, position: int, after: str, until: str | None
         total.skipped += result.skipped
         total.errors.extend(result.errors)
         ids += len(rows)
-        if read < limit:
+        if pieces is not None:
+            pieces.took(read, time.monotonic() - started)
+        if ended:
             break
     return _result(total, last=until if until is not None else last, done=True, ids=ids)
 
