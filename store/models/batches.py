@@ -29,7 +29,9 @@ class OutcomeBatch(TableModel, table=True):
     attempt: int = 0
     worker: str | None = None  # the worker holding it (running) or that finished it (done)
     task_run_id: str | None = None
-    history_json: str = "[]"  # earlier attempts: [{"worker", "task_run_id", "outcome": "lost" | "handed back"}]
+    # earlier attempts: [{"worker", "task_run_id", "outcome": "lost" | "handed back" | "yielded", "at", "did"?}]
+    # ("did": how far a batch let go got, and its counts, which the next attempt goes on from)
+    history_json: str = "[]"
     result_json: str | None = None
     created_at: float = Field(default_factory=now)
     started_at: float | None = None
