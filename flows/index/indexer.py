@@ -33,6 +33,7 @@ from typing import Callable
 
 from sqlalchemy.engine import Connection, Engine
 
+from flows.core.own_dirs import own_dir_ids
 from flows.core.trash_dirs import is_trash_dir
 from flows.index.progress import IndexProgress, ProgressEstimate, unfinished
 from flows.index.results import Cancelled, IndexResult, kind_of
@@ -84,6 +85,7 @@ class _Walk:
         self.above: list[tuple[str, list]] = above or []
         self.above_pending = 0
         self.reader: Connection | None = None  # for reading stored children, open while the walk runs
+        self.own = own_dir_ids()  # assay's own folders (data dir, cache): never indexed (flows/core/own_dirs)
 
     def issue(self, path: str, reason: str) -> None:
         self.issue_count += 1
@@ -237,7 +239,7 @@ class _Walk:
         follow, rows, gone, batch_size, state = self.follow, self.rows, self.gone, self.batch_size, self.state
         frames, stack = self.frames, self.stack
         listed, done, next_tick = self.listed, self.done, self.next_tick
-        estimate, compare = self.estimate, self.compare
+        estimate, compare, own = self.estimate, self.compare, self.own
         files = total = added = 0  # added: entries the store did not hold (on a re-index)
         subfolders: list[list] = []  # the frames of the subfolders pushed, which share this folder's share
         try:
@@ -267,7 +269,9 @@ class _Walk:
                         continue
                     mode = st.st_mode
                     if _S_ISDIR(mode):
-                        if is_trash_dir(path, name):  # what is in a trash is never indexed (flows/core/trash_dirs)
+                        # what is in a trash, or in assay's own folders, is never indexed (flows/core/trash_dirs,
+                        # own_dirs)
+                        if is_trash_dir(path, name) or (st.st_dev, st.st_ino) in own:
                             if prev is not None:
                                 frame[6] -= prev[1]
                                 gone.append((path, True))

@@ -5,6 +5,8 @@ What it does with filesystem events:
 - Events are debounced, and a file is acted on only once it has settled: no event for ``debounce_ms`` and the same
   size and mtime at two looks one settle interval apart. Partial-download and editor temp names (PARTIAL_NAMES) and
   the ``exclude`` globs are never indexed (a glob matches any path component, or the path below the watched folder).
+- Events inside a trash are not new files; events inside assay's own folders (its data dir, its cache: the store's
+  own writes, when a watched folder holds them) are dropped before anything sees them (flows/core/own_dirs).
 - Created and modified files, directories and links are upserted (ids, hence set memberships, survive), and the sizes
   of their ancestor directories refreshed. A directory that is new to the store is walked with the indexer (its
   contents may have been moved in whole).
@@ -38,6 +40,7 @@ import watchfiles
 from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 
+from flows.core.own_dirs import below, in_own_dir
 from flows.core.trash_dirs import under_trash
 from flows.index import watch_apply
 from flows.index.flow import run_index_job
@@ -114,6 +117,7 @@ class TreeWatcher:
         self._thread: threading.Thread | None = None
         self._pending: dict[str, _Pending] = {}
         self._deleted: dict[str, float] = {}
+        self._own = tuple(prefix for p in self.paths for prefix in below(p))  # assay's folders below the paths
 
     # --- lifecycle ------------------------------------------------------------------------------------------------
 
@@ -131,6 +135,7 @@ class TreeWatcher:
         self.unreadable = None
         self._pending.clear()
         self._deleted.clear()
+        self._own = tuple(prefix for p in self.paths for prefix in below(p))  # the data dir as configured now
         self._thread = threading.Thread(target=self._run, name=f"assay-watch {self.name}", daemon=True)
         self._thread.start()
 
@@ -156,9 +161,9 @@ class TreeWatcher:
         changes_iter = None
         try:
             changes_iter = watchfiles.watch(
-                *self.paths, watch_filter=None, debounce=max(self.debounce_ms, 50), step=min(50, self._tick_ms),
-                stop_event=self._stop, rust_timeout=self._tick_ms, yield_on_timeout=True, recursive=self.recursive,
-                ignore_permission_denied=True, raise_interrupt=False,
+                *self.paths, watch_filter=self._not_own, debounce=max(self.debounce_ms, 50),
+                step=min(50, self._tick_ms), stop_event=self._stop, rust_timeout=self._tick_ms, yield_on_timeout=True,
+                recursive=self.recursive, ignore_permission_denied=True, raise_interrupt=False,
             )
             first = next(changes_iter, None)  # the OS watches exist from here on; later events are buffered
             if first is None:
@@ -236,10 +241,16 @@ class TreeWatcher:
             return False
         if under_trash(root, parts):  # a file trashed from a watched volume lands in its .Trash-$uid: not new
             return False
+        if in_own_dir(path, self._own):  # the store's own writes
+            return False
         if not self.include_hidden and any(p.startswith(".") for p in parts):
             return False
         relative = "/".join(parts)
         return not any(fnmatch.fnmatchcase(p, g) for g in self.patterns for p in (*parts, relative))
+
+    def _not_own(self, change: watchfiles.Change, path: str) -> bool:
+        """watchfiles' filter: events inside assay's own folders are dropped, neither logged nor recorded."""
+        return not in_own_dir(path, self._own)
 
     def _record(self, changes) -> None:
         now = time.monotonic()

@@ -292,3 +292,26 @@ def test_trash_folders_are_not_indexed_and_one_indexed_before_leaves_the_store(e
     index_tree(engine, str(tmp_path), scan_id=3)
     assert entry(engine, tmp_path / "Trash") is None and entry(engine, tmp_path / "Trash" / "files" / "old.txt") is None
     assert entry(engine, tmp_path)["size"] == len("kept") + len("kept too")
+
+
+def test_assays_own_folders_are_not_indexed_and_ones_indexed_before_leave_the_store(engine, data_dir, tmp_path,
+                                                                                   monkeypatch):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.txt").write_text("kept")
+    shared = tmp_path / "shared-cache"  # cluster.cache_dir, outside the data dir
+    (shared / "ab").mkdir(parents=True)
+    (shared / "ab" / "thumb.jpg").write_bytes(b"t" * 10)
+    (data_dir / "cache" / "cd").mkdir(parents=True)
+    (data_dir / "cache" / "cd" / "thumb.jpg").write_bytes(b"t" * 10)
+    monkeypatch.setattr("flows.core.capability._data_dir", tmp_path / "elsewhere")
+    index_tree(engine, str(tmp_path), scan_id=1)  # before: the data dir (with the store in it) is a folder like any
+    assert entry(engine, data_dir / "assay.db") is not None and entry(engine, shared / "ab" / "thumb.jpg") is not None
+
+    monkeypatch.setattr("flows.core.capability._data_dir", data_dir)
+    monkeypatch.setenv("ASSAY_CACHE_DIR", str(shared))
+    result = index_tree(engine, str(tmp_path), scan_id=2)
+    assert entry(engine, data_dir) is None and entry(engine, shared) is None
+    with engine.connect() as conn:
+        stored = [r[0] for r in conn.execute(select(entries.T.c.path))]
+    assert sorted(stored) == sorted([str(tmp_path), str(tmp_path / "docs"), str(tmp_path / "docs" / "a.txt")])
+    assert result.files == 1 and entry(engine, tmp_path)["size"] == len("kept")

@@ -245,3 +245,47 @@ def test_wanted_filters_by_root_depth_hidden_and_globs(engine, folder):
     assert not w.wanted(str(folder / "a.txt.part"))
     assert not w.wanted(str(folder / ".Trash-0"))  # what is trashed from a watched volume is not a new file
     assert not TreeWatcher(engine, [str(folder)]).wanted(str(folder / ".Trash-0" / "files" / "a.txt"))
+
+
+class Recording(TreeWatcher):
+    """A watcher that keeps every path watchfiles handed it."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.seen: list[str] = []
+
+    def _record(self, changes) -> None:
+        self.seen.extend(path for _, path in changes)
+        super()._record(changes)
+
+
+def test_a_watcher_on_a_folder_holding_the_data_dir_ignores_the_stores_own_writes(engine, data_dir, tmp_path,
+                                                                                  monkeypatch):
+    monkeypatch.setattr("flows.core.capability._data_dir", data_dir)  # the store (engine) lives in it
+    w = Recording(engine, [str(tmp_path)], debounce_ms=200, name="home")
+    try:
+        started(w)  # its catch-up wrote the store
+        (data_dir / "cache" / "ab").mkdir(parents=True)
+        (data_dir / "cache" / "ab" / "thumb.jpg").write_bytes(b"t" * 10)
+        marker = tmp_path / "marker.txt"  # written after: once it is indexed, the writes before it were seen too
+        marker.write_text("m")
+        wait_for(lambda: entry(engine, marker), what="the marker")
+        assert str(marker) in w.seen and not [p for p in w.seen if p.startswith(str(data_dir))]
+        assert entry(engine, data_dir) is None and entry(engine, data_dir / "cache" / "ab" / "thumb.jpg") is None
+    finally:
+        w.stop()
+
+
+def test_paths_in_the_data_dir_or_the_cache_dir_are_not_wanted_however_the_root_is_spelled(engine, tmp_path,
+                                                                                           monkeypatch):
+    home = tmp_path / "home"
+    (home / ".assay").mkdir(parents=True)
+    (home / "shared").mkdir()
+    (tmp_path / "link").symlink_to(home)
+    monkeypatch.setattr("flows.core.capability._data_dir", home / ".assay")
+    monkeypatch.setenv("ASSAY_CACHE_DIR", str(home / "shared"))
+    for root in (home, tmp_path / "link"):
+        w = TreeWatcher(engine, [str(root)])
+        assert not w.wanted(str(root / ".assay" / "assay.db")) and not w.wanted(str(root / ".assay"))
+        assert not w.wanted(str(root / "shared" / "ab" / "cd.jpg"))
+        assert w.wanted(str(root / ".assay-notes.txt")) and w.wanted(str(root / "sharedness" / "a.txt"))
