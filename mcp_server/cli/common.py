@@ -20,7 +20,9 @@ OK = 0  # done; something found
 NOTHING = 1  # nothing found, or the job did not complete, or a plan has problems
 ERROR = 2  # an error (its message on stderr) or a usage error
 
-NOISY_LOGGERS = ("httpx", "httpcore", "uvicorn.access", "sqlalchemy", "mcp.server.lowlevel")
+# libraries whose INFO lines say nothing to a person at a terminal; their WARNINGs still show. alembic: a "setup
+# plugin ..." line per autogenerate plugin each time it is imported (the store's own lines say what migrating did)
+NOISY_LOGGERS = ("httpx", "httpcore", "uvicorn.access", "sqlalchemy", "mcp.server.lowlevel", "alembic")
 
 
 def setup_logging() -> bool:
