@@ -249,9 +249,8 @@ def owe_sweep(engine: Engine, data_dir: str | Path, until: float) -> threading.T
 
 
 def _settle(engine: Engine, data_dir: str | Path, key: tuple[str, str]) -> None:
-    wake = threading.Event()  # never set: waits of RETRY seconds, not a busy loop
     while True:
-        wake.wait(RETRY)
+        time.sleep(RETRY)  # a daemon thread's wait between two cheap checks; never on an event loop
         with _owed_lock:
             until = _owed[key]
         try:
