@@ -358,6 +358,9 @@ class _Following:
         for _ in range(count):
             self.shares += 1
             share_task.delay(self.ctx.job_id, self.ctx.plan.name, f"{self.position + 1}.{self.shares}")
+        # the shares are out only now (a hand-out can take seconds on a loaded machine): "untaken" counts from here,
+        # or a slow first hand-out would look like shares no worker took, and more would be handed out
+        self.last_activity = time.monotonic()
 
     def resubmit_untaken(self, rows: list[dict[str, Any]]) -> None:
         """Pending batches while none of this outcome runs or ended for two leases: the shares went to workers that
