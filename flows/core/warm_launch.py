@@ -55,14 +55,14 @@ def read_line(conn: socket.socket, buffer: bytearray) -> dict[str, int] | None:
 
 def end_as(status: int) -> None:
     """End this process as the flow run's process ended: ``status`` >= 0 an exit code, < 0 killed by that signal."""
-    sys.stdout.flush()
-    sys.stderr.flush()
     if status < 0:
+        sys.stdout.flush()
+        sys.stderr.flush()
         signal.signal(-status, signal.SIG_DFL)
         os.kill(os.getpid(), -status)
         time.sleep(1)  # a signal whose default action is not to end the process: end with its conventional code
-        os._exit(128 - status)
-    os._exit(status)
+        sys.exit(128 - status)
+    sys.exit(status)
 
 
 def wait_for(pid: int) -> None:
@@ -80,6 +80,8 @@ def wait_for(pid: int) -> None:
 
 
 def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (flows.core.prefect has the same test; this module imports only the standard
+    library, so it keeps its own)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
