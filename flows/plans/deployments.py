@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy.engine import Engine
 
 from dsl.model import Plan
-from flows.core.deployments import DeploymentSpec, DeploymentTarget
+from flows.core.deployments import DeploymentSpec, DeploymentTarget, cancel_waiting_runs
 from flows.plans.flow import plan_flow
 from flows.plans.schedules import plan_schedules
 from store import plans as store_plans
@@ -46,9 +46,13 @@ class PlanDeployments:
         return out
 
     def sync(self, plan: Plan) -> None:
-        """Create or update ``plan``'s deployment."""
+        """Create or update ``plan``'s deployment; a plan no longer active has its waiting runs cancelled."""
         try:
             self.deployments.add(*plan_deployment(plan))
+            deployment_id = self.deployment_id(plan.name)
+            if plan.status != "active" and deployment_id is not None:
+                if cancelled := cancel_waiting_runs(deployment_id, f"plan {plan.name} is {plan.status}"):
+                    log.info("plan %s is %s: %d waiting run(s) cancelled", plan.name, plan.status, cancelled)
         except Exception:  # noqa: BLE001 (the plan is saved; only the UI's view of it lags)
             log.warning("plan %s: updating its deployment failed", plan.name, exc_info=True)
 

@@ -7,10 +7,16 @@ Prefect's scheduler looks for work every 60 s by default; the server here looks 
 from __future__ import annotations
 
 import time
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
+from prefect import flow
+from prefect.client.orchestration import get_client
+from prefect.settings import PREFECT_API_URL, temporary_settings
+from prefect.states import Running, Scheduled
 
+from flows.core.deployments import cancel_waiting_runs
 from tests.e2e.conftest import server_env
 from tests.e2e.prefect_serve import Served, call, serving
 
@@ -80,3 +86,24 @@ async def test_a_scheduled_plan_runs_on_its_schedule_until_it_is_paused(served: 
 
     await call(served, "plan-update", {"name": "nightly", "text": plan_text(served, "status paused")})
     assert served.deployment("nightly")["schedules"] == []  # the schedule went with the plan's
+
+
+@flow(name="assay-test-unserved")
+def unserved() -> None:
+    """A flow whose deployment no runner serves: its runs wait until someone moves them."""
+
+
+def test_cancelling_a_paused_plans_waiting_runs_takes_late_and_future_ones_and_leaves_running_ones(served: Served):
+    # Prefect, pausing a deployment, deletes only its future runs; a run already due would still start
+    with temporary_settings(updates={PREFECT_API_URL: served.api}), get_client(sync_client=True) as client:
+        flow_id = client.create_flow(unserved)
+        deployment_id = client.create_deployment(flow_id=flow_id, name="waiting", paused=True)
+        now = datetime.now(timezone.utc)
+        late, future, running = (client.create_flow_run_from_deployment(deployment_id, state=state).id for state in
+                                 (Scheduled(scheduled_time=now - timedelta(minutes=5)),
+                                  Scheduled(scheduled_time=now + timedelta(hours=1)), Running()))
+        assert cancel_waiting_runs(deployment_id, "plan waiting is paused") == 2
+        states = {run: client.read_flow_run(run).state for run in (late, future, running)}
+        assert cancel_waiting_runs(deployment_id, "again") == 0
+    assert [states[r].type.value for r in (late, future, running)] == ["CANCELLED", "CANCELLED", "RUNNING"]
+    assert states[late].message == "plan waiting is paused"
