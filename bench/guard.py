@@ -175,7 +175,8 @@ def serving(prep: Prepared, scratch: Path, name: str, *, auth: bool, audit: bool
                 process.wait()
 
 
-def wait_until_up(servers: list[Served], timeout: float = 180.0) -> None:
+def wait_until_up(servers: list[Served], timeout: float = 600.0) -> None:
+    """Wait for each server to take connections; generous: the suite runs this beside its tests at nice 19."""
     deadline = time.monotonic() + timeout
     for s in servers:
         port = int(s.url.rsplit(":", 1)[1].split("/")[0])
