@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+from flows.core.prefect import seed_home
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -78,8 +80,9 @@ def _base_env(home: Path) -> dict[str, str]:
     env.update(PYTHONPATH=str(REPO), PREFECT_HOME=str(home), PREFECT_SERVER_ANALYTICS_ENABLED="false",
                PREFECT_CLI_PROMPT="false", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
                PREFECT_LOGGING_LEVEL="WARNING")
-    if os.environ.get("ASSAY_MODEL_CACHE"):
-        env["ASSAY_MODEL_CACHE"] = os.environ["ASSAY_MODEL_CACHE"]
+    for kept in ("ASSAY_MODEL_CACHE", "ASSAY_PREFECT_SEED"):  # the suite's model exports and Prefect seed
+        if os.environ.get(kept):
+            env[kept] = os.environ[kept]
     return env
 
 
@@ -141,6 +144,7 @@ def prefect_server(work: Path, *, scheduler_seconds: float = 60.0) -> Iterator[P
     env = _base_env(home)
     env.update(PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS=f"{scheduler_seconds:g}",
                PREFECT_SERVER_SERVICES_LATE_RUNS_LOOP_SECONDS="5", PREFECT_SERVER_UI_ENABLED="true")
+    seed_home(home, env)  # the test suite's migrated Prefect database, when it gives one
     log = work / "prefect-server.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",

@@ -76,7 +76,8 @@ def server_env(scratch: Path, **extra: str) -> dict[str, str]:
     ``extra`` on top (ASSAY_DATA_DIR=..., HF_HUB_OFFLINE=1)."""
     import os
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "ASSAY_"))}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PREFECT_", "ASSAY_")) or k == "ASSAY_PREFECT_SEED"}  # a seed: fewer migrations only
     env.update(PYTHONPATH=str(REPO), PREFECT_HOME=str(Path(scratch) / "prefect-serve"),
                PREFECT_SERVER_ANALYTICS_ENABLED="false", ASSAY_DOCUMENTS_PLAN="off", PYTHONUNBUFFERED="1", **extra)
     return env

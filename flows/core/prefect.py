@@ -13,6 +13,11 @@ that answers, first found of:
    background services (the scheduler, cancellation clean-up, ...) on ``ASSAY_PREFECT_PORT`` (default 4200, any free
    port when that one is taken); a command-line call starts the bare API on any free port.
 
+**A seed.** A fresh Prefect home costs its server ~12 s of CPU on first start (Prefect's migrations and block
+registration). With ``ASSAY_PREFECT_SEED`` naming a folder holding a ``prefect.db`` (and ``memo_store.toml``) of a
+server that ran once, a home that has no database yet starts from copies of them; Prefect then migrates only what the
+seed lacks. The test suite makes one (tests/prefect_seed.py) for its hundred-odd fresh homes.
+
 **Imports.** Prefect is imported once, under a lock: two threads importing it at once (the start-up warm-up and the
 first job, say) met a half-initialised module ("Failed to initialize plugins: cannot import name
 'get_current_settings' ...").
@@ -29,6 +34,7 @@ import json
 import logging
 import multiprocessing
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -124,9 +130,29 @@ def recorded_api(data_dir: Path) -> str | None:
     return url
 
 
+def seed_home(home: Path | None = None, env: dict[str, str] | None = None) -> None:
+    """Copy ``ASSAY_PREFECT_SEED``'s database into Prefect home ``home`` (default: ``env``'s, this process's) when it
+    has none (see the module docstring); for a `prefect server start` too."""
+    env = dict(os.environ) if env is None else env
+    seed = env.get("ASSAY_PREFECT_SEED")
+    if not seed or any(env.get(f"PREFECT_{part}_DATABASE_CONNECTION_URL") for part in ("API", "SERVER")):
+        return  # no seed, or a database elsewhere than the home
+    home = Path(home or env.get("PREFECT_HOME") or Path.home() / ".prefect").expanduser()
+    if (home / "prefect.db").exists():
+        return
+    home.mkdir(parents=True, exist_ok=True)
+    for name in ("memo_store.toml", "prefect.db"):  # the database last: present means whole
+        source = Path(seed) / name
+        if source.is_file():
+            partial = home / f".{name}.{os.getpid()}"
+            shutil.copyfile(source, partial)
+            os.replace(partial, home / name)
+
+
 def _start_child() -> str:
     """Start our API server child on a socket bound here (so its URL is known and its port ours); its URL."""
     global _child
+    seed_home()
     sock = _bind()
     url = f"http://127.0.0.1:{sock.getsockname()[1]}/api"
     project = str(Path(__file__).resolve().parents[2])

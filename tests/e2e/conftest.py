@@ -45,7 +45,8 @@ with open(out_log, "wb") as record, open(err_log, "wb") as errors:
 
 def server_env(tmp: Path, *, prefect: bool) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("ASSAY_", "CORS_", "PREFECT_")) or k == "ASSAY_MODEL_CACHE"}  # exports built once
+           if not k.startswith(("ASSAY_", "CORS_", "PREFECT_"))
+           or k in ("ASSAY_MODEL_CACHE", "ASSAY_PREFECT_SEED")}  # exports built once; Prefect migrated once
     env.update(ASSAY_DATA_DIR=str(tmp / "data"), PREFECT_HOME=str(tmp / "prefect"),
                PREFECT_SERVER_ANALYTICS_ENABLED="false", PYTHONUNBUFFERED="1",
                ASSAY_DOCUMENTS_PLAN="off",  # the document tools' tests turn the built-in plan on

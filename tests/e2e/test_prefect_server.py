@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from flows.core.prefect import seed_home
 from tests.e2e.conftest import REPO, free_port
 
 pytestmark = pytest.mark.e2e
@@ -25,6 +26,7 @@ def prefect_api(tmp_path_factory) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env.update(PREFECT_HOME=str(home), PREFECT_SERVER_ANALYTICS_ENABLED="false", PREFECT_UI_ENABLED="false",
                PREFECT_LOGGING_LEVEL="WARNING")
+    seed_home(home, env)  # the suite's migrated Prefect database, when scripts/test made one
     log = home / "server.log"
     prefect = Path(sys.executable).parent / "prefect"
     with open(log, "wb") as out:

@@ -13,7 +13,8 @@ from tests.conftest import make_tree
 
 
 def cli_env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ASSAY_", "CORS_", "PREFECT_"))}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("ASSAY_", "CORS_", "PREFECT_")) or k == "ASSAY_PREFECT_SEED"}
     env.update(ASSAY_DATA_DIR=str(tmp_path / "data"), PREFECT_HOME=str(tmp_path / "prefect"),
                PREFECT_SERVER_ANALYTICS_ENABLED="false", **extra)
     return env
