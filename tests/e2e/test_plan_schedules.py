@@ -22,7 +22,7 @@ from tests.e2e.prefect_serve import Served, call, serving
 
 pytestmark = pytest.mark.e2e
 
-INTERVAL = 10  # seconds between scheduled runs (each run is a flow-run process: shorter piles them up on a busy machine)
+INTERVAL = 10  # seconds between scheduled runs (each a flow-run process: shorter piles them up on a busy machine)
 LIVE = ("SCHEDULED", "PENDING", "RUNNING")
 # Prefect 3.8's scheduler inserts runs with a key its ORM maps to a hybrid property; SQLAlchemy 2.1 refuses that
 SCHEDULER_BROKEN = ("please supply a bulk_dml decorated function",
