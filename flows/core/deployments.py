@@ -34,10 +34,9 @@ from uuid import UUID
 
 from prefect.client.orchestration import get_client
 from prefect.deployments.runner import EntrypointType
-from prefect.client.schemas.objects import FlowRun
 from prefect.client.schemas.filters import (
     DeploymentFilter, DeploymentFilterId, FlowRunFilter, FlowRunFilterState, FlowRunFilterStateType)
-from prefect.client.schemas.objects import StateType
+from prefect.client.schemas.objects import FlowRun, StateType
 from prefect.client.schemas.sorting import FlowRunSort
 from prefect.client.schemas.responses import SetStateStatus
 from prefect.runner import Runner

@@ -13,10 +13,10 @@ that answers, first found of:
    background services (the scheduler, cancellation clean-up, ...) on ``ASSAY_PREFECT_PORT`` (default 4200, any free
    port when that one is taken); a command-line call starts the bare API on any free port.
 
-**A seed.** A fresh Prefect home costs its server ~12 s of CPU on first start (Prefect's migrations and block
-registration). With ``ASSAY_PREFECT_SEED`` naming a folder holding a ``prefect.db`` (and ``memo_store.toml``) of a
-server that ran once, a home that has no database yet starts from copies of them; Prefect then migrates only what the
-seed lacks. The test suite makes one (tests/prefect_seed.py) for its hundred-odd fresh homes.
+**A seed.** A fresh Prefect home costs its server ~19 s of CPU on its first start against ~7.5 s later (Prefect's
+migrations and block registration). With ``ASSAY_PREFECT_SEED`` naming a folder holding a ``prefect.db`` (and
+``memo_store.toml``) of a server that ran once, a home that has no database yet starts from copies of them; Prefect
+then migrates only what the seed lacks. The test suite makes one (tests/prefect_seed.py) for its many fresh homes.
 
 **Imports.** Prefect is imported once, under a lock: two threads importing it at once (the start-up warm-up and the
 first job, say) met a half-initialised module ("Failed to initialize plugins: cannot import name
